@@ -1,0 +1,1 @@
+"""Analyses: pure functions over store readers that return plain dataclasses (no printing)."""

@@ -1,0 +1,1 @@
+"""Thin click commands over the library; rendering only."""

@@ -1,0 +1,50 @@
+"""Shared click parameter types and options."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+import click
+
+store_argument = click.argument("store", type=click.Path(exists=False, file_okay=True, dir_okay=True))
+
+
+class TimeParam(click.ParamType):
+    """Epoch milliseconds, or an ISO-8601 date/time (UTC unless it carries an offset)."""
+
+    name = "TIME"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        s = str(value).strip()
+        if s.lstrip("-").isdigit():
+            return int(s)
+        try:
+            dt = _dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+        except ValueError:
+            self.fail(f"{value!r} is neither epoch milliseconds nor an ISO date/time", param, ctx)
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=_dt.timezone.utc)
+        return int(dt.timestamp() * 1000)
+
+
+TIME = TimeParam()
+
+
+class OffsetParam(click.ParamType):
+    """A physical offset: decimal, 0x-hex, or a 20-digit file name."""
+
+    name = "OFFSET"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        s = str(value).strip().replace("_", "")
+        try:
+            return int(s, 16) if s.lower().startswith("0x") else int(s)
+        except ValueError:
+            self.fail(f"{value!r} is not an offset", param, ctx)
+
+
+OFFSET = OffsetParam()

@@ -1,0 +1,201 @@
+"""`decode-commitlog` and `summary`."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..analyses.summary import summarize
+from ..formats.constants import PROPERTY_KEYS
+from ..store import Store
+from ..store.commitlog import CRC_MISMATCH, GAP, HALF, ILLEGAL, MESSAGE, decode_slot
+from ..store.errors import EXIT_CORRUPT, EXIT_PROBLEMS, CorruptDataError
+from ._params import OFFSET, TIME, store_argument
+from .output import emit, emit_document, handle_errors, ms_to_iso, print_kv, progress, warn
+
+TABLE_COLUMNS = ("physical_offset", "total_size", "topic", "queue_id", "queue_offset", "store_time", "sys_flag",
+                 "tags", "keys", "uniq_key", "crc_ok", "body_size")
+
+
+class MessageFilter:
+    """Walk filters. Cheap header tests run before the properties are parsed."""
+
+    def __init__(self, topic=None, queue=None, key=None, tag=None, since=None, until=None, uniq_key=None):
+        self.topic, self.queue, self.key, self.tag = topic, queue, key, tag
+        self.since, self.until, self.uniq_key = since, until, uniq_key
+
+    def header_ok(self, hdr) -> bool:
+        if self.queue is not None and hdr[3] != self.queue:
+            return False
+        ts = hdr[11]
+        if self.since is not None and ts < self.since:
+            return False
+        if self.until is not None and ts > self.until:
+            return False
+        return True
+
+    def message_ok(self, msg) -> bool:
+        if self.topic is not None and msg.topic != self.topic:
+            return False
+        if self.key is not None and self.key not in msg.keys:
+            return False
+        if self.tag is not None and msg.tags != self.tag:
+            return False
+        if self.uniq_key is not None and msg.uniq_key != self.uniq_key:
+            return False
+        return True
+
+
+def _row(msg, body: str) -> dict:
+    d = msg.to_dict(body)
+    d["store_time"] = ms_to_iso(msg.store_timestamp)
+    return d
+
+
+def _hexdump(buf, start: int, length: int, base: int) -> str:
+    lines = []
+    for i in range(0, length, 16):
+        chunk = bytes(buf[start + i:start + min(i + 16, length)])
+        hx = " ".join(f"{b:02x}" for b in chunk)
+        asc = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        lines.append(f"{base + i:016x}  {hx:<47}  |{asc}|")
+    return "\n".join(lines)
+
+
+@click.command("decode-commitlog")
+@store_argument
+@click.option("--offset", type=OFFSET, help="Decode the record at this physical offset (with --count, the next K).")
+@click.option("--count", type=int, default=None, help="Number of records to show (default 1 with --offset).")
+@click.option("--from", "from_", type=OFFSET, help="Walk from this physical offset (a record boundary).")
+@click.option("--to", type=OFFSET, help="Walk up to this physical offset (exclusive).")
+@click.option("--topic", help="Only messages stored under this topic.")
+@click.option("--queue", type=int, help="Only this queue id.")
+@click.option("--key", help="Only messages whose KEYS contain this key.")
+@click.option("--tag", help="Only messages with this TAGS value.")
+@click.option("--uniq-key", help="Only the message with this UNIQ_KEY (client msgId).")
+@click.option("--since", type=TIME, help="Store time >= this (epoch ms or ISO date).")
+@click.option("--until", type=TIME, help="Store time <= this (epoch ms or ISO date).")
+@click.option("--format", "fmt", type=click.Choice(("table", "json", "ndjson", "hex")), default="table",
+              show_default=True)
+@click.option("--body", type=click.Choice(("none", "text", "hex", "base64")), default="none", show_default=True,
+              help="Include the body (decompressed when the record says so; text falls back to hex).")
+@click.option("--keep-going", is_flag=True, help="Report damage and continue with the next file instead of stopping.")
+@handle_errors
+def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, uniq_key, since, until, fmt, body,
+                     keep_going):
+    """Decode CommitLog records: one at --offset, or a walk over a range with filters.
+
+    \b
+    Examples:
+      rmqinspect decode-commitlog STORE --offset 4660
+      rmqinspect decode-commitlog STORE --topic OrderTopic --key ord-15 --format ndjson
+    """
+    st = Store.open(store)
+    cl = st.commitlog
+    flt = MessageFilter(topic, queue, key, tag, since, until, uniq_key)
+    if offset is not None and from_ is None:
+        from_ = offset
+        if count is None:
+            count = 1
+    if offset is not None and count == 1:
+        msg = cl.read_message(offset)
+        _output_messages(iter([msg]), fmt, body, cl)
+        if msg.problems:
+            for p in msg.problems:
+                warn(f"{msg.file} @ {msg.physical_offset}: {p}")
+            sys.exit(EXIT_CORRUPT)
+        return
+    damage = []
+    start = from_ if from_ is not None else cl.min_offset
+    total = (to if to is not None else cl.end_offset) - start
+
+    def walk():
+        shown = 0
+        with progress(total, "walking commitlog", fmt == "table" and count is None) as advance:
+            for slot in cl.scan(from_, to, check_crc=False, stop_at_end=not keep_going):
+                if slot.kind == MESSAGE or (slot.kind == HALF and keep_going):
+                    advance(slot.end - start)
+                    if not flt.header_ok(slot.header):
+                        continue
+                    msg = decode_slot(slot.file.buffer, slot.file.start, slot.position, slot.header, slot.body_pos,
+                                      None, slot.file.path)
+                    if slot.kind == HALF:
+                        msg.problems.append(slot.reason)
+                    if not flt.message_ok(msg):
+                        continue
+                    yield msg
+                    shown += 1
+                    if count is not None and shown >= count:
+                        return
+                elif slot.kind in (ILLEGAL, HALF, CRC_MISMATCH):
+                    damage.append(CorruptDataError(slot.reason, slot.file.path, slot.offset, kind=slot.kind))
+                    if not keep_going:
+                        return
+                    warn(str(damage[-1]))
+                elif slot.kind == GAP:
+                    warn(f"offsets [{slot.offset}, {slot.end}) have no commitlog file (deleted or missing)")
+
+    _output_messages(walk(), fmt, body, cl)
+    if damage:
+        if not keep_going:
+            raise damage[0]
+        sys.exit(EXIT_PROBLEMS)
+
+
+def _output_messages(msgs, fmt, body, cl) -> None:
+    if fmt == "hex":
+        for m in msgs:
+            f, pos = cl.locate(m.physical_offset)
+            click.echo(f"# {f.name} position {pos} physical_offset {m.physical_offset} total_size {m.total_size} "
+                       f"topic {m.topic!r} queue {m.queue_id} queue_offset {m.queue_offset}")
+            click.echo(_hexdump(f.buffer, pos, m.total_size, m.physical_offset))
+        return
+    cols = TABLE_COLUMNS + (("body",) if body != "none" else ())
+    emit((_row(m, body) for m in msgs), fmt, cols)
+
+
+@click.command("summary")
+@store_argument
+@click.option("--format", "fmt", type=click.Choice(("table", "json", "ndjson")), default="table", show_default=True)
+@handle_errors
+def summary(store, fmt):
+    """File map, offsets, per-topic and per-queue counts, time range, checkpoint, abort file."""
+    st = Store.open(store)
+    cl = st.commitlog
+    with progress(cl.end_offset - cl.min_offset, "scanning commitlog", fmt == "table") as advance:
+        s = summarize(st, advance)
+    emit_document(s, fmt, _render_summary)
+
+
+def _render_summary(s) -> None:
+    print_kv("Store", [
+        ("root", s.root),
+        ("mapped file size", s.mapped_file_size),
+        ("commitlog files", len(s.files)),
+        ("min physical offset", s.min_physical_offset),
+        ("max physical offset", s.max_physical_offset),
+        ("messages", s.messages),
+        ("message bytes", s.message_bytes),
+        ("first store time", ms_to_iso(s.first_store_timestamp)),
+        ("last store time", ms_to_iso(s.last_store_timestamp)),
+        ("abort file", ("present" + (f" (pid {s.abort_content})" if s.abort_content else "")) if s.abort_present
+         else "absent (last shutdown was clean)"),
+        ("version hints", "; ".join(s.version_hints)),
+    ] + [("note", n) for n in s.notes])
+    if s.checkpoint:
+        print_kv("Checkpoint", [(k, f"{v} ({ms_to_iso(v)})" if k.endswith("timestamp") and v else v)
+                                for k, v in s.checkpoint.items()])
+    emit(({"file": f.name, "start": f.start_offset, "end": f.start_offset + f.size, "records": f.records,
+           "data_end": f.data_end, "blank_at": f.blank_at, "blank_size": f.blank_size,
+           "zero_tail_at": f.zero_tail_at, "zero_tail": f.zero_tail_size, "damage": f.damage}
+          for f in s.files), "table", title="CommitLog files")
+    if s.gaps:
+        emit(s.gaps, "table", title="Missing offset ranges (no file)")
+    emit(({"topic": t, **v} for t, v in s.topics.items()), "table", title="Topics")
+    emit(({"topic": q.topic, "queue_id": q.queue_id, "messages": q.messages, "bytes": q.bytes,
+           "min_queue_offset": q.min_queue_offset, "max_queue_offset": q.max_queue_offset} for q in s.queues),
+         "table", title="Queues (from the commitlog)")
+
+
+COMMANDS = [decode_commitlog, summary]

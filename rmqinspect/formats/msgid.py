@@ -1,0 +1,75 @@
+"""Message ids: offsetMsgId (FORMATS.md §2.1) and UNIQ_KEY (§2.2)."""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass
+
+
+def java_ip_string(ip: bytes) -> str:
+    """Inet4Address/Inet6Address.getHostAddress: IPv6 in full form, no '::' compression, no leading zeros."""
+    if len(ip) == 4:
+        return "%d.%d.%d.%d" % (ip[0], ip[1], ip[2], ip[3])
+    if len(ip) == 16:
+        return ":".join("%x" % v for v in struct.unpack(">8H", ip))
+    return ip.hex()
+
+
+def host_string(ip: bytes, port: int) -> str:
+    """How RocketMQ renders a SocketAddress: ``ip:port`` and ``[ipv6]:port``."""
+    if len(ip) == 16:
+        return "[%s]:%d" % (java_ip_string(ip), port)
+    return "%s:%d" % (java_ip_string(ip), port)
+
+
+def offset_msg_id(store_ip: bytes, store_port: int, physical_offset: int) -> str:
+    """MessageDecoder.createMessageId: upper-case hex of store ip + port + physical offset."""
+    return (store_ip + struct.pack(">iq", store_port, physical_offset)).hex().upper()
+
+
+@dataclass(frozen=True)
+class OffsetMsgId:
+    store_ip: bytes
+    store_port: int
+    physical_offset: int
+
+    @property
+    def store_host(self) -> str:
+        return host_string(self.store_ip, self.store_port)
+
+
+def decode_offset_msg_id(msg_id: str) -> OffsetMsgId:
+    """MessageDecoder.decodeMessageId: 32 hex chars = IPv4, 56 = IPv6."""
+    s = msg_id.strip()
+    if len(s) not in (32, 56):
+        raise ValueError(f"an offsetMsgId has 32 (IPv4) or 56 (IPv6) hex characters, got {len(s)}")
+    raw = bytes.fromhex(s)
+    ip_len = 4 if len(s) == 32 else 16
+    port, off = struct.unpack(">iq", raw[ip_len:])
+    return OffsetMsgId(raw[:ip_len], port, off)
+
+
+@dataclass(frozen=True)
+class UniqKey:
+    """MessageClientIDSetter layout: ip, pid (low 16 bits), class-loader hash, ms since month start, counter."""
+
+    ip: str
+    pid: int
+    class_loader_hash: int
+    millis_since_month_start: int
+    counter: int
+
+    def month_start_estimate(self, born_timestamp: int) -> int:
+        return born_timestamp - self.millis_since_month_start
+
+
+def decode_uniq_key(uniq: str) -> UniqKey:
+    s = uniq.strip()
+    if len(s) not in (32, 56):
+        raise ValueError(f"a UNIQ_KEY of the Java client has 32 or 56 hex characters, got {len(s)}")
+    raw = bytes.fromhex(s)
+    ip_len = len(raw) - 12
+    pid, clh, delta, counter = struct.unpack(">HiIH", raw[ip_len:])
+    return UniqKey(str(ipaddress.ip_address(raw[:ip_len])) if ip_len in (4, 16) else raw[:ip_len].hex(),
+                   pid, clh, delta, counter)

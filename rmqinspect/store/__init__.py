@@ -1,0 +1,52 @@
+"""A store directory: its files, read-only maps and iterators. Never writes."""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+
+from .checkpoint import CheckpointData, read_checkpoint
+from .commitlog import CommitLog
+from .errors import RmqInspectError
+from .layout import StoreLayout
+
+
+class Store:
+    """Entry point for library users: ``Store.open(path)``; everything is read lazily."""
+
+    def __init__(self, layout: StoreLayout, commitlog_file_size: int | None = None):
+        self.layout = layout
+        self._commitlog_file_size = commitlog_file_size
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, commitlog_file_size: int | None = None) -> "Store":
+        return cls(StoreLayout.open(path), commitlog_file_size)
+
+    @property
+    def root(self) -> str:
+        return self.layout.root
+
+    @cached_property
+    def commitlog(self) -> CommitLog:
+        return CommitLog.open(self.layout, self._commitlog_file_size)
+
+    @cached_property
+    def checkpoint(self) -> CheckpointData | None:
+        return read_checkpoint(self.layout.checkpoint_path)
+
+    @property
+    def abort_present(self) -> bool:
+        return self.layout.abort_present
+
+    def close(self) -> None:
+        if "commitlog" in self.__dict__:
+            self.commitlog.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+__all__ = ["Store", "StoreLayout", "CommitLog", "CheckpointData", "RmqInspectError"]

@@ -1,0 +1,144 @@
+"""ConsumeQueue files (FORMATS.md §4): ``consumequeue/<topic>/<queueId>/<20-digit byte offset>``.
+
+Reading is vectorised: a file becomes a numpy structured array (``CQ_DTYPE``) over the read-only map,
+so a queue of millions of entries is never a Python loop per entry.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from ..formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
+from .errors import StoreNotFoundError
+from .layout import is_offset_file_name
+from .mapped import MappedFile
+
+
+@dataclass
+class QueueId:
+    topic: str
+    queue_id: int
+    path: str
+
+
+def list_queues(consumequeue_dir: str) -> list[QueueId]:
+    """Every ``<topic>/<queueId>`` directory. Non-numeric queue directories are skipped (as the broker does)."""
+    out: list[QueueId] = []
+    if not os.path.isdir(consumequeue_dir):
+        return out
+    for topic in sorted(os.listdir(consumequeue_dir)):
+        tdir = os.path.join(consumequeue_dir, topic)
+        if not os.path.isdir(tdir):
+            continue  # RocksDB files (CURRENT, *.sst, ...) live here in 5.x RocksDB stores
+        for q in os.listdir(tdir):
+            if q.lstrip("-").isdigit() and os.path.isdir(os.path.join(tdir, q)):
+                out.append(QueueId(topic, int(q), os.path.join(tdir, q)))
+    out.sort(key=lambda x: (x.topic, x.queue_id))
+    return out
+
+
+class ConsumeQueue:
+    """One queue's files, sorted by start byte offset."""
+
+    def __init__(self, topic: str, queue_id: int, directory: str, file_size: int | None = None):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.directory = directory
+        names = sorted(n for n in os.listdir(directory) if is_offset_file_name(n)) if os.path.isdir(directory) else []
+        self.files = [MappedFile(os.path.join(directory, n), int(n)) for n in names]
+        sizes = [f.size for f in self.files if f.size]
+        self.file_size = file_size or (max(set(sizes), key=sizes.count) if sizes else 0)
+
+    @classmethod
+    def open(cls, consumequeue_dir: str, topic: str, queue_id: int, file_size: int | None = None) -> "ConsumeQueue":
+        d = os.path.join(consumequeue_dir, topic, str(queue_id))
+        if not os.path.isdir(d):
+            raise StoreNotFoundError(f"no consume queue for topic {topic!r} queue {queue_id}", d)
+        return cls(topic, queue_id, d, file_size)
+
+    def file_entries(self, f: MappedFile) -> np.ndarray:
+        """All 20-byte slots of one file as a structured array (a view over the map, no copy)."""
+        n = f.size // CQ_STORE_UNIT_SIZE
+        if n == 0:
+            return np.zeros(0, dtype=CQ_DTYPE)
+        return np.frombuffer(f.buffer, dtype=CQ_DTYPE, count=n)
+
+    def valid_length(self, arr: np.ndarray) -> int:
+        """Number of leading entries that pass ``offset >= 0 and size > 0`` (the broker's end-of-queue test)."""
+        bad = np.flatnonzero((arr["physical_offset"] < 0) | (arr["size"] <= 0))
+        return int(bad[0]) if bad.size else len(arr)
+
+    def chunks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(first logical offset, entries) per file, up to the first invalid entry of each file. Pre-blank
+        padding entries are included; use ``is_pre_blank_mask`` to drop them."""
+        for f in self.files:
+            arr = self.file_entries(f)
+            n = self.valid_length(arr)
+            yield f.start // CQ_STORE_UNIT_SIZE, arr[:n]
+
+    def entries(self, from_offset: int | None = None, count: int | None = None,
+                skip_pre_blank: bool = True) -> Iterator[tuple[int, int, int, int]]:
+        """(queue_offset, physical_offset, size, tags_code) in logical order."""
+        shown = 0
+        for base, arr in self.chunks():
+            if from_offset is not None and base + len(arr) <= from_offset:
+                continue
+            lo = max(0, (from_offset or 0) - base)
+            sub = arr[lo:]
+            if skip_pre_blank:
+                keep = ~pre_blank_mask(sub)
+            else:
+                keep = np.ones(len(sub), dtype=bool)
+            idx = np.flatnonzero(keep)
+            if count is not None:
+                idx = idx[: count - shown]
+            po = sub["physical_offset"][idx].tolist()
+            sz = sub["size"][idx].tolist()
+            tc = sub["tags_code"][idx].tolist()
+            for i, a, b, c in zip((idx + base + lo).tolist(), po, sz, tc):
+                yield i, a, b, c
+            shown += len(idx)
+            if count is not None and shown >= count:
+                return
+
+    def bounds(self) -> tuple[int, int, int]:
+        """(min logical offset, max logical offset (exclusive), entry count) over the files present,
+        pre-blank padding skipped. The broker's min offset additionally depends on the commitlog's min
+        offset (correctMinOffset); see ``min_offset_for``."""
+        lo = None
+        hi = 0
+        count = 0
+        for base, arr in self.chunks():
+            if len(arr) == 0:
+                continue
+            keep = ~pre_blank_mask(arr)
+            idx = np.flatnonzero(keep)
+            if idx.size:
+                if lo is None:
+                    lo = base + int(idx[0])
+                count += int(idx.size)
+            hi = base + len(arr)
+        if lo is None:
+            lo = hi
+        return lo, hi, count
+
+    def min_offset_for(self, commitlog_min_offset: int) -> int:
+        """ConsumeQueue.correctMinOffset: first entry whose physical offset >= the commitlog's min offset."""
+        for base, arr in self.chunks():
+            ok = np.flatnonzero((arr["physical_offset"] >= commitlog_min_offset) & ~pre_blank_mask(arr))
+            if ok.size:
+                return base + int(ok[0])
+        return self.bounds()[1]
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+
+def pre_blank_mask(arr: np.ndarray) -> np.ndarray:
+    """ConsumeQueue.fillPreBlank entries: (0, Integer.MAX_VALUE, 0)."""
+    return (arr["physical_offset"] == 0) & (arr["size"] == PRE_BLANK_SIZE) & (arr["tags_code"] == 0)

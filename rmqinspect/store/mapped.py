@@ -1,0 +1,58 @@
+"""Read-only memory maps of store files. Nothing here ever opens a file for writing."""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+from .errors import StoreIOError
+
+
+class MappedFile:
+    """One file of a store, mapped read-only on first use (``mmap.ACCESS_READ``)."""
+
+    __slots__ = ("path", "name", "start", "size", "_fd", "_map")
+
+    def __init__(self, path: str, start: int = 0):
+        self.path = path
+        self.name = os.path.basename(path)
+        self.start = start
+        try:
+            self.size = os.stat(path).st_size
+        except OSError as e:
+            raise StoreIOError(f"cannot stat: {e.strerror}", path) from e
+        self._map: mmap.mmap | bytes | None = None
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    @property
+    def buffer(self):
+        """The whole file as a read-only buffer (mmap, or b"" for an empty file)."""
+        if self._map is None:
+            if self.size == 0:
+                self._map = b""
+            else:
+                try:
+                    with open(self.path, "rb") as f:
+                        self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                except OSError as e:
+                    raise StoreIOError(f"cannot map: {e.strerror}", self.path) from e
+                try:
+                    self._map.madvise(mmap.MADV_SEQUENTIAL)
+                except (AttributeError, OSError):
+                    pass
+        return self._map
+
+    def close(self) -> None:
+        if isinstance(self._map, mmap.mmap):
+            try:
+                self._map.close()
+            except BufferError:
+                # a memoryview still references the map; it is freed with the view
+                pass
+        self._map = None
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.name!r}, start={self.start}, size={self.size})"

@@ -1,0 +1,201 @@
+"""A decoded CommitLog message: plain data, plus its rendering as the public NDJSON contract."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zlib
+from dataclasses import dataclass, field
+
+from ..formats.constants import (
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    CompressionType,
+    SysFlag,
+    TransactionType,
+    compression_type,
+)
+from ..formats.msgid import host_string, offset_msg_id
+
+# Keys of the NDJSON record contract (issue #2). Never remove or rename one.
+CONTRACT_KEYS = (
+    "physical_offset", "total_size", "magic_version", "body_crc", "crc_ok", "queue_id", "flag", "queue_offset",
+    "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
+    "prepared_transaction_offset", "topic", "properties", "tags", "keys", "uniq_key", "offset_msg_id", "body_size",
+    "body_sha256",
+)
+
+
+@dataclass(slots=True)
+class Message:
+    physical_offset: int  # where the record is (file start + position)
+    total_size: int
+    magic_version: int
+    body_crc: int
+    crc_ok: bool | None  # None: check skipped (empty body)
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset_field: int  # the PHYSICALOFFSET stored in the record
+    sys_flag: int
+    born_timestamp: int
+    born_ip: bytes
+    born_port: int
+    store_timestamp: int
+    store_ip: bytes
+    store_port: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: str
+    properties_raw: bytes
+    properties: dict[str, str]
+    file: str = ""
+    position: int = 0
+    problems: list[str] = field(default_factory=list)
+    # 5.x ``__CRC32#`` whole-record CRC (FORMATS.md §1.8): None when the property is absent
+    property_crc_ok: bool | None = None
+
+    # --- derived ---------------------------------------------------------------------------------
+    @property
+    def born_host(self) -> str:
+        return host_string(self.born_ip, self.born_port)
+
+    @property
+    def store_host(self) -> str:
+        return host_string(self.store_ip, self.store_port)
+
+    @property
+    def offset_msg_id(self) -> str:
+        return offset_msg_id(self.store_ip, self.store_port, self.physical_offset_field)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys_string(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+    @property
+    def keys(self) -> list[str]:
+        """KEYS split on single spaces, empty tokens dropped (IndexService.buildIndex)."""
+        k = self.properties.get(PROPERTY_KEYS)
+        return [t for t in k.split(" ") if t] if k else []
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    @property
+    def transaction_type(self) -> TransactionType:
+        return TransactionType(self.sys_flag & 0xC)
+
+    @property
+    def compression(self) -> CompressionType | None:
+        return compression_type(self.sys_flag)
+
+    @property
+    def flag_names(self) -> list[str]:
+        names = [f.name for f in SysFlag if self.sys_flag & f and f not in (SysFlag.TRANSACTION_PREPARED,
+                                                                             SysFlag.TRANSACTION_COMMIT)]
+        tt = self.transaction_type
+        if tt != TransactionType.NOT_TYPE:
+            names.append("TRANSACTION_" + tt.name)
+        codec = self.sys_flag & 0x700
+        if codec:
+            names.append("COMPRESSION_" + {1: "LZ4", 2: "ZSTD", 3: "ZLIB"}.get(codec >> 8, f"UNKNOWN{codec >> 8}"))
+        return names
+
+    @property
+    def body_sha256(self) -> str:
+        return hashlib.sha256(self.body).hexdigest()
+
+    def decompressed_body(self) -> bytes:
+        """The body as the consumer sees it. Raises ValueError when the codec fails."""
+        codec = self.compression
+        if codec is None:
+            return self.body
+        try:
+            if codec == CompressionType.ZLIB:
+                return zlib.decompress(self.body)
+            if codec == CompressionType.ZSTD:
+                import zstandard
+
+                return zstandard.ZstdDecompressor().decompressobj().decompress(self.body)
+            if codec == CompressionType.LZ4:
+                import lz4.frame
+
+                return lz4.frame.decompress(self.body)
+        except Exception as e:  # noqa: BLE001 - any codec failure is a data problem
+            raise ValueError(f"{codec.name} body does not decompress: {e}") from e
+        raise ValueError(f"unknown compression codec {codec}")
+
+    # --- rendering ---------------------------------------------------------------------------------
+    def to_dict(self, body: str = "none") -> dict:
+        """The public record contract (CONTRACT_KEYS) plus extra fields. ``body``: none|text|hex|base64."""
+        d = {
+            "physical_offset": self.physical_offset,
+            "total_size": self.total_size,
+            "magic_version": self.magic_version,
+            "body_crc": self.body_crc,
+            "crc_ok": self.crc_ok,
+            "queue_id": self.queue_id,
+            "flag": self.flag,
+            "queue_offset": self.queue_offset,
+            "sys_flag": self.sys_flag,
+            "born_timestamp": self.born_timestamp,
+            "born_host": self.born_host,
+            "store_timestamp": self.store_timestamp,
+            "store_host": self.store_host,
+            "reconsume_times": self.reconsume_times,
+            "prepared_transaction_offset": self.prepared_transaction_offset,
+            "topic": self.topic,
+            "properties": self.properties,
+            "tags": self.tags,
+            "keys": self.keys,
+            "uniq_key": self.uniq_key,
+            "offset_msg_id": self.offset_msg_id,
+            "body_size": len(self.body),
+            "body_sha256": self.body_sha256,
+            "file": self.file,
+            "position": self.position,
+            "physical_offset_field": self.physical_offset_field,
+            "sys_flag_names": self.flag_names,
+            "transaction_type": self.transaction_type.name,
+            "compression": self.compression.name if self.compression else None,
+        }
+        if self.property_crc_ok is not None:
+            d["property_crc_ok"] = self.property_crc_ok
+        if self.problems:
+            d["problems"] = list(self.problems)
+        if body != "none":
+            d.update(render_body(self, body))
+        return d
+
+
+def render_body(msg: Message, mode: str) -> dict:
+    """Body rendering: text falls back to hex for bytes that are not UTF-8."""
+    try:
+        data = msg.decompressed_body()
+        decompressed = msg.compression is not None
+    except ValueError as e:
+        return {"body_error": str(e), "body_encoding": "hex", "body": msg.body.hex()}
+    out: dict = {}
+    if decompressed:
+        out["body_decompressed_size"] = len(data)
+    if mode == "text":
+        try:
+            out["body"] = data.decode("utf-8")
+            out["body_encoding"] = "text"
+            return out
+        except UnicodeDecodeError:
+            mode = "hex"
+    if mode == "hex":
+        out["body"] = data.hex()
+        out["body_encoding"] = "hex"
+    elif mode == "base64":
+        out["body"] = base64.b64encode(data).decode("ascii")
+        out["body_encoding"] = "base64"
+    return out
