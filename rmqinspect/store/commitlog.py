@@ -55,27 +55,126 @@ _BLANK = BLANK_MAGIC_CODE
 _crc32 = zlib.crc32
 
 
-@dataclass(slots=True)
 class Slot:
     """One thing the scan found at a physical offset.
 
-    For MESSAGE/HALF/CRC_MISMATCH slots ``header`` is the tuple unpacked by ``HEADER_STRUCTS`` and
-    ``body_pos`` the position of the body in ``file``; ``crc_ok`` is None when not checked.
+    For MESSAGE/HALF/CRC_MISMATCH slots ``header`` is the tuple unpacked by ``HEADER_STRUCTS`` (unpacked
+    lazily when the compiled scanner found the record) and ``body_pos`` the position of the body in
+    ``file``; ``crc_ok`` is None when not checked.
     """
 
-    kind: str
-    offset: int
-    size: int
-    file: MappedFile | None
-    position: int
-    header: tuple | None = None
-    body_pos: int = 0
-    crc_ok: bool | None = None
-    reason: str = ""
+    __slots__ = ("kind", "offset", "size", "file", "position", "_header", "body_pos", "crc_ok", "reason")
+
+    def __init__(self, kind: str, offset: int, size: int, file: MappedFile | None, position: int,
+                 header: tuple | None = None, body_pos: int = 0, crc_ok: bool | None = None, reason: str = ""):
+        self.kind = kind
+        self.offset = offset
+        self.size = size
+        self.file = file
+        self.position = position
+        self._header = header
+        self.body_pos = body_pos
+        self.crc_ok = crc_ok
+        self.reason = reason
+
+    @property
+    def header(self) -> tuple | None:
+        if self._header is None and self.kind in (MESSAGE, HALF, CRC_MISMATCH) and self.file is not None:
+            self._header = unpack_header(self.file.buffer, self.position)
+        return self._header
 
     @property
     def end(self) -> int:
         return self.offset + self.size
+
+    def __repr__(self) -> str:
+        return f"Slot({self.kind}, offset={self.offset}, size={self.size}, reason={self.reason!r})"
+
+
+def unpack_header(buf, pos: int) -> tuple:
+    hdr = HEADER_V4.unpack_from(buf, pos)
+    sf = hdr[7] & 0x30
+    return HEADER_STRUCTS[sf].unpack_from(buf, pos) if sf else hdr
+
+
+try:  # the compiled scanner (optional; see setup.py)
+    from . import _fastscan
+except ImportError:  # pragma: no cover - exercised when the extension could not be built
+    _fastscan = None
+
+FAST_BATCH = 8192
+# Column order of the compiled scanner's records (see _fastscan.c).
+FAST_FIELDS = ("pos", "total", "body_pos", "body_len", "crc_ok", "sys_flag", "queue_id", "queue_offset",
+               "physical_offset_field", "store_timestamp", "born_timestamp", "topic_pos", "topic_len",
+               "props_pos", "props_len", "magic_version")
+
+
+def fast_available() -> bool:
+    return _fastscan is not None
+
+
+def scan_buffer_fast(buf, start: int, limit: int, check_crc: bool = True, accept_v2: bool = True,
+                     use_compiled: bool = True) -> Iterator[tuple]:
+    """``scan_buffer`` with the well-formed records found by the compiled scanner (``header`` None in
+    those tuples; unpack lazily). Every other position goes through the pure-Python ``scan_buffer``."""
+    if _fastscan is None or not use_compiled:
+        yield from scan_buffer(buf, start, limit, check_crc, accept_v2)
+        return
+    import array
+
+    pos = start
+    while True:
+        raw, n, pos = _fastscan.scan_messages(buf, pos, limit, check_crc, accept_v2, FAST_BATCH, RECORD_SIZE_CAP)
+        if n:
+            a = array.array("q")
+            a.frombytes(raw)
+            crc_col = a[4::16]
+            for p, total, bpos, c in zip(a[0::16], a[1::16], a[2::16], crc_col):
+                yield (MESSAGE, p, total, None, bpos, None if c < 0 else c == 1, "")
+        if n == FAST_BATCH:
+            continue
+        one = next(scan_buffer(buf, pos, limit, check_crc, accept_v2))
+        yield one
+        if one[0] != HALF:
+            return
+        pos += one[2]
+
+
+def scan_records_array(buf, start: int, limit: int, check_crc: bool = True, accept_v2: bool = True):
+    """Bulk form for vectorised consumers: yields (numpy int64 array of shape (n, 16) in FAST_FIELDS order,
+    None) for runs of well-formed records and (None, slot_tuple) for anything else, in file order."""
+    import numpy as np
+
+    pos = start
+    while True:
+        if _fastscan is not None:
+            raw, n, pos = _fastscan.scan_messages(buf, pos, limit, check_crc, accept_v2, 65536, RECORD_SIZE_CAP)
+            if n:
+                yield np.frombuffer(raw, dtype=np.int64).reshape(n, 16), None
+            if n == 65536:
+                continue
+        one = next(scan_buffer(buf, pos, limit, check_crc, accept_v2))
+        if one[0] == MESSAGE and _fastscan is None:
+            yield _tuple_to_row(buf, one), None
+        else:
+            yield None, one
+        if one[0] not in (MESSAGE, HALF):
+            return
+        pos += one[2]
+
+
+def _tuple_to_row(buf, t):
+    import numpy as np
+
+    kind, pos, total, hdr, bpos, crc_ok, _ = t
+    blen = hdr[16]
+    _, props, ppos = _topic_and_properties(buf, hdr, bpos)
+    tsz = 2 if hdr[1] == _V2 else 1
+    tpos = bpos + max(blen, 0) + tsz
+    tlen = ppos - tpos
+    plen = len(props)
+    return np.array([[pos, total, bpos, blen, -1 if crc_ok is None else int(crc_ok), hdr[7], hdr[3], hdr[5], hdr[6],
+                      hdr[11], hdr[8], tpos, tlen, ppos + 2, plen, 1 if hdr[1] == _V1 else 2]], dtype=np.int64)
 
 
 def scan_buffer(buf, start: int, limit: int, check_crc: bool = True, accept_v2: bool = True) -> Iterator[tuple]:
@@ -340,7 +439,8 @@ class CommitLog:
                 limit = max(end - base, 0)
             if pos < limit:
                 buf = f.buffer
-                for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer(buf, pos, limit, check_crc, accept_v2):
+                for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer_fast(buf, pos, limit, check_crc,
+                                                                                  accept_v2):
                     if kind == FILE_END and limit < f.size:
                         return  # reached the caller's end offset
                     yield Slot(kind, base + p, size, f, p, hdr, bpos, crc_ok, reason)
