@@ -13,7 +13,7 @@ from ..store.errors import EXIT_CODES_HELP
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
-             epilog=EXIT_CODES_HELP)
+             epilog="\b\n" + EXIT_CODES_HELP)
 @click.version_option(__version__, prog_name="rmqinspect")
 def cli() -> None:
     """Offline forensic inspection of Apache RocketMQ store directories (4.x and 5.x).

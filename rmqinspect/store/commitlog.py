@@ -35,6 +35,7 @@ from ..formats.constants import (
 from .errors import CorruptDataError, OffsetOutOfStoreError, StoreNotFoundError
 from .layout import StoreLayout
 from .mapped import MappedFile
+from .message import Message
 
 # Slot kinds reported by the scan.
 MESSAGE = "message"  # a record that passed the broker's check
@@ -303,8 +304,6 @@ def _topic_and_properties(buf, hdr, bpos: int) -> tuple[str, bytes, int]:
 
 def decode_slot(buf, base: int, pos: int, hdr: tuple, bpos: int, crc_ok, path: str = ""):
     """Full decode of a record the scan accepted. Returns a ``Message``."""
-    from .message import Message
-
     blen = hdr[16]
     body = bytes(buf[bpos:bpos + blen]) if blen > 0 else b""
     if crc_ok is None and blen > 0:
