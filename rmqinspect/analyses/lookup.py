@@ -262,15 +262,17 @@ def decode_msg_id(msg_id: str) -> list[dict]:
     out = []
     try:
         o = decode_offset_msg_id(msg_id)
+        # a port is 16 bits and offsets stay far below 2**50: a UNIQ_KEY read this way gives absurd values
         out.append({"kind": "offsetMsgId", "store_host": o.store_host, "physical_offset": o.physical_offset,
-                    "plausible": 0 <= o.store_port <= 65535 and o.physical_offset >= 0})
+                    "plausible": 0 < o.store_port <= 65535 and 0 <= o.physical_offset < 1 << 50})
     except ValueError as e:
         out.append({"kind": "offsetMsgId", "error": str(e)})
     try:
         u = decode_uniq_key(msg_id)
         out.append({"kind": "UNIQ_KEY", "ip": u.ip, "pid": u.pid, "class_loader_hash": u.class_loader_hash,
                     "millis_since_month_start": u.millis_since_month_start, "counter": u.counter,
-                    "plausible": u.millis_since_month_start < 31 * 86400 * 1000})
+                    # an offsetMsgId read this way has pid 0 (the high half of the port int)
+                    "plausible": u.pid != 0 and u.millis_since_month_start < 31 * 86400 * 1000})
     except ValueError as e:
         out.append({"kind": "UNIQ_KEY", "error": str(e)})
     return out
@@ -371,8 +373,9 @@ def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = 
         if q.collisions:
             rep.reasons.append(Reason("hash_collision", f"{len(q.collisions)} of {len(q.hits)} index hits are other "
                                                         "keys with the same 32-bit hash; drop them client-side"))
-        return rep
-    # The broker found nothing (or only collisions). Diagnose.
+        if len(q.raw) < q.max_num:
+            return rep
+    # The broker found nothing (or only collisions, or hit the result cap). Diagnose.
     if not svc.infos:
         rep.reasons.append(Reason("no_index_files", f"no index files in {svc.index_dir}: messageIndexEnable=false, "
                                                     "or the index directory was deleted"))
@@ -382,9 +385,14 @@ def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = 
     if q.collisions:
         rep.reasons.append(Reason("hash_collision", f"all {len(q.collisions)} index hits are other keys with the "
                                                     "same hash (topic#key collision), none is the message"))
+    dropped = {i.name for i in svc.infos if i.dropped_on_abnormal_restart}
     for n in q.notes:
-        if "not readable" in n:
-            rep.reasons.append(Reason("hit_not_readable", n))
+        if n.startswith("round 1:") and "not readable" in n:
+            extra = ""
+            if svc.abort_present and any(d in n for d in dropped):
+                extra = ("; the abort file is present and this index file is newer than checkpoint.indexMsgTimestamp: "
+                         "the broker deletes it on restart and recovery truncates the damaged record")
+            rep.reasons.append(Reason("hit_not_readable", n[len("round 1: "):] + extra))
     # bounded scan of the commitlog for the real message
     start = cl.min_offset
     stop = cl.end_offset if scan_bytes is None else min(cl.end_offset, start + scan_bytes)
@@ -395,7 +403,8 @@ def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = 
         if kind == "uniq_key":
             if msg.uniq_key != key:
                 continue
-        elif key not in msg.keys and msg.uniq_key != key:
+        elif key not in msg.keys and msg.uniq_key != key and key not in msg.properties.values():
+            # a key put in a user property (or the whole KEYS string) is matched too: it was never indexed
             continue
         loc = Located(msg.physical_offset, msg.topic, msg.queue_id, msg.queue_offset, msg.store_timestamp,
                       msg.keys, msg.uniq_key)
@@ -452,6 +461,10 @@ def _diagnose_located(rep, svc, msg, loc, topic, key, key_hash, q, max_batch) ->
         return
     if msg.physical_offset in q.phy_offsets:
         return
+    if msg.problems:
+        rep.reasons.append(Reason("record_damaged", f"{at} is damaged ({'; '.join(msg.problems)}): the broker "
+                                                    "cannot return it (a crash recovery truncates it)"))
+        return
     for it in items:
         info = svc.info_for(it["file"])
         if not (rep.begin <= it["time_read"] <= rep.end):
@@ -463,13 +476,13 @@ def _diagnose_located(rep, svc, msg, loc, topic, key, key_hash, q, max_batch) ->
         elif not it["reachable"]:
             rep.reasons.append(Reason("chain_broken", f"{at}: item {it['item']} of {it['file']} is not reachable "
                                                       f"from slot {it['slot']} (corrupt prevIndex chain)"))
-        elif info is not None and not _file_consulted(q, it["file"]):
-            rep.reasons.append(Reason("file_not_consulted", f"{at}: {it['file']} was not searched (time range or "
-                                                            "an earlier stop)"))
         elif len(q.raw) >= q.max_num:
             rep.reasons.append(Reason("result_cap", f"{at}: the look-up stopped at {q.max_num} results "
                                                     f"(maxNum capped by maxMsgsNumBatch={max_batch}); newer hits "
                                                     "filled the list; narrow the time window"))
+        elif info is not None and not _file_consulted(q, it["file"]):
+            rep.reasons.append(Reason("file_not_consulted", f"{at}: {it['file']} was not searched (its time range "
+                                                            "does not overlap the window, or an earlier stop)"))
         else:
             rep.reasons.append(Reason("unexplained", f"{at}: indexed at item {it['item']} of {it['file']} but not "
                                                      "returned"))
