@@ -86,7 +86,7 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, f
                 d["problems"] = "; ".join(e.problems + e.notes)
             yield d
 
-    emit(rows(), fmt, JOIN_COLUMNS)
+    emit(rows(), fmt, JOIN_COLUMNS, cell_width=140)
     if bad[0]:
         warn(f"{bad[0]} entries disagree with the commitlog")
         sys.exit(EXIT_PROBLEMS)
