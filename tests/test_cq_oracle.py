@@ -198,3 +198,13 @@ def test_rocksdb_scenario_has_no_file_cq():
     r = CliRunner().invoke(cli, ["cq", str(store), "--all"])
     assert r.exit_code == 0
     assert "RocksDB" in r.output
+
+
+def test_hostile_topic_name_refused(tmp_path):
+    (tmp_path / "commitlog").mkdir()
+    (tmp_path / "consumequeue").mkdir()
+    for t in ("../../etc", "..", "a/b"):
+        r = CliRunner().invoke(cli, ["cq", str(tmp_path), "--topic", t, "--queue", "0"])
+        assert r.exit_code == 2 and "not a topic name" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(cli, ["cq", str(tmp_path / "nope"), "--all"])
+    assert r.exit_code == 3 and "Traceback" not in r.output

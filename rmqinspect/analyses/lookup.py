@@ -22,7 +22,8 @@ from .dispatch import goes_to_index, index_keys
 
 JAVA_LONG_MAX = (1 << 63) - 1
 DEFAULT_MAX_MSGS_NUM_BATCH = 64  # MessageStoreConfig.maxMsgsNumBatch
-QUERY_MESSAGE_ROUNDS = 3  # DefaultMessageStore.queryMessage retries
+QUERY_MESSAGE_ROUNDS = 3
+MAX_LOCATED = 1000  # bounded memory for the fall-back scan  # DefaultMessageStore.queryMessage retries
 
 
 @dataclass
@@ -406,6 +407,10 @@ def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = 
         elif key not in msg.keys and msg.uniq_key != key and key not in msg.properties.values():
             # a key put in a user property (or the whole KEYS string) is matched too: it was never indexed
             continue
+        if len(rep.located) >= MAX_LOCATED:
+            rep.reasons.append(Reason("many_matches", f"more than {MAX_LOCATED} messages match; the rest are not "
+                                                      "listed (narrow with --scan-bytes or a rarer key)"))
+            break
         loc = Located(msg.physical_offset, msg.topic, msg.queue_id, msg.queue_offset, msg.store_timestamp,
                       msg.keys, msg.uniq_key)
         rep.located.append(loc)

@@ -64,6 +64,9 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, f
         return
     if topic is None or queue_id is None:
         raise click.UsageError("give --topic and --queue, or --all")
+    if topic in (".", "..") or "/" in topic or "\\" in topic or "\0" in topic:
+        raise click.BadParameter(f"{topic!r} is not a topic name (path separators are not allowed)",
+                                 param_hint="--topic")
     q = ConsumeQueue.open(d, topic, queue_id, cq_file_size)
     if not join:
         rows = ({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c,

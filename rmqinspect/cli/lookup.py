@@ -43,6 +43,8 @@ def _service(st: Store, index_dir, slots, max_items) -> IndexService:
     for info in svc.infos:
         if info.error:
             warn(f"{info.path}: {info.error}")
+    if not svc.infos:
+        warn(f"no index files in {svc.index_dir}")
     return svc
 
 
