@@ -67,3 +67,17 @@ def test_cli_unknown_and_malformed_ids():
     assert r.exit_code == 3
     r = CliRunner().invoke(cli, ["msgid", "XYZ"])
     assert r.exit_code == 2 and "Traceback" not in r.output
+
+
+def test_ipv6_uniq_key_layout():
+    import ipaddress
+    import struct
+    ip = ipaddress.ip_address("2001:db8::7").packed
+    uniq = (ip + struct.pack(">HiIH", 4242, -17, 123456, 9)).hex().upper()
+    assert len(uniq) == 56
+    u = next(i for i in decode_msg_id(uniq) if i["kind"] == "UNIQ_KEY")
+    assert (u["ip"], u["pid"], u["class_loader_hash"], u["millis_since_month_start"], u["counter"]) == \
+        ("2001:db8::7", 4242, -17, 123456, 9)
+    assert u["plausible"]
+    o = next(i for i in decode_msg_id(uniq) if i["kind"] == "offsetMsgId")
+    assert not o["plausible"]  # its "port" would be 4242 << 16 | ...: not a 16-bit port

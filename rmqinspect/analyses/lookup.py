@@ -457,8 +457,13 @@ def _diagnose_located(rep, svc, msg, loc, topic, key, key_hash, q, max_batch) ->
                                                       f"{newest_end}): not dispatched to the index yet, or the index "
                                                       "file holding it was destroyed (abnormal restart / deleted)"))
         elif not covering:
-            rep.reasons.append(Reason("index_gap", f"{at}: no index file covers its offset: the index file for that "
-                                                   "period was destroyed or never written"))
+            spans = ", ".join(f"{i.name} [{i.begin_timestamp}, {i.end_timestamp}]" for i in svc.infos if not i.error)
+            in_time = [i.name for i in svc.infos if not i.error and i.begin_timestamp <= msg.store_timestamp
+                       <= i.end_timestamp]
+            rep.reasons.append(Reason("index_gap", f"{at}: no index file covers its offset"
+                                                   + ("" if in_time else " nor its store time")
+                                                   + f" (index files cover {spans}): the index file for that period "
+                                                   "was destroyed or never written"))
         else:
             rep.reasons.append(Reason("not_indexed", f"{at}: {covering[0].name} covers its offset but holds no item "
                                                      "for it (indexing was off when it was written, or the file is "
