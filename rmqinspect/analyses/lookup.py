@@ -1,0 +1,535 @@
+"""The broker's key look-up over the IndexFiles (FORMATS.md §5.5), the client-side collision check, and the
+"why can't I find it?" diagnosis.
+
+``IndexService.queryOffset`` and ``DefaultMessageStore.queryMessage`` are reproduced step for step so the
+offsets and their order equal what ``mqadmin queryMsgByKey`` would get from that broker. Everything is a pure
+function over the store readers returning plain dataclasses; rendering lives in ``cli/lookup.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..formats.constants import PROPERTY_REAL_TOPIC, RMQ_SYS_SCHEDULE_TOPIC
+from ..formats.javahash import build_index_key, index_key_hash
+from ..formats.msgid import decode_offset_msg_id, decode_uniq_key
+from ..store.errors import CorruptDataError, RmqInspectError
+from ..store.indexfile import FileLookup, IndexFile
+from .dispatch import goes_to_index, index_keys
+
+JAVA_LONG_MAX = (1 << 63) - 1
+DEFAULT_MAX_MSGS_NUM_BATCH = 64  # MessageStoreConfig.maxMsgsNumBatch
+QUERY_MESSAGE_ROUNDS = 3
+MAX_LOCATED = 1000  # bounded memory for the fall-back scan  # DefaultMessageStore.queryMessage retries
+
+
+@dataclass
+class IndexFileInfo:
+    name: str
+    path: str
+    begin_timestamp: int = 0
+    end_timestamp: int = 0
+    begin_phy_offset: int = 0
+    end_phy_offset: int = 0
+    hash_slot_count: int = 0
+    index_count: int = 0
+    slots: int = 0
+    max_items: int = 0
+    size: int = 0
+    truncated: bool = False
+    geometry: str = ""
+    # IndexService.load(lastExitOK=false): endTimestamp > checkpoint.indexMsgTimestamp -> destroyed at restart
+    dropped_on_abnormal_restart: bool = False
+    error: str = ""
+
+
+class IndexService:
+    """The index files of a store, in the broker's load order (lexical order of the 17-digit names)."""
+
+    def __init__(self, index_dir: str, slots: int | None = None, max_items: int | None = None,
+                 index_msg_timestamp: int | None = None, abort_present: bool = False):
+        self.index_dir = index_dir
+        self.abort_present = abort_present
+        self.index_msg_timestamp = index_msg_timestamp
+        self.files: list[IndexFile] = []
+        self.infos: list[IndexFileInfo] = []
+        names = sorted(os.listdir(index_dir)) if os.path.isdir(index_dir) else []
+        for name in names:
+            path = os.path.join(index_dir, name)
+            if not os.path.isfile(path):
+                continue
+            info = IndexFileInfo(name, path, size=os.path.getsize(path))
+            try:
+                f = IndexFile(path, slots, max_items)
+            except RmqInspectError as e:
+                info.error = str(e)
+                self.infos.append(info)
+                continue
+            h = f.header
+            info.begin_timestamp, info.end_timestamp = h.begin_timestamp, h.end_timestamp
+            info.begin_phy_offset, info.end_phy_offset = h.begin_phy_offset, h.end_phy_offset
+            info.hash_slot_count, info.index_count = h.hash_slot_count, h.index_count
+            info.slots, info.max_items, info.truncated = f.slots, f.max_items, f.truncated
+            info.geometry = f.geometry_note or "given"
+            if index_msg_timestamp is not None:
+                info.dropped_on_abnormal_restart = h.end_timestamp > index_msg_timestamp
+            if f.truncated:
+                info.error = f"truncated: {f.mapped.size} of {f.expected_size} bytes"
+            self.files.append(f)
+            self.infos.append(info)
+
+    @classmethod
+    def for_store(cls, store, index_dir: str | None = None, slots: int | None = None,
+                  max_items: int | None = None) -> "IndexService":
+        cp = None
+        try:
+            cp = store.checkpoint
+        except RmqInspectError:
+            cp = None
+        return cls(index_dir or store.layout.index_dir, slots, max_items,
+                   cp.index_msg_timestamp if cp else None, store.abort_present)
+
+    def info_for(self, name: str) -> IndexFileInfo | None:
+        for i in self.infos:
+            if i.name == name:
+                return i
+        return None
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+
+@dataclass
+class FileWalk:
+    """One index file as IndexService.queryOffset saw it (newest first)."""
+
+    file: str
+    consulted: bool
+    why: str
+    lookup: FileLookup | None = None
+
+
+@dataclass
+class QueryOffsetResult:
+    """IndexService.queryOffset: offsets in hash-chain order, newest file first."""
+
+    key_string: str
+    key_hash: int
+    max_num: int
+    begin: int
+    end: int
+    offsets: list[int] = field(default_factory=list)
+    offset_files: list[str] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phy_offset: int = 0
+    walks: list[FileWalk] = field(default_factory=list)
+
+
+def query_offset(svc: IndexService, topic: str, key: str, max_num: int, begin: int, end: int,
+                 max_msgs_num_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH, explain: bool = False) -> QueryOffsetResult:
+    """IndexService.queryOffset."""
+    key_string = build_index_key(topic, key)
+    max_num = min(max_num, max_msgs_num_batch)
+    res = QueryOffsetResult(key_string, index_key_hash(key_string), max_num, begin, end)
+    files = svc.files
+    for i in range(len(files), 0, -1):
+        f = files[i - 1]
+        if i == len(files):
+            res.index_last_update_timestamp = f.header.end_timestamp
+            res.index_last_update_phy_offset = f.header.end_phy_offset
+        if f.is_time_matched(begin, end):
+            lk = f.select_phy_offset(key_string, max_num, begin, end, collected=len(res.offsets), explain=explain)
+            res.offsets.extend(lk.offsets)
+            res.offset_files.extend([f.name] * len(lk.offsets))
+            res.walks.append(FileWalk(f.name, True, "time range overlaps the query", lk))
+        else:
+            res.walks.append(FileWalk(f.name, False, f"time range [{f.header.begin_timestamp}, "
+                                                     f"{f.header.end_timestamp}] does not overlap the query"))
+        if f.header.begin_timestamp < begin:
+            res.walks[-1].why += "; stop: file begins before the query's begin"
+            break
+        if len(res.offsets) >= max_num:
+            res.walks[-1].why += f"; stop: {max_num} results collected"
+            break
+    return res
+
+
+@dataclass
+class Hit:
+    """One offset returned by queryMessage, checked the way a client must (the broker compares only hashes)."""
+
+    physical_offset: int
+    index_file: str
+    has_key: bool | None  # None: the record could not be read
+    topic: str | None = None
+    keys: list[str] = field(default_factory=list)
+    uniq_key: str | None = None
+    store_timestamp: int | None = None
+    from_dropped_file: bool = False
+    problem: str = ""
+    message: object = None  # store.message.Message
+
+
+@dataclass
+class QueryMessageResult:
+    topic: str
+    key: str
+    max_num: int
+    begin: int
+    end: int
+    key_string: str
+    key_hash: int
+    phy_offsets: list[int] = field(default_factory=list)  # what DefaultMessageStore.queryMessage returns
+    raw: list[int] = field(default_factory=list)  # IndexService.queryOffset of the first round, chain order
+    index_last_update_timestamp: int = 0
+    index_last_update_phy_offset: int = 0
+    rounds: list[QueryOffsetResult] = field(default_factory=list)
+    hits: list[Hit] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verified(self) -> list[Hit]:
+        return [h for h in self.hits if h.has_key]
+
+    @property
+    def collisions(self) -> list[Hit]:
+        return [h for h in self.hits if h.has_key is False]
+
+
+def message_has_key(msg, topic: str, key: str) -> bool:
+    """The client-side check: same topic, and the key is a KEYS token or the UNIQ_KEY."""
+    return msg.topic == topic and (key in msg.keys or msg.uniq_key == key)
+
+
+def query_message(svc: IndexService, commitlog, topic: str, key: str, max_num: int, begin: int = 0,
+                  end: int = JAVA_LONG_MAX, max_msgs_num_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH,
+                  explain: bool = False) -> QueryMessageResult:
+    """DefaultMessageStore.queryMessage: up to 3 rounds; each sorts the offsets ascending and keeps those whose
+    record can be read; a round that returns nothing readable moves ``end`` back to the store time of its
+    first hit and tries again."""
+    key_string = build_index_key(topic, key)
+    out = QueryMessageResult(topic, key, min(max_num, max_msgs_num_batch), begin, end, key_string,
+                             index_key_hash(key_string))
+    last_query_time = end
+    dropped = {i.name for i in svc.infos if i.dropped_on_abnormal_restart} if svc.abort_present else set()
+    for rnd in range(QUERY_MESSAGE_ROUNDS):
+        qr = query_offset(svc, topic, key, max_num, begin, last_query_time, max_msgs_num_batch, explain)
+        out.rounds.append(qr)
+        if rnd == 0:
+            out.raw = list(qr.offsets)
+        if not qr.offsets:
+            break
+        pairs = sorted(zip(qr.offsets, qr.offset_files), key=lambda p: p[0])  # Collections.sort: stable
+        out.index_last_update_timestamp = qr.index_last_update_timestamp
+        out.index_last_update_phy_offset = qr.index_last_update_phy_offset
+        for m, (off, fname) in enumerate(pairs):
+            try:
+                msg = commitlog.read_message(off)
+            except RmqInspectError as e:
+                # lookMessageByOffset failed: the broker logs and skips this offset
+                out.notes.append(f"round {rnd + 1}: offset {off} (from {fname}) is not readable: {e}")
+                continue
+            if m == 0:
+                last_query_time = msg.store_timestamp
+            out.phy_offsets.append(off)
+            out.hits.append(Hit(off, fname, message_has_key(msg, topic, key), msg.topic, msg.keys, msg.uniq_key,
+                                msg.store_timestamp, fname in dropped, message=msg))
+        if out.phy_offsets:
+            break
+        if last_query_time < begin:
+            break
+        if rnd + 1 < QUERY_MESSAGE_ROUNDS:
+            out.notes.append(f"round {rnd + 1} returned nothing readable; retrying with end = {last_query_time}")
+    return out
+
+
+# --- message ids ------------------------------------------------------------------------------------------
+
+@dataclass
+class MsgIdReport:
+    msg_id: str
+    interpretations: list[dict] = field(default_factory=list)
+    message: object = None
+    found_as: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def decode_msg_id(msg_id: str) -> list[dict]:
+    """Both readings of a 32/56-hex id: offsetMsgId (store host + physical offset) and UNIQ_KEY (client id)."""
+    out = []
+    try:
+        o = decode_offset_msg_id(msg_id)
+        # a port is 16 bits and offsets stay far below 2**50: a UNIQ_KEY read this way gives absurd values
+        out.append({"kind": "offsetMsgId", "store_host": o.store_host, "physical_offset": o.physical_offset,
+                    "plausible": 0 < o.store_port <= 65535 and 0 <= o.physical_offset < 1 << 50})
+    except ValueError as e:
+        out.append({"kind": "offsetMsgId", "error": str(e)})
+    try:
+        u = decode_uniq_key(msg_id)
+        out.append({"kind": "UNIQ_KEY", "ip": u.ip, "pid": u.pid, "class_loader_hash": u.class_loader_hash,
+                    "millis_since_month_start": u.millis_since_month_start, "counter": u.counter,
+                    # an offsetMsgId read this way has pid 0 (the high half of the port int)
+                    "plausible": u.pid != 0 and u.millis_since_month_start < 31 * 86400 * 1000})
+    except ValueError as e:
+        out.append({"kind": "UNIQ_KEY", "error": str(e)})
+    return out
+
+
+def uniq_key_timestamp(uniq: str, born_timestamp: int) -> dict:
+    """The client id stores milliseconds since the start of the producer's month (local time); with the
+    record's born time we can tell which month start that was."""
+    u = decode_uniq_key(uniq)
+    return {"millis_since_month_start": u.millis_since_month_start,
+            "implied_month_start": born_timestamp - u.millis_since_month_start}
+
+
+# --- "why can't I find it?" ---------------------------------------------------------------------------------
+
+@dataclass
+class Reason:
+    code: str
+    detail: str
+
+
+@dataclass
+class Located:
+    """Where a matching message really is, from the bounded commitlog scan."""
+
+    physical_offset: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    store_timestamp: int
+    keys: list[str]
+    uniq_key: str | None
+    index_items: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class MissingReport:
+    topic: str
+    key: str
+    kind: str  # key | uniq_key | msg_id
+    begin: int
+    end: int
+    found_by_index: bool = False
+    query: QueryMessageResult | None = None
+    reasons: list[Reason] = field(default_factory=list)
+    located: list[Located] = field(default_factory=list)
+    scanned: tuple[int, int] = (0, 0)
+    scan_complete: bool = True
+    index_files: list[IndexFileInfo] = field(default_factory=list)
+
+
+def find_index_items(svc: IndexService, key_hash: int, phy_offset: int) -> list[dict]:
+    """Every item (any file) whose keyHash and phyOffset are these: vectorised over the item area."""
+    out = []
+    for f in svc.files:
+        items = f.items()
+        if not len(items):
+            continue
+        hit = np.flatnonzero((items["key_hash"] == key_hash) & (items["phy_offset"] == phy_offset))
+        for i in hit.tolist():
+            n = i + 1
+            td = int(items["time_diff"][i])
+            out.append({"file": f.name, "item": n, "time_diff": td,
+                        "time_read": f.header.begin_timestamp + td * 1000,
+                        "slot": key_hash % f.slots, "prev_index": int(items["prev_index"][i]),
+                        "reachable": _reachable(f, key_hash % f.slots, n)})
+    return out
+
+
+def _reachable(f: IndexFile, slot: int, target: int) -> bool:
+    """Whether item ``target`` is on slot ``slot``'s chain (cycle-safe), ignoring time."""
+    n = f.slot_value(slot)
+    ic = f.header.index_count
+    seen = set()
+    while n is not None and 0 < n <= ic and n not in seen:
+        if n == target:
+            return True
+        seen.add(n)
+        it = f.item(n)
+        if it is None or it[2] < 0:
+            return False
+        n = it[3]
+    return False
+
+
+def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = "key", begin: int = 0,
+                    end: int = JAVA_LONG_MAX, max_num: int = DEFAULT_MAX_MSGS_NUM_BATCH,
+                    max_msgs_num_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH,
+                    scan_bytes: int | None = None) -> MissingReport:
+    cl = store.commitlog
+    rep = MissingReport(topic, key, kind, begin, end, index_files=svc.infos)
+    if kind == "msg_id":
+        return _explain_msg_id(store, rep)
+    q = query_message(svc, cl, topic, key, max_num, begin, end, max_msgs_num_batch)
+    rep.query = q
+    if q.verified:
+        rep.found_by_index = True
+        if q.collisions:
+            rep.reasons.append(Reason("hash_collision", f"{len(q.collisions)} of {len(q.hits)} index hits are other "
+                                                        "keys with the same 32-bit hash; drop them client-side"))
+        if len(q.raw) < q.max_num:
+            return rep
+    # The broker found nothing (or only collisions, or hit the result cap). Diagnose.
+    if not svc.infos:
+        rep.reasons.append(Reason("no_index_files", f"no index files in {svc.index_dir}: messageIndexEnable=false, "
+                                                    "or the index directory was deleted"))
+    for info in svc.infos:
+        if info.error:
+            rep.reasons.append(Reason("index_file_damaged", f"{info.name}: {info.error}"))
+    if q.collisions:
+        rep.reasons.append(Reason("hash_collision", f"all {len(q.collisions)} index hits are other keys with the "
+                                                    "same hash (topic#key collision), none is the message"))
+    dropped = {i.name for i in svc.infos if i.dropped_on_abnormal_restart}
+    for n in q.notes:
+        if n.startswith("round 1:") and "not readable" in n:
+            extra = ""
+            if svc.abort_present and any(d in n for d in dropped):
+                extra = ("; the abort file is present and this index file is newer than checkpoint.indexMsgTimestamp: "
+                         "the broker deletes it on restart and recovery truncates the damaged record")
+            rep.reasons.append(Reason("hit_not_readable", n[len("round 1: "):] + extra))
+    # bounded scan of the commitlog for the real message
+    start = cl.min_offset
+    stop = cl.end_offset if scan_bytes is None else min(cl.end_offset, start + scan_bytes)
+    rep.scanned = (start, stop)
+    rep.scan_complete = stop >= cl.end_offset
+    key_hash = index_key_hash(build_index_key(topic, key))
+    for msg in cl.messages(start, stop, keep_going=True):
+        if kind == "uniq_key":
+            if msg.uniq_key != key:
+                continue
+        elif key not in msg.keys and msg.uniq_key != key and key not in msg.properties.values():
+            # a key put in a user property (or the whole KEYS string) is matched too: it was never indexed
+            continue
+        if len(rep.located) >= MAX_LOCATED:
+            rep.reasons.append(Reason("many_matches", f"more than {MAX_LOCATED} messages match; the rest are not "
+                                                      "listed (narrow with --scan-bytes or a rarer key)"))
+            break
+        loc = Located(msg.physical_offset, msg.topic, msg.queue_id, msg.queue_offset, msg.store_timestamp,
+                      msg.keys, msg.uniq_key)
+        rep.located.append(loc)
+        _diagnose_located(rep, svc, msg, loc, topic, key, key_hash, q, max_msgs_num_batch)
+    if not rep.located:
+        where = f"[{start}, {stop})"
+        rep.reasons.append(Reason("not_on_disk" if rep.scan_complete else "not_in_scanned_range",
+                                  f"no message with this {kind.replace('_', ' ')} in the commitlog {where}"
+                                  + ("" if rep.scan_complete else "; raise --scan-bytes to look further")
+                                  + (f"; the commitlog starts at {start}: older files were deleted (retention)"
+                                     if start > 0 else "")))
+        expired = [o for o in q.raw if o < cl.min_offset]
+        if expired:
+            rep.reasons.append(Reason("commitlog_expired", f"the index still points to {expired}, below the first "
+                                                           f"commitlog file: the message expired"))
+    return rep
+
+
+def _diagnose_located(rep, svc, msg, loc, topic, key, key_hash, q, max_batch) -> None:
+    at = f"message at {msg.physical_offset} (topic {msg.topic!r}, store time {msg.store_timestamp})"
+    if msg.topic != topic:
+        real = msg.properties.get(PROPERTY_REAL_TOPIC)
+        if msg.topic == RMQ_SYS_SCHEDULE_TOPIC and real == topic:
+            rep.reasons.append(Reason("delayed_message", f"{at} is a delayed message: until delivered it is stored and "
+                                                         f"indexed under {RMQ_SYS_SCHEDULE_TOPIC}; query that topic"))
+        else:
+            rep.reasons.append(Reason("other_topic", f"{at}: the key exists under topic {msg.topic!r}, not {topic!r} "
+                                                     f"(the index key is topic#key)"))
+        return
+    if not goes_to_index(msg.sys_flag):
+        rep.reasons.append(Reason("not_indexed_rollback", f"{at} is a ROLLBACK record: never indexed"))
+        return
+    if key not in index_keys(msg.properties):
+        rep.reasons.append(Reason("key_not_in_keys", f"{at}: {key!r} is not a KEYS token nor the UNIQ_KEY "
+                                                     f"(KEYS={msg.keys_string!r}); it was never indexed"))
+        return
+    items = find_index_items(svc, key_hash, msg.physical_offset)
+    loc.index_items = items
+    if not items:
+        covering = [i for i in svc.infos if not i.error and i.begin_phy_offset <= msg.physical_offset <= i.end_phy_offset]
+        newest_end = max((i.end_phy_offset for i in svc.infos if not i.error), default=-1)
+        if msg.physical_offset > newest_end:
+            rep.reasons.append(Reason("index_behind", f"{at} lies after the newest index entry (endPhyOffset "
+                                                      f"{newest_end}): not dispatched to the index yet, or the index "
+                                                      "file holding it was destroyed (abnormal restart / deleted)"))
+        elif not covering:
+            spans = ", ".join(f"{i.name} [{i.begin_timestamp}, {i.end_timestamp}]" for i in svc.infos if not i.error)
+            in_time = [i.name for i in svc.infos if not i.error and i.begin_timestamp <= msg.store_timestamp
+                       <= i.end_timestamp]
+            rep.reasons.append(Reason("index_gap", f"{at}: no index file covers its offset"
+                                                   + ("" if in_time else " nor its store time")
+                                                   + f" (index files cover {spans}): the index file for that period "
+                                                   "was destroyed or never written"))
+        else:
+            rep.reasons.append(Reason("not_indexed", f"{at}: {covering[0].name} covers its offset but holds no item "
+                                                     "for it (indexing was off when it was written, or the file is "
+                                                     "damaged)"))
+        return
+    if msg.physical_offset in q.phy_offsets:
+        return
+    if msg.problems:
+        rep.reasons.append(Reason("record_damaged", f"{at} is damaged ({'; '.join(msg.problems)}): the broker "
+                                                    "cannot return it (a crash recovery truncates it)"))
+        return
+    for it in items:
+        info = svc.info_for(it["file"])
+        if not (rep.begin <= it["time_read"] <= rep.end):
+            skew = "" if rep.begin <= msg.store_timestamp <= rep.end else " (its store time is outside the window too)"
+            rep.reasons.append(Reason("time_window", f"{at}: the index records time {it['time_read']} (whole seconds "
+                                                     f"after the file's beginTimestamp), outside [{rep.begin}, "
+                                                     f"{rep.end}]{skew}; clock skew between producer and broker, or "
+                                                     "a window narrower than a second"))
+        elif not it["reachable"]:
+            rep.reasons.append(Reason("chain_broken", f"{at}: item {it['item']} of {it['file']} is not reachable "
+                                                      f"from slot {it['slot']} (corrupt prevIndex chain)"))
+        elif len(q.raw) >= q.max_num:
+            rep.reasons.append(Reason("result_cap", f"{at}: the look-up stopped at {q.max_num} results "
+                                                    f"(maxNum capped by maxMsgsNumBatch={max_batch}); newer hits "
+                                                    "filled the list; narrow the time window"))
+        elif info is not None and not _file_consulted(q, it["file"]):
+            rep.reasons.append(Reason("file_not_consulted", f"{at}: {it['file']} was not searched (its time range "
+                                                            "does not overlap the window, or an earlier stop)"))
+        else:
+            rep.reasons.append(Reason("unexplained", f"{at}: indexed at item {it['item']} of {it['file']} but not "
+                                                     "returned"))
+
+
+def _file_consulted(q: QueryMessageResult, name: str) -> bool:
+    return any(w.file == name and w.consulted for r in q.rounds for w in r.walks)
+
+
+def _explain_msg_id(store, rep: MissingReport) -> MissingReport:
+    cl = store.commitlog
+    try:
+        o = decode_offset_msg_id(rep.key)
+    except ValueError as e:
+        rep.reasons.append(Reason("bad_msg_id", str(e)))
+        return rep
+    off = o.physical_offset
+    if off < cl.min_offset:
+        rep.reasons.append(Reason("commitlog_expired", f"offset {off} is below the first commitlog file "
+                                                       f"({cl.files[0].name}): expired and deleted"))
+    elif off >= cl.end_offset:
+        rep.reasons.append(Reason("beyond_commitlog", f"offset {off} is beyond the end of the commitlog "
+                                                      f"({cl.end_offset}): wrong store/broker ({o.store_host}?) or "
+                                                      "data lost in a crash"))
+    else:
+        try:
+            msg = cl.read_message(off)
+        except CorruptDataError as e:
+            rep.reasons.append(Reason("no_record_there", str(e)))
+        else:
+            rep.located.append(Located(msg.physical_offset, msg.topic, msg.queue_id, msg.queue_offset,
+                                       msg.store_timestamp, msg.keys, msg.uniq_key))
+            rep.found_by_index = True
+            if msg.topic != rep.topic:
+                rep.reasons.append(Reason("other_topic", f"the record at {off} belongs to topic {msg.topic!r}"))
+            if msg.offset_msg_id != rep.key.upper():
+                rep.reasons.append(Reason("msg_id_mismatch", f"the record at {off} has offsetMsgId "
+                                                             f"{msg.offset_msg_id} (other store host or a record "
+                                                             "moved by a crash)"))
+    return rep

@@ -1,0 +1,272 @@
+"""`index-lookup`, `msgid` and `explain-missing`: finding a message the way the broker does, and saying why
+it cannot be found."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+import click
+
+from ..analyses.lookup import (
+    DEFAULT_MAX_MSGS_NUM_BATCH,
+    JAVA_LONG_MAX,
+    IndexService,
+    decode_msg_id,
+    explain_missing,
+    query_message,
+    uniq_key_timestamp,
+)
+from ..formats.msgid import decode_offset_msg_id
+from ..store import Store
+from ..store.errors import EXIT_NOT_FOUND, RmqInspectError
+from ._params import TIME, store_argument
+from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, print_kv, warn
+
+HIT_COLUMNS = ("physical_offset", "verified", "topic", "keys", "uniq_key", "store_time", "index_file", "note")
+
+
+def _index_options(fn):
+    fn = click.option("--index-dir", type=click.Path(file_okay=False), default=None,
+                      help="Read IndexFiles from this directory instead of STORE/index (e.g. a rebuilt copy).")(fn)
+    fn = click.option("--index-slots", type=int, default=None,
+                      help="maxHashSlotNum (default: inferred from the file size and slot table).")(fn)
+    fn = click.option("--index-max", type=int, default=None, help="maxIndexNum (default: inferred).")(fn)
+    fn = click.option("--max-batch", type=int, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
+                      help="maxMsgsNumBatch of the broker: the cap applied to --max.")(fn)
+    return fn
+
+
+def _service(st: Store, index_dir, slots, max_items) -> IndexService:
+    svc = IndexService.for_store(st, os.path.abspath(index_dir) if index_dir else None, slots, max_items)
+    for info in svc.infos:
+        if info.error:
+            warn(f"{info.path}: {info.error}")
+    if not svc.infos:
+        warn(f"no index files in {svc.index_dir}")
+    return svc
+
+
+def _hit_row(h, dropped_note: bool) -> dict:
+    notes = []
+    if h.has_key is False:
+        notes.append("hash collision: the record does not carry this key in this topic")
+    if h.from_dropped_file and dropped_note:
+        notes.append("from an index file the broker deletes on this abnormal restart (FORMATS §5.6)")
+    return {"physical_offset": h.physical_offset, "verified": h.has_key, "topic": h.topic, "keys": h.keys,
+            "uniq_key": h.uniq_key, "store_timestamp": h.store_timestamp, "store_time": ms_to_iso(h.store_timestamp),
+            "index_file": h.index_file, "from_dropped_index_file": h.from_dropped_file, "note": "; ".join(notes)}
+
+
+def _walk_rows(q):
+    for rnd, r in enumerate(q.rounds, 1):
+        for w in r.walks:
+            lk = w.lookup
+            yield {"type": "file", "round": rnd, "file": w.file, "consulted": w.consulted, "why": w.why,
+                   "slot": lk.slot if lk else None, "slot_value": lk.slot_value if lk else None,
+                   "stopped": lk.stopped if lk else None}
+            if lk:
+                for s in lk.steps:
+                    yield {"type": "item", "round": rnd, "file": w.file, **dataclasses.asdict(s)}
+
+
+@click.command("index-lookup")
+@store_argument
+@click.option("--key", required=True, help="The key (a KEYS token or a UNIQ_KEY).")
+@click.option("--topic", required=True, help="Topic the message was stored under.")
+@click.option("--begin", type=TIME, default=0, show_default=True, help="Store time >= (epoch ms or ISO date).")
+@click.option("--end", type=TIME, default=JAVA_LONG_MAX, help="Store time <= (default Long.MAX_VALUE).")
+@click.option("--max", "max_num", type=int, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
+              help="maxNum of the query (capped by --max-batch).")
+@click.option("--explain", is_flag=True, help="Show the walk (files, slots, items) and the dropped collisions.")
+@click.option("--keep-collisions", is_flag=True, help="List hash collisions among the hits (the broker's raw answer).")
+@_index_options
+@format_option
+@handle_errors
+def index_lookup(store, key, topic, begin, end, max_num, explain, keep_collisions, index_dir, index_slots, index_max,
+                 max_batch, fmt):
+    """DefaultMessageStore.queryMessage over the IndexFiles (what `mqadmin queryMsgByKey` gets), then the client
+    step: each hit is re-read and hash collisions are dropped.
+
+    Exit code 3 when no record carrying the key is found.
+    """
+    st = Store.open(store)
+    svc = _service(st, index_dir, index_slots, index_max)
+    q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, max_batch, explain=explain)
+    shown = [h for h in q.hits if h.has_key or keep_collisions or explain]
+    if svc.abort_present and any(h.from_dropped_file for h in q.hits):
+        warn("abort file present: hits marked from_dropped_index_file come from an index file the broker deletes "
+             "and rebuilds on restart")
+    if fmt == "json":
+        doc = {"query": {"topic": topic, "key": key, "max_num": q.max_num, "begin": begin, "end": end,
+                         "key_string": q.key_string, "key_hash": q.key_hash},
+               "phy_offsets": q.phy_offsets, "raw": q.raw,
+               "verified_offsets": [h.physical_offset for h in q.verified],
+               "collisions": [h.physical_offset for h in q.collisions],
+               "index_last_update_timestamp": q.index_last_update_timestamp,
+               "index_last_update_phy_offset": q.index_last_update_phy_offset,
+               "hits": [_hit_row(h, svc.abort_present) for h in shown], "notes": q.notes,
+               "index_files": [dataclasses.asdict(i) for i in svc.infos]}
+        if explain:
+            doc["walk"] = list(_walk_rows(q))
+        emit_document(doc, fmt)
+    elif fmt == "ndjson":
+        emit((dict(type="hit", **_hit_row(h, svc.abort_present)) for h in shown), fmt)
+        if explain:
+            emit(_walk_rows(q), fmt)
+    else:
+        print_kv("Query", [("key string", q.key_string), ("key hash", q.key_hash), ("maxNum", q.max_num),
+                           ("window", f"[{begin}, {end}]"), ("broker result (queryMessage)", q.phy_offsets),
+                           ("raw (IndexService.queryOffset)", q.raw),
+                           ("verified", [h.physical_offset for h in q.verified]),
+                           ("hash collisions dropped", [h.physical_offset for h in q.collisions])]
+                 + [("note", n) for n in q.notes])
+        emit((_hit_row(h, svc.abort_present) for h in shown), "table", HIT_COLUMNS, title="Hits")
+        if explain:
+            emit((r for r in _walk_rows(q) if r["type"] == "file"), "table",
+                 ("round", "file", "consulted", "slot", "slot_value", "stopped", "why"), title="Index files (newest first)")
+            emit((r for r in _walk_rows(q) if r["type"] == "item"), "table",
+                 ("round", "file", "item", "key_hash", "phy_offset", "time_read", "prev_index", "matched", "reason"),
+                 title="Items visited")
+    if not q.verified:
+        sys.exit(EXIT_NOT_FOUND)
+
+
+@click.command("msgid")
+@click.argument("msg_id")
+@click.option("--store", "store", type=click.Path(exists=False), default=None,
+              help="Store to decode the record from / search the UNIQ_KEY in.")
+@click.option("--topic", help="Topic for the UNIQ_KEY look-up (default: every topic with a consume queue).")
+@_index_options
+@format_option
+@handle_errors
+def msgid(msg_id, store, topic, index_dir, index_slots, index_max, max_batch, fmt):
+    """Decode a message id: offsetMsgId (store host + physical offset, IPv4/IPv6) and UNIQ_KEY (client ip, pid,
+    time since month start, counter). With --store, decode the record at the offset and find the UNIQ_KEY
+    through the index (topic#uniqkey).
+
+    Exit code 3 when --store is given and no record matches the id.
+    """
+    doc = {"msg_id": msg_id, "interpretations": decode_msg_id(msg_id)}
+    if all("error" in i for i in doc["interpretations"]):
+        raise click.BadParameter(doc["interpretations"][0]["error"], param_hint="MSG_ID")
+    found = False
+    if store:
+        st = Store.open(store)
+        cl = st.commitlog
+        try:
+            o = decode_offset_msg_id(msg_id)
+            msg = cl.read_message(o.physical_offset)
+            doc["as_offset_msg_id"] = {"record_offset_msg_id": msg.offset_msg_id,
+                                       "matches": msg.offset_msg_id == msg_id.strip().upper(),
+                                       "message": msg.to_dict()}
+            found = found or doc["as_offset_msg_id"]["matches"]
+        except (ValueError, RmqInspectError) as e:
+            doc["as_offset_msg_id"] = {"error": str(e)}
+        svc = _service(st, index_dir, index_slots, index_max)
+        topics = [topic] if topic else sorted({q.topic for q in _queues(st)})
+        hits = []
+        for t in topics:
+            q = query_message(svc, cl, t, msg_id.strip(), max_batch, 0, JAVA_LONG_MAX, max_batch)
+            for h in q.verified:
+                d = {"topic": t, "physical_offset": h.physical_offset, "index_file": h.index_file,
+                     "message": h.message.to_dict()}
+                try:
+                    d["uniq_key_time"] = uniq_key_timestamp(msg_id.strip(), h.message.born_timestamp)
+                except ValueError:
+                    pass
+                hits.append(d)
+        doc["as_uniq_key"] = {"topics_searched": topics, "hits": hits}
+        found = found or bool(hits)
+    if fmt == "table":
+        _render_msgid(doc)
+    else:
+        emit_document(doc, fmt)
+    if store and not found:
+        sys.exit(EXIT_NOT_FOUND)
+
+
+def _queues(st):
+    from ..store.consumequeue import list_queues
+
+    return list_queues(st.layout.consumequeue_dir)
+
+
+def _render_msgid(doc) -> None:
+    for i in doc["interpretations"]:
+        print_kv(f"As {i['kind']}", [(k, v) for k, v in i.items() if k != "kind"])
+    a = doc.get("as_offset_msg_id")
+    if a:
+        if "error" in a:
+            print_kv("Record at the offset", [("error", a["error"])])
+        else:
+            m = a["message"]
+            print_kv("Record at the offset", [("matches offsetMsgId", a["matches"]), ("topic", m["topic"]),
+                                              ("queue", f"{m['queue_id']} @ {m['queue_offset']}"),
+                                              ("store time", ms_to_iso(m["store_timestamp"])),
+                                              ("keys", m["keys"]), ("uniq_key", m["uniq_key"])])
+    u = doc.get("as_uniq_key")
+    if u is not None:
+        emit(({"topic": h["topic"], "physical_offset": h["physical_offset"], "index_file": h["index_file"],
+               "store_time": ms_to_iso(h["message"]["store_timestamp"]), "keys": h["message"]["keys"]}
+              for h in u["hits"]), "table", title=f"UNIQ_KEY hits through the index (topics: {len(u['topics_searched'])})")
+
+
+@click.command("explain-missing")
+@store_argument
+@click.option("--key", help="A KEYS token.")
+@click.option("--uniq-key", help="A UNIQ_KEY (client message id).")
+@click.option("--msg-id", help="An offsetMsgId (server message id).")
+@click.option("--topic", required=True, help="Topic the message was sent to.")
+@click.option("--begin", type=TIME, default=0, show_default=True, help="Query window start (epoch ms or ISO).")
+@click.option("--end", type=TIME, default=JAVA_LONG_MAX, help="Query window end (default Long.MAX_VALUE).")
+@click.option("--max", "max_num", type=int, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
+              help="maxNum of the query.")
+@click.option("--scan-bytes", type=int, default=None,
+              help="Bound the commitlog fall-back scan to this many bytes from the first file (default: all).")
+@_index_options
+@format_option
+@handle_errors
+def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num, scan_bytes, index_dir, index_slots,
+                        index_max, max_batch, fmt):
+    """Why can't a message be found? Runs the broker's look-up; when it finds nothing, says why (time window,
+    index file destroyed or never written, key never indexed, other topic, delayed message, hash collisions,
+    result cap) and falls back to a bounded commitlog scan to show where the message really is.
+
+    Exit code 3 when the message is not on disk.
+    """
+    given = [(k, v) for k, v in (("key", key), ("uniq_key", uniq_key), ("msg_id", msg_id)) if v]
+    if len(given) != 1:
+        raise click.UsageError("give exactly one of --key, --uniq-key, --msg-id")
+    kind, value = given[0]
+    st = Store.open(store)
+    svc = _service(st, index_dir, index_slots, index_max)
+    rep = explain_missing(st, svc, topic, value, kind, begin, end, max_num, max_batch, scan_bytes)
+    doc = {"topic": topic, kind: value, "found_by_index": rep.found_by_index,
+           "broker_result": rep.query.phy_offsets if rep.query else None,
+           "reasons": [dataclasses.asdict(r) for r in rep.reasons],
+           "located": [dataclasses.asdict(x) for x in rep.located],
+           "scanned": list(rep.scanned), "scan_complete": rep.scan_complete,
+           "index_files": [{"name": i.name, "begin_timestamp": i.begin_timestamp, "end_timestamp": i.end_timestamp,
+                            "begin_phy_offset": i.begin_phy_offset, "end_phy_offset": i.end_phy_offset,
+                            "index_count": i.index_count, "error": i.error} for i in rep.index_files]}
+    if fmt == "table":
+        verdict = ("found by the broker's look-up" if rep.found_by_index else
+                   "NOT found by the broker's look-up" + ("; on disk at " + ", ".join(
+                       str(x.physical_offset) for x in rep.located) if rep.located else "; not on disk"))
+        print_kv("Verdict", [("looked for", f"{kind} {value!r} in topic {topic!r}"), ("verdict", verdict),
+                             ("broker result", doc["broker_result"])])
+        emit(doc["reasons"], "table", ("code", "detail"), title="Reasons", cell_width=400)
+        emit(({k: x[k] for k in ("physical_offset", "topic", "queue_id", "queue_offset", "store_timestamp",
+                                 "keys", "uniq_key")} | {"indexed_in": [f"{i['file']}#{i['item']}"
+                                                                        for i in x["index_items"]]}
+              for x in doc["located"]), "table", title="Where the message really is")
+        emit(doc["index_files"], "table", title="Index files")
+    else:
+        emit_document(doc, fmt)
+    if not rep.found_by_index and not rep.located:
+        sys.exit(EXIT_NOT_FOUND)
+
+
+COMMANDS = [index_lookup, msgid, explain_missing_cmd]
