@@ -126,3 +126,62 @@ def test_gaps_and_hostile_topic(tmp_path):
         assert q.bounds() == (3, 11, 5)
         assert q.min_offset_for(1060) == 9
         assert list(q.entries(from_offset=5, count=2)) == [(5, 1050, 10, -5), (9, 1090, 10, -5)]
+
+
+def test_cli_rocksdb_cq_oracle():
+    import json
+
+    from click.testing import CliRunner
+
+    from rmqinspect.cli.main import cli
+
+    p = require_oracle(ROCKS)
+    exp = load_expected(ROCKS)
+    before = tree_hashes(p / "store")
+    r = CliRunner().invoke(cli, ["rocksdb-cq", str(p / "store"), "--format", "ndjson"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in r.stdout.splitlines()]
+    assert len(rows) == 398
+    assert set(rows[0]) == {"topic", "queue_id", "queue_offset", "physical_offset", "size", "tags_code",
+                            "store_timestamp"}
+    got = {}
+    for x in rows:
+        got.setdefault((x["topic"], str(x["queue_id"])), []).append(
+            [x["queue_offset"], x["physical_offset"], x["size"], x["tags_code"]])
+    assert got == {(t, q): v["entries"] for t, qs in exp["consumeQueues"].items() for q, v in qs.items()}
+    r = CliRunner().invoke(cli, ["rocksdb-cq", str(p / "store"), "--list", "--format", "json"])
+    lst = json.loads(r.stdout)
+    st = exp["stateAfterStartWithAllQueuesOpened"]["consumeQueues"]
+    assert all(x["max_offset"] == st[x["topic"]][str(x["queue_id"])]["maxOffset"] for x in lst)
+    r = CliRunner().invoke(cli, ["rocksdb-cq", str(p / "store"), "--offsets", "--format", "json"])
+    assert json.loads(r.stdout)[-1] == {"topic": "CHECKPOINT_TOPIC", "queue_id": 0, "kind": "max",
+                                        "physical_offset": 298436, "queue_offset": None}
+    r = CliRunner().invoke(cli, ["rocksdb-cq", str(p / "store"), "--topic", "NoSuch"])
+    assert r.exit_code == 3 and "NoSuch" in r.stderr and "Traceback" not in r.output
+    assert tree_hashes(p / "store") == before
+
+
+def test_cli_rocksdb_cq_on_written_fixture(tmp_path):
+    from click.testing import CliRunner
+
+    from rmqinspect.cli.main import cli
+
+    root = tmp_path / "store"
+    (root / "commitlog").mkdir(parents=True)
+    write_rocksdb_consume_queue(str(root / "consumequeue"), [("A", 1, o, o * 100, 100, 7, 99) for o in range(5)])
+    before = tree_hashes(root)
+    r = CliRunner().invoke(cli, ["rocksdb-cq", str(root), "--from", "3", "--format", "json"])
+    import json
+    assert [x["queue_offset"] for x in json.loads(r.stdout)] == [3, 4]
+    assert tree_hashes(root) == before
+
+
+def test_not_rocksdb_and_corrupt(tmp_path):
+    from rmqinspect.store.errors import CorruptDataError, StoreNotFoundError
+
+    with pytest.raises(StoreNotFoundError):
+        RocksDBConsumeQueueStore(str(tmp_path))
+    (tmp_path / "CURRENT").write_text("MANIFEST-000001\n")
+    (tmp_path / "MANIFEST-000001").write_bytes(b"garbage")
+    with pytest.raises(CorruptDataError):
+        RocksDBConsumeQueueStore(str(tmp_path))

@@ -1,0 +1,152 @@
+"""RocketMQ 5.x structures: `store-info` (4.x/5.x detection), `config`, `rocksdb-cq`, `timers`,
+`tiered-index-lookup`, `compact-index`, `batch-cq`, `gc`."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..store import Store
+from ..store.detect import detect_store
+from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError, UnsafeOutputError
+from ._params import TIME, store_argument
+from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, print_kv, warn
+
+broker_version_option = click.option(
+    "--broker-version", default=None, metavar="VERSION",
+    help="Override store detection (e.g. 4.9.8, 5.3.3, 4.x, 5.x).")
+
+CQ_COLUMNS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "tags_code", "store_timestamp")
+
+
+def _detect(st: Store, broker_version: str | None):
+    return detect_store(st, broker_version)
+
+
+# -- store-info ------------------------------------------------------------------------------------
+@click.command("store-info")
+@store_argument
+@broker_version_option
+@format_option
+@handle_errors
+def store_info(store, broker_version, fmt):
+    """Detect which RocketMQ generation wrote STORE (4.x vs 5.x) and list the evidence.
+
+    Signals: checkpoint fields in use, abort holding a pid, abort.bak, compaction/, V2 records,
+    __CRC32# properties, RocksDB files in consumequeue/, timerlog/, timerwheel, batchconsumequeue/,
+    tiered_index_file/.
+    """
+    st = Store.open(store)
+    d = _detect(st, broker_version)
+
+    def render(doc):
+        print_kv("store", [("root", st.root), ("version guess", d.version_guess), ("version used", d.version),
+                           ("consume queue", d.consume_queue_kind)])
+        emit(({"signal": e.signal, "found": "yes" if e.found else "no", "implies": e.implies, "detail": e.detail}
+              for e in d.evidence), "table", ("signal", "found", "implies", "detail"), cell_width=90)
+
+    emit_document(d.to_dict(), fmt, render)
+
+
+# -- config ----------------------------------------------------------------------------------------
+@click.command("config")
+@store_argument
+@click.option("--only", type=click.Choice(("topics", "subscriptionGroups", "consumerOffsets", "delayOffsets")),
+              help="Show one table only.")
+@broker_version_option
+@format_option
+@handle_errors
+def config_cmd(store, only, broker_version, fmt):
+    """Decode config/*.json (topics, subscription groups, consumer offsets, delay offsets).
+
+    fastjson's unquoted integer keys are accepted; when a main file is missing, empty or corrupt the
+    .bak file is used (as ConfigManager.load does) and a warning says so.
+    """
+    from ..store.brokerconfig import read_broker_config
+
+    st = Store.open(store)
+    cfg = read_broker_config(st.layout.config_dir)
+    for ld in cfg.loads.values():
+        if ld.source == "bak":
+            warn(f"{ld.path}: {ld.reason}")
+    for p in cfg.problems:
+        warn(p)
+    doc = cfg.to_dict()
+    if only:
+        doc = {"files": {only: doc["files"][only]}, only: doc[only], "problems": cfg.problems}
+    if fmt != "table":
+        emit_document(doc, fmt)
+    else:
+        emit(({"file": ld.name, "source": ld.source, "used": ld.used or "", "reason": ld.reason}
+              for k, ld in cfg.loads.items() if not only or k == only), "table",
+             ("file", "source", "used", "reason"), title="config files", cell_width=100)
+        for key in ("topics", "subscriptionGroups", "consumerOffsets", "delayOffsets"):
+            if key in doc and doc[key]:
+                click.echo("")
+                emit(doc[key], "table", title=key)
+    if any(ld.source == "bak" for ld in cfg.loads.values()) or cfg.problems:
+        sys.exit(EXIT_PROBLEMS)
+
+
+# -- rocksdb-cq ------------------------------------------------------------------------------------
+@click.command("rocksdb-cq")
+@store_argument
+@click.option("--topic", help="Only this topic.")
+@click.option("--queue", "queue_id", type=int, help="Only this queue id (with --topic).")
+@click.option("--from", "from_", type=int, default=None, help="First logical (queue) offset.")
+@click.option("--count", type=int, default=None, help="At most this many entries per queue.")
+@click.option("--list", "list_only", is_flag=True, help="List queues with min/max offsets instead of entries.")
+@click.option("--offsets", is_flag=True, help="Dump the offset column family (max/min rows, checkpoint).")
+@broker_version_option
+@format_option
+@handle_errors
+def rocksdb_cq(store, topic, queue_id, from_, count, list_only, offsets, broker_version, fmt):
+    """List a RocksDB ConsumeQueue (5.x storeType=defaultRocksDB): entries of one queue or all queues.
+
+    Opens a private snapshot of consumequeue/ (RocksDB writes into any directory it opens), never the
+    store itself. Columns and NDJSON keys are those of the file `cq` command, plus store_timestamp.
+    """
+    from ..store.rocksdb_cq import RocksDBConsumeQueueStore
+
+    st = Store.open(store)
+    with RocksDBConsumeQueueStore(st.layout.consumequeue_dir) as db:
+        qs = [q for q in db.queues() if (topic is None or q.topic == topic)
+              and (queue_id is None or q.queue_id == queue_id)]
+        if topic is not None and not qs:
+            raise StoreNotFoundError(f"no RocksDB consume queue rows for topic {topic!r}"
+                                     + (f" queue {queue_id}" if queue_id is not None else ""),
+                                     st.layout.consumequeue_dir)
+        if offsets:
+            ot = db.offset_table
+            rows = []
+            for kind, table in (("max", ot.max), ("min", ot.min)):
+                for (t, q), (phy, off) in sorted(table.items()):
+                    if (topic is None or t == topic) and (queue_id is None or q == queue_id):
+                        rows.append({"topic": t, "queue_id": q, "kind": kind, "physical_offset": phy,
+                                     "queue_offset": off})
+            if ot.checkpoint is not None and topic is None:
+                rows.append({"topic": "CHECKPOINT_TOPIC", "queue_id": 0, "kind": "max",
+                             "physical_offset": ot.checkpoint, "queue_offset": None})
+            emit(rows, fmt, ("topic", "queue_id", "kind", "physical_offset", "queue_offset"))
+            for p in ot.problems:
+                warn(p)
+            return
+        if list_only:
+            def qrows():
+                for q in qs:
+                    lo, hi, n = q.bounds()
+                    yield {"topic": q.topic, "queue_id": q.queue_id, "min_offset": lo, "max_offset": hi,
+                           "entries": n, "max_physical_offset": q.max_physical_offset}
+            emit(qrows(), fmt, ("topic", "queue_id", "min_offset", "max_offset", "entries", "max_physical_offset"))
+            return
+
+        def erows():
+            for q in qs:
+                for off, phy, size, tags, ts in q.entries(from_, count, with_timestamp=True):
+                    yield {"topic": q.topic, "queue_id": q.queue_id, "queue_offset": off, "physical_offset": phy,
+                           "size": size, "tags_code": tags, "store_timestamp": ts}
+        emit(erows(), fmt, CQ_COLUMNS)
+
+
+COMMANDS = [store_info, config_cmd, rocksdb_cq]
