@@ -88,3 +88,29 @@ def rows_from_consume_queues(queues, commitlog=None) -> Iterable[tuple]:
                 except Exception:  # deleted/damaged record: the broker would also lack the time
                     ts = 0
             yield q.topic, q.queue_id, off, phy, size, tags, ts
+
+
+def rows_from_commitlog(commitlog, start: int | None = None, end: int | None = None, delay_table=None):
+    """CQ rows the broker's dispatcher (CommitLogDispatcherBuildConsumeQueue) derives from the commit log:
+    NOT_TYPE/COMMIT records, queue offset from the record, tagsCode by analyses.dispatch (delivery time
+    for SCHEDULE_TOPIC_XXXX). Records with an unparseable DELAY are illegal to the broker and skipped."""
+    from ..analyses.dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, dispatch_tags_code, goes_to_consume_queue
+
+    table = delay_table or DEFAULT_DELAY_TABLE
+    for m in commitlog.messages(start, end):
+        if not goes_to_consume_queue(m.sys_flag):
+            continue
+        try:
+            tags, _ = dispatch_tags_code(m.topic, m.properties, m.store_timestamp, table)
+        except DelayLevelError:
+            continue
+        yield m.topic, m.queue_id, m.queue_offset, m.physical_offset, m.total_size, tags, m.store_timestamp
+
+
+def rebuild_rocksdb_consume_queue(store, out_dir: str, end_offset: int | None = None, delay_table=None) -> dict:
+    """``rebuild --cq-format rocksdb``: a RocksDB consume queue for ``store`` regenerated from its commit
+    log (up to ``end_offset``, e.g. the recovery truncation point) into ``out_dir`` (the new store's
+    ``consumequeue/``), which must not be inside ``store``."""
+    if store.layout.within(out_dir):
+        raise UnsafeOutputError("output would be written into the inspected store", out_dir)
+    return write_rocksdb_consume_queue(out_dir, rows_from_commitlog(store.commitlog, None, end_offset, delay_table))
