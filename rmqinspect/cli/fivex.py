@@ -98,10 +98,13 @@ def config_cmd(store, only, broker_version, fmt):
 @click.option("--count", type=int, default=None, help="At most this many entries per queue.")
 @click.option("--list", "list_only", is_flag=True, help="List queues with min/max offsets instead of entries.")
 @click.option("--offsets", is_flag=True, help="Dump the offset column family (max/min rows, checkpoint).")
+@click.option("--compare-file-cq", "compare_dir", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Migration check: compare with the file consume queue in this consumequeue/ directory "
+                   "(e.g. the same store's, written in double-write mode). Exit 1 on differences.")
 @broker_version_option
 @format_option
 @handle_errors
-def rocksdb_cq(store, topic, queue_id, from_, count, list_only, offsets, broker_version, fmt):
+def rocksdb_cq(store, topic, queue_id, from_, count, list_only, offsets, compare_dir, broker_version, fmt):
     """List a RocksDB ConsumeQueue (5.x storeType=defaultRocksDB): entries of one queue or all queues.
 
     Opens a private snapshot of consumequeue/ (RocksDB writes into any directory it opens), never the
@@ -117,6 +120,22 @@ def rocksdb_cq(store, topic, queue_id, from_, count, list_only, offsets, broker_
             raise StoreNotFoundError(f"no RocksDB consume queue rows for topic {topic!r}"
                                      + (f" queue {queue_id}" if queue_id is not None else ""),
                                      st.layout.consumequeue_dir)
+        if compare_dir:
+            from ..analyses.cq_compare import compare_consume_queues
+            from ..store.rocksdb_cq import ConsumeQueues
+
+            files = [q for q in ConsumeQueues(compare_dir, "file") if (topic is None or q.topic == topic)
+                     and (queue_id is None or q.queue_id == queue_id)]
+            res = compare_consume_queues(qs, files)
+            rows = [{"topic": d.topic, "queue_id": d.queue_id, "only_in": {"left": "rocksdb", "right": "file"}.get(
+                d.only_in), "rocksdb_bounds": d.left_bounds, "file_bounds": d.right_bounds,
+                "mismatches": d.mismatch_count, "examples": d.mismatches} for d in res.diffs]
+            emit(rows, fmt, ("topic", "queue_id", "only_in", "rocksdb_bounds", "file_bounds", "mismatches"))
+            click.echo(f"{res.queues_compared} queues, {res.entries_compared} entries compared, "
+                       f"{len(res.diffs)} queues differ", err=True)
+            if res.diffs:
+                sys.exit(EXIT_PROBLEMS)
+            return
         if offsets:
             ot = db.offset_table
             rows = []
