@@ -38,6 +38,7 @@ class GcSettings:
     delete_file_batch_max: int = 10
     manual: bool = False
     tz: _dt.tzinfo | None = None  # deleteWhen is a local hour of the broker
+    broker_major: int | None = None  # 4: the forcibly/warning ratios are system properties, not clamped
 
 
 @dataclass
@@ -133,8 +134,11 @@ def plan_gc(store, s: GcSettings, queues=None) -> GcPlan:
     ratio = s.disk_ratio if s.disk_ratio is not None else disk_used_ratio(cl.files[0].path if cl.files else
                                                                           store.root)
     max_used = min(max(s.disk_max_used_space_ratio, 10), 95) / 100
-    forcibly = min(max(s.clean_forcibly_ratio, 0.30), 0.85)
-    warning = min(max(s.warning_ratio, 0.35), 0.90)
+    if s.broker_major == 4:
+        forcibly, warning = s.clean_forcibly_ratio, s.warning_ratio
+    else:
+        forcibly = min(max(s.clean_forcibly_ratio, 0.30), 0.85)
+        warning = min(max(s.warning_ratio, 0.35), 0.90)
     triggers = []
     clean_immediately = False
     if ratio > warning:
@@ -189,6 +193,7 @@ def plan_gc(store, s: GcSettings, queues=None) -> GcPlan:
     if queues is None:
         queues = [ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(store.layout.consumequeue_dir)]
     mins = {}
+    rocks_moved = 0
     for q in queues:
         _, hi, _ = q.bounds()
         old_lo = q.min_offset_for(before)
@@ -211,8 +216,10 @@ def plan_gc(store, s: GcSettings, queues=None) -> GcPlan:
         plan.queue_min_offsets.append({"topic": q.topic, "queue_id": q.queue_id, "min_offset_before": old_lo,
                                        "min_offset_after": new_lo, "max_offset": hi})
         if getattr(q, "kind", "file") == "rocksdb" and new_lo > old_lo:
-            plan.notes.append(f"{q.topic}/{q.queue_id}: RocksDB CQ rows below {new_min} are dropped by the "
-                              "compaction filter, no files are deleted")
+            rocks_moved += 1
+    if rocks_moved:
+        plan.notes.append(f"RocksDB consume queue: no files are deleted; rows below {new_min} in {rocks_moved} "
+                          "queue(s) are dropped by the compaction filter and their min offsets move")
     # index files
     idx_dir = store.layout.index_dir
     if os.path.isdir(idx_dir) and new_min > before:

@@ -387,7 +387,7 @@ def gc(store, dry_run, now, file_reserved_hours, delete_when, disk_ratio, disk_m
     st = Store.open(store)
     settings = GcSettings(now if now is not None else int(_time.time() * 1000), file_reserved_hours, delete_when,
                           disk_ratio, disk_max_used_ratio, clean_file_forcibly_enable=not no_clean_forcibly,
-                          manual=manual, tz=zone)
+                          manual=manual, tz=zone, broker_major=_detect(st, broker_version).major)
     with open_consume_queues(st, None if cq_format == "auto" else cq_format) as qs:
         plan = plan_gc(st, settings, list(qs))
     if fmt != "table":
