@@ -6,7 +6,6 @@ import datetime as dt
 import json
 import os
 
-import pytest
 from click.testing import CliRunner
 
 from conftest import require_oracle, tree_hashes

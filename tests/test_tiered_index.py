@@ -16,7 +16,7 @@ from rmqinspect.cli.main import cli
 from rmqinspect.formats import tiered_index as F
 from rmqinspect.formats.javahash import java_string_hash
 from rmqinspect.store.errors import CorruptDataError
-from rmqinspect.store.tiered_index import COMPACTED, UNSEALED, ReadStats, TieredIndexFile, lookup_files
+from rmqinspect.store.tiered_index import COMPACTED, UNSEALED, ReadStats, TieredIndexFile
 from rmqinspect.writer.tiered_index import TieredIndexWriter
 
 BEGIN = 1_795_000_000_000

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
 from click.testing import CliRunner
 
 from conftest import tree_hashes
@@ -15,7 +14,6 @@ from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.constants import TIMER_TOPIC
 from rmqinspect.store import Store
 from rmqinspect.analyses.timers import list_timers
-from rmqinspect.store.errors import CorruptDataError
 from rmqinspect.store.timer import TimerLog, TimerWheel, read_timercheck, walk_slot
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.writer.timer import TimerStoreWriter

@@ -225,8 +225,8 @@ class RocksDBConsumeQueue:
             yield from flush()
 
     def chunks(self) -> Iterator[tuple[int, np.ndarray]]:
-        """Same as ConsumeQueue.chunks: (first logical offset, CQ_DTYPE entries). Runs are cut at
-        invalid entries (offset < 0 or size <= 0) as the file reader does."""
+        """Same shape as ConsumeQueue.chunks: (first logical offset, CQ_DTYPE entries) per run of
+        consecutive logical offsets (RocksDB has no zero-filled tail; rows are yielded as stored)."""
         for base, arr in self.raw_chunks():
             out = np.empty(len(arr), dtype=CQ_DTYPE)
             for n in CQ_DTYPE.names:

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..formats.javahash import build_index_key, tiered_index_key_hash
-from ..formats.tiered_index import (BEGIN_MAGIC, COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM, COMPACT_ITEM_DTYPE,
+from ..formats.tiered_index import (BEGIN_MAGIC, COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE,
                                     COMPACT_READ_MAX_ITEMS, DEFAULT_HASH_SLOTS, DEFAULT_MAX_ITEMS, END_MAGIC, HEADER,
                                     HEADER_SIZE, INDEX_ITEM_SIZE, INVALID_INDEX, ITEM, MAX_QUERY_COUNT, SLOT,
-                                    compacted_file_size, item_position, slot_position, unsealed_file_size)
+                                    item_position, slot_position, unsealed_file_size)
 from .errors import CorruptDataError, StoreNotFoundError
 from .mapped import MappedFile
 
