@@ -1,0 +1,138 @@
+"""BatchConsumeQueue files (``batchconsumequeue/<topic>/<queueId>/``), ConsumeQueueExt files and
+inner-batch record bodies (FORMATS.md §1.9, §4.3, §4.4)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from ..formats.batch import BCQ_DTYPE, BCQ_STORE_UNIT_SIZE, CQ_EXT_HEAD, INNER_HEAD
+from ..formats.commitlog import parse_properties
+from ..formats.consumequeue import CQ_EXT_MAX_ADDR
+from .errors import CorruptDataError, StoreNotFoundError
+from .layout import is_offset_file_name
+from .mapped import MappedFile
+
+
+def list_batch_queues(root: str) -> list[tuple[str, int, str]]:
+    d = os.path.join(root, "batchconsumequeue")
+    out = []
+    if not os.path.isdir(d):
+        return out
+    for topic in sorted(os.listdir(d)):
+        td = os.path.join(d, topic)
+        if not os.path.isdir(td):
+            continue
+        for q in os.listdir(td):
+            if q.lstrip("-").isdigit() and os.path.isdir(os.path.join(td, q)):
+                out.append((topic, int(q), os.path.join(td, q)))
+    out.sort(key=lambda x: (x[0], x[1]))
+    return out
+
+
+class BatchConsumeQueue:
+    """One BatchConsumeQueue: 46-byte entries, each covering ``batch_size`` logical messages."""
+
+    kind = "batch"
+
+    def __init__(self, topic: str, queue_id: int, directory: str):
+        if not os.path.isdir(directory):
+            raise StoreNotFoundError(f"no batch consume queue for {topic!r} queue {queue_id}", directory)
+        self.topic, self.queue_id, self.directory = topic, queue_id, directory
+        names = sorted(n for n in os.listdir(directory) if is_offset_file_name(n))
+        self.files = [MappedFile(os.path.join(directory, n), int(n)) for n in names]
+
+    def chunks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(entry index of the first row, rows) per file, up to the first invalid entry
+        (``offset >= 0 && size > 0 && msgBaseOffset >= 0 && batchSize > 0``)."""
+        for f in self.files:
+            if f.start % BCQ_STORE_UNIT_SIZE:
+                raise CorruptDataError(f"file name {f.name} is not a multiple of 46", f.path)
+            n = f.size // BCQ_STORE_UNIT_SIZE
+            arr = np.frombuffer(f.buffer, dtype=BCQ_DTYPE, count=n) if n else np.zeros(0, BCQ_DTYPE)
+            bad = np.flatnonzero((arr["physical_offset"] < 0) | (arr["size"] <= 0) | (arr["msg_base_offset"] < 0)
+                                 | (arr["batch_size"] <= 0))
+            yield f.start // BCQ_STORE_UNIT_SIZE, arr[: int(bad[0]) if bad.size else n]
+
+    def entries(self) -> Iterator[dict]:
+        for base, arr in self.chunks():
+            cols = {n: arr[n].tolist() for n in ("physical_offset", "size", "tags_code", "store_timestamp",
+                                                  "msg_base_offset", "batch_size", "compacted_offset")}
+            for i in range(len(arr)):
+                d = {k: v[i] for k, v in cols.items()}
+                d["entry_index"] = base + i
+                yield d
+
+    def bounds(self) -> tuple[int, int, int]:
+        """(min logical offset, max logical offset exclusive, entries): logical offsets count messages."""
+        lo = hi = None
+        n = 0
+        for _, arr in self.chunks():
+            if len(arr):
+                if lo is None:
+                    lo = int(arr["msg_base_offset"][0])
+                hi = int(arr["msg_base_offset"][-1]) + int(arr["batch_size"][-1])
+                n += len(arr)
+        return (lo or 0), (hi if hi is not None else 0), n
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+
+@dataclass
+class InnerMessage:
+    index: int
+    queue_offset: int
+    flag: int
+    body: bytes
+    properties: dict
+    position: int  # within the outer body
+
+
+def decode_inner_batch(body: bytes, base_queue_offset: int, path: str | None = None,
+                       record_offset: int | None = None) -> list[InnerMessage]:
+    """Split an INNER_BATCH record body into its messages (MessageDecoder.decodeMessages)."""
+    out = []
+    pos = 0
+    while pos < len(body):
+        if pos + INNER_HEAD.size > len(body):
+            raise CorruptDataError(f"inner item {len(out)} header truncated at body byte {pos}", path, record_offset)
+        total, _m, _c, flag, blen = INNER_HEAD.unpack_from(body, pos)
+        if total < INNER_HEAD.size + 2 or pos + total > len(body) or blen < 0 or INNER_HEAD.size + blen + 2 > total:
+            raise CorruptDataError(f"inner item {len(out)} at body byte {pos}: absurd size {total}/{blen}", path,
+                                   record_offset)
+        b = bytes(body[pos + 20:pos + 20 + blen])
+        plen = int.from_bytes(body[pos + 20 + blen:pos + 22 + blen], "big", signed=True)
+        if plen < 0 or 22 + blen + plen != total:
+            raise CorruptDataError(f"inner item {len(out)} at body byte {pos}: properties length {plen} does not "
+                                   f"fit size {total}", path, record_offset)
+        props = parse_properties(bytes(body[pos + 22 + blen:pos + 22 + blen + plen]))
+        out.append(InnerMessage(len(out), base_queue_offset + len(out), flag, b, props, pos))
+        pos += total
+    return out
+
+
+def read_cq_ext_unit(root: str, topic: str, queue_id: int, address: int, file_size: int = 48 << 20):
+    """Decode the ConsumeQueueExt unit a tagsCode address (<= MAX_ADDR) points to."""
+    if address > CQ_EXT_MAX_ADDR:
+        raise ValueError("not a CQ ext address")
+    real = address - (-(1 << 63))
+    d = os.path.join(root, "consumequeue_ext", topic, str(queue_id))
+    start = real - real % file_size
+    p = os.path.join(d, f"{start:020d}")
+    if not os.path.isfile(p):
+        raise StoreNotFoundError("no consumequeue_ext file for this address", p, real % file_size)
+    with open(p, "rb") as f:
+        f.seek(real % file_size)
+        head = f.read(CQ_EXT_HEAD.size)
+        if len(head) < CQ_EXT_HEAD.size:
+            raise CorruptDataError("ext unit truncated", p, real % file_size)
+        size, tags, ts, bms = CQ_EXT_HEAD.unpack(head)
+        if size < 20 or bms < 0 or size != 20 + bms:
+            raise CorruptDataError(f"bad ext unit size {size} / bitmap {bms}", p, real % file_size)
+        bitmap = f.read(bms)
+    return {"size": size, "tags_code": tags, "msg_store_time": ts, "bit_map_size": bms, "filter_bit_map": bitmap}

@@ -1,0 +1,130 @@
+"""Which RocketMQ generation wrote a store (FORMATS.md §0.1, §6, §10): evidence, not a guess from one file.
+
+Each signal says what was looked at and which version range it implies; the guess is "5.x" when any
+5.x-only structure is present, "4.x" when the store shows only 4.x traits, "unknown" otherwise.
+``--broker-version`` on the commands overrides the guess.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import asdict, dataclass, field
+
+from ..formats.commitlog import MESSAGE_MAGIC_CODE_V2
+from ..formats.constants import SysFlag
+from .commitlog import MESSAGE
+from .errors import RmqInspectError
+from .rocksdb_cq import is_rocksdb_dir, rocksdb_files
+
+SCAN_RECORDS = 5000  # records examined for V2 magic / __CRC32# / inner batch (bounded cost on huge stores)
+
+
+@dataclass
+class Evidence:
+    signal: str
+    found: bool
+    detail: str
+    implies: str  # "5.x", "5.1.0+", "5.2.0+", "4.x", "" (neutral)
+
+
+@dataclass
+class StoreDetection:
+    version_guess: str  # "4.x" | "5.x" | "unknown"
+    consume_queue_kind: str  # "file" | "rocksdb" | "file+rocksdb" | "none"
+    evidence: list[Evidence] = field(default_factory=list)
+    override: str | None = None
+
+    @property
+    def version(self) -> str:
+        """The version commands act on: the override when given, else the guess."""
+        return self.override or self.version_guess
+
+    @property
+    def major(self) -> int | None:
+        v = self.version
+        return int(v[0]) if v and v[0].isdigit() else None
+
+    def found(self) -> list[Evidence]:
+        return [e for e in self.evidence if e.found]
+
+    def to_dict(self) -> dict:
+        return {"version_guess": self.version_guess, "version": self.version, "override": self.override,
+                "consume_queue_kind": self.consume_queue_kind, "evidence": [asdict(e) for e in self.evidence]}
+
+
+def _dir_nonempty(p: str) -> bool:
+    return os.path.isdir(p) and bool(os.listdir(p))
+
+
+def detect_store(store, broker_version: str | None = None, scan_records: int = SCAN_RECORDS) -> StoreDetection:
+    """Look at ``store`` (a Store) and return the evidence. Never writes."""
+    root = store.layout.root
+    ev: list[Evidence] = []
+
+    def add(signal, found, detail, implies):
+        ev.append(Evidence(signal, bool(found), detail, implies))
+
+    # checkpoint: 5.x maps more fields (masterFlushedOffset @24, confirmPhyOffset @32)
+    cp = os.path.join(root, "checkpoint")
+    if os.path.isfile(cp):
+        with open(cp, "rb") as f:
+            raw = f.read(4096)
+        used = len(raw.rstrip(b"\0"))
+        extra = any(struct.unpack_from(">q", raw, o)[0] for o in (24, 32) if len(raw) >= o + 8)
+        add("checkpoint used length", extra, f"{used} non-zero prefix bytes; fields @24/@32 "
+            f"{'set' if extra else 'zero'}", "5.x" if extra else "")
+    # abort: 4.x empty, 5.x the broker PID
+    ab = store.layout.abort_path
+    if os.path.isfile(ab):
+        with open(ab, "rb") as f:
+            content = f.read(64).strip()
+        pid = content.isdigit()
+        add("abort holds a pid", pid, f"abort present ({'pid ' + content.decode() if pid else 'empty'}): last "
+            "exit abnormal", "5.x")
+        add("empty abort", not content, "4.x creates an empty abort file", "4.x")
+    else:
+        add("abort holds a pid", False, "no abort file: last exit was clean", "")
+    add("abort.bak", os.path.exists(ab + ".bak"), "MixAll.string2File leaves the previous abort as abort.bak",
+        "5.x")
+    add("compaction/", os.path.isdir(os.path.join(root, "compaction")), "compaction service checkpoint dir", "5.x")
+    cq = store.layout.consumequeue_dir
+    rocks = is_rocksdb_dir(cq)
+    add("RocksDB files in consumequeue/", rocks, ", ".join(rocksdb_files(cq)[:6]) if rocks else "none", "5.2.0+")
+    add("timerlog/", _dir_nonempty(os.path.join(root, "timerlog")), "timer message store log", "5.x")
+    add("timerwheel", os.path.isfile(os.path.join(root, "timerwheel")), "timer wheel file", "5.x")
+    add("config/timercheck", os.path.isfile(os.path.join(store.layout.config_dir, "timercheck")),
+        "timer checkpoint", "5.x")
+    add("batchconsumequeue/", _dir_nonempty(os.path.join(root, "batchconsumequeue")), "BatchConsumeQueue", "5.x")
+    add("tiered_index_file/", os.path.isdir(os.path.join(root, "tiered_index_file")), "tiered-store index",
+        "5.2.0+")
+    # records: V2 magic, __CRC32# property, inner batch
+    v2 = crc = inner = 0
+    seen = 0
+    try:
+        for slot in store.commitlog.scan(check_crc=False, stop_at_end=False):
+            if slot.kind != MESSAGE:
+                continue
+            seen += 1
+            if slot.header[1] == MESSAGE_MAGIC_CODE_V2:
+                v2 += 1
+            if slot.header[7] & SysFlag.INNER_BATCH:
+                inner += 1
+            if b"__CRC32#" in bytes(slot.file.buffer[slot.position:slot.position + slot.size][-40:]):
+                crc += 1
+            if seen >= scan_records:
+                break
+    except RmqInspectError as e:
+        add("commitlog readable", False, str(e), "")
+    add("V2 records", v2, f"{v2} of the first {seen} records use magic 0xDAA320AB", "5.1.0+")
+    add("__CRC32# properties", crc, f"{crc} of the first {seen} records carry __CRC32#", "5.2.0+")
+    add("INNER_BATCH records", inner, f"{inner} of the first {seen} records have sysflag INNER_BATCH", "5.x")
+    cq_files = os.path.isdir(cq) and any(os.path.isdir(os.path.join(cq, n)) for n in os.listdir(cq))
+    kind = "file+rocksdb" if rocks and cq_files else "rocksdb" if rocks else "file" if cq_files else "none"
+    if any(e.found and e.implies.startswith("5") for e in ev):
+        guess = "5.x"
+    elif any(e.found and e.implies == "4.x" for e in ev) or seen:
+        guess = "4.x"
+    else:
+        guess = "unknown"
+    return StoreDetection(guess, kind, ev, broker_version)

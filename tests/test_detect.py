@@ -1,0 +1,65 @@
+"""4.x vs 5.x detection on every oracle scenario and on project-written fixtures; `store-info`."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from click.testing import CliRunner
+
+from conftest import tree_hashes
+from rmqinspect.cli.main import cli
+from rmqinspect.store import Store
+from rmqinspect.store.detect import detect_store
+from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
+from rmqinspect.formats.commitlog import encode_properties
+from rmqinspect.writer.rocksdb_cq import write_rocksdb_consume_queue
+
+
+def test_every_oracle_scenario(scenario):
+    path, exp = scenario
+    before = tree_hashes(path / "store")
+    d = detect_store(Store.open(path / "store"))
+    want = "5.x" if exp["rocketmqVersion"].startswith("5") else "4.x"
+    assert d.version_guess == want, [(e.signal, e.found) for e in d.evidence]
+    found = {e.signal for e in d.found()}
+    if want == "5.x":
+        assert "abort.bak" in found and "V2 records" in found
+        assert ("RocksDB files in consumequeue/" in found) == (exp["scenario"] == "rocksdb-cq-small")
+        assert d.consume_queue_kind == ("rocksdb" if exp["scenario"] == "rocksdb-cq-small" else
+                                        "none" if exp["scenario"] == "rebuild" else "file")
+        assert ("abort holds a pid" in found) == exp["abortFilePresentBeforeLoad"]
+    else:
+        assert not any(e.implies.startswith("5") for e in d.found())
+    r = CliRunner().invoke(cli, ["store-info", str(path / "store"), "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["version_guess"] == want
+    r = CliRunner().invoke(cli, ["store-info", str(path / "store"), "--broker-version", "5.3.3", "--format", "json"])
+    assert json.loads(r.stdout)["version"] == "5.3.3"
+    assert tree_hashes(path / "store") == before
+
+
+def _store(root, crc=False, topic="T"):
+    os.makedirs(root / "commitlog")
+    with CommitLogWriter(str(root / "commitlog"), file_size=1 << 16) as w:
+        w.append(MessageSpec(topic, 0, b"x", encode_properties({"TAGS": "a"}), append_property_crc=crc))
+    return root
+
+
+def test_fixture_4x_vs_5x_signals(tmp_path):
+    s4 = _store(tmp_path / "a")
+    (s4 / "abort").write_bytes(b"")
+    d = detect_store(Store.open(s4))
+    assert d.version_guess == "4.x" and {e.signal for e in d.found()} == {"empty abort"}
+    s5 = _store(tmp_path / "b", crc=True, topic="t" * 200)
+    (s5 / "abort").write_text("12345")
+    for d_ in ("timerlog", "batchconsumequeue/T/0", "tiered_index_file"):
+        os.makedirs(s5 / d_)
+    (s5 / "timerlog" / ("0" * 20)).write_bytes(b"")
+    (s5 / "batchconsumequeue/T/0" / ("0" * 20)).write_bytes(b"")
+    (s5 / "timerwheel").write_bytes(b"")
+    write_rocksdb_consume_queue(str(s5 / "consumequeue"), [("T", 0, 0, 0, 10, 0, 0)])
+    d = detect_store(Store.open(s5))
+    found = {e.signal for e in d.found()}
+    assert d.version_guess == "5.x" and d.consume_queue_kind == "rocksdb"
+    assert {"abort holds a pid", "V2 records", "__CRC32# properties", "RocksDB files in consumequeue/",
+            "timerlog/", "timerwheel", "batchconsumequeue/", "tiered_index_file/"} <= found
