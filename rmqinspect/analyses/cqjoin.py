@@ -27,16 +27,16 @@ class QueueBounds:
     min_offset_for_commitlog: int | None = None  # ConsumeQueue.correctMinOffset against the commitlog
 
 
-def queue_bounds(consumequeue_dir: str, commitlog_min_offset: int | None = None,
-                 file_size: int | None = None) -> Iterator[QueueBounds]:
-    for q in list_queues(consumequeue_dir):
-        cq = ConsumeQueue(q.topic, q.queue_id, q.path, file_size)
+def queue_bounds(queues, commitlog_min_offset: int | None = None) -> Iterator[QueueBounds]:
+    """Bounds of every queue in ``queues`` (file ConsumeQueue or RocksDB queues, see store.rocksdb_cq)."""
+    for cq in queues:
         try:
             lo, hi, n = cq.bounds()
             corr = cq.min_offset_for(commitlog_min_offset) if commitlog_min_offset is not None else None
-            yield QueueBounds(q.topic, q.queue_id, lo, hi, n, len(cq.files), corr)
+            yield QueueBounds(cq.topic, cq.queue_id, lo, hi, n, len(getattr(cq, "files", ())), corr)
         finally:
-            cq.close()
+            if hasattr(cq, "files"):
+                cq.close()
 
 
 @dataclass

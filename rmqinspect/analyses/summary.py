@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..store import Store
+from ..store.detect import detect_store
 from ..store.commitlog import BLANK, CRC_MISMATCH, END, FILE_END, GAP, HALF, ILLEGAL, MESSAGE, _topic_and_properties
 
 
@@ -57,9 +58,11 @@ class StoreSummary:
     abort_content: str | None
     version_hints: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    detection: dict | None = None  # store.detect.StoreDetection.to_dict(): evidence and version guess
 
 
-def summarize(store: Store, progress: Callable[[int], None] | None = None) -> StoreSummary:
+def summarize(store: Store, progress: Callable[[int], None] | None = None,
+              broker_version: str | None = None) -> StoreSummary:
     cl = store.commitlog
     files: dict[str, FileSummary] = {f.name: FileSummary(f.name, f.start, f.size) for f in cl.files}
     queues: dict[tuple[str, int], QueueSummary] = {}
@@ -152,7 +155,9 @@ def summarize(store: Store, progress: Callable[[int], None] | None = None) -> St
         hints.append("consumequeue/ holds a RocksDB database (RocketMQ 5.2.0+ RocksDB consume queue)")
     if progress:
         progress(cl.end_offset - cl.min_offset)
+    det = detect_store(store, broker_version)
     return StoreSummary(
+        detection=det.to_dict(),
         root=store.root,
         mapped_file_size=cl.file_size,
         files=list(files.values()),

@@ -158,13 +158,15 @@ def _output_messages(msgs, fmt, body, cl) -> None:
 @click.command("summary")
 @store_argument
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "ndjson")), default="table", show_default=True)
+@click.option("--broker-version", default=None, help="Override the detected RocketMQ version (e.g. 4.9.8, 5.3.3).")
 @handle_errors
-def summary(store, fmt):
-    """File map, offsets, per-topic and per-queue counts, time range, checkpoint, abort file."""
+def summary(store, fmt, broker_version):
+    """File map, offsets, per-topic and per-queue counts, time range, checkpoint, abort file, and what the
+    files say about the RocketMQ version that wrote them (4.x / 5.x evidence)."""
     st = Store.open(store)
     cl = st.commitlog
     with progress(cl.end_offset - cl.min_offset, "scanning commitlog", fmt == "table") as advance:
-        s = summarize(st, advance)
+        s = summarize(st, advance, broker_version)
     emit_document(s, fmt, _render_summary)
 
 
@@ -181,7 +183,10 @@ def _render_summary(s) -> None:
         ("last store time", ms_to_iso(s.last_store_timestamp)),
         ("abort file", ("present" + (f" (pid {s.abort_content})" if s.abort_content else "")) if s.abort_present
          else "absent (last shutdown was clean)"),
-        ("version hints", "; ".join(s.version_hints)),
+        ("version", (s.detection or {}).get("version", "")
+         + (" (override)" if (s.detection or {}).get("override") else " (detected)")),
+        ("consume queue", (s.detection or {}).get("consume_queue_kind", "")),
+        ("version evidence", "; ".join(e["detail"] for e in (s.detection or {}).get("evidence", []) if e["found"])),
     ] + [("note", n) for n in s.notes])
     if s.checkpoint:
         print_kv("Checkpoint", [(k, f"{v} ({ms_to_iso(v)})" if k.endswith("timestamp") and v else v)

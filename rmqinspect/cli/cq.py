@@ -9,7 +9,8 @@ import click
 
 from ..analyses.cqjoin import JoinedEntry, check_entry, queue_bounds
 from ..store import Store
-from ..store.consumequeue import ConsumeQueue
+from ..store.consumequeue import ConsumeQueue, list_queues
+from ..store.rocksdb_cq import ConsumeQueues
 from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError
 from ._params import store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, warn
@@ -35,9 +36,12 @@ def _cq_dir(st: Store, cq_dir: str | None) -> str:
               help="Read consume queues from this directory instead of STORE/consumequeue (e.g. a rebuilt copy).")
 @click.option("--cq-file-size", type=int, default=None,
               help="mappedFileSizeConsumeQueue in bytes (default: inferred from the files).")
+@click.option("--cq-format", type=click.Choice(("auto", "file", "rocksdb")), default="auto", show_default=True,
+              help="File consume queues or the 5.x RocksDB consume queue (auto: what the directory holds; "
+                   "RocksDB is read from a private snapshot, never in place).")
 @format_option
 @handle_errors
-def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, fmt):
+def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, cq_format, fmt):
     """ConsumeQueue entries of one queue: queue_offset, physical_offset, size, tags_code.
 
     Pre-blank padding entries are skipped. With --join each entry's record is decoded and checked
@@ -52,22 +56,31 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, f
     st = Store.open(store)
     d = _cq_dir(st, cq_dir)
     if not os.path.isdir(d):
-        raise StoreNotFoundError("no consumequeue directory (RocksDB consume queue store, or deleted)", d)
+        raise StoreNotFoundError("no consumequeue directory", d)
+    with ConsumeQueues(d, None if cq_format == "auto" else cq_format) as queues:
+        _cq(st, d, queues, topic, queue_id, from_, count, join, all_, cq_file_size, fmt)
+
+
+def _cq(st, d, queues, topic, queue_id, from_, count, join, all_, cq_file_size, fmt):
     if all_:
         try:
             clmin = st.commitlog.min_offset
         except StoreNotFoundError:
             clmin = None
-        rows = (vars(b) for b in queue_bounds(d, clmin, cq_file_size))
+        if queues.kind == "file":
+            qs = (ConsumeQueue(q.topic, q.queue_id, q.path, cq_file_size) for q in list_queues(d))
+        else:
+            qs = iter(queues)
+        rows = (vars(b) for b in queue_bounds(qs, clmin))
         if emit(rows, fmt, ALL_COLUMNS) == 0:
-            warn(f"no file consume queues under {d} (a RocksDB consume queue store keeps them in RocksDB)")
+            warn(f"no consume queues under {d}")
         return
     if topic is None or queue_id is None:
         raise click.UsageError("give --topic and --queue, or --all")
     if topic in (".", "..") or "/" in topic or "\\" in topic or "\0" in topic:
         raise click.BadParameter(f"{topic!r} is not a topic name (path separators are not allowed)",
                                  param_hint="--topic")
-    q = ConsumeQueue.open(d, topic, queue_id, cq_file_size)
+    q = ConsumeQueue.open(d, topic, queue_id, cq_file_size) if queues.kind == "file" else queues.get(topic, queue_id)
     if not join:
         rows = ({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c,
                  "tags_code": t} for a, b, c, t in q.entries(from_, count))
