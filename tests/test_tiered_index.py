@@ -183,3 +183,21 @@ def test_cli_compact_and_lookup(tmp_path):
     r5 = CliRunner().invoke(cli, ["tiered-index-lookup", str(tmp_path / "nope"), "--topic", "a", "--key", "b"])
     assert r5.exit_code == 3 and "Traceback" not in r5.output
     assert tree_hashes(store) == before
+
+
+def test_index_lookup_command_reads_tiered_index(tmp_path):
+    """`index-lookup` answers from tiered_index_file/ (automatically when the store has no index/, or with
+    --tiered) with the same items as the dedicated tiered lookup and the write model."""
+    store = tmp_path / "store"
+    (store / "commitlog").mkdir(parents=True)
+    (store / "commitlog" / ("0" * 20)).write_bytes(b"\0" * 4096)
+    path, model = build(store / "tiered_index_file", n_msgs=120)
+    before = tree_hashes(store)
+    args = ["--topic", "OrderTopic", "--key", "order-3", "--format", "json"]
+    a = CliRunner().invoke(cli, ["index-lookup", str(store)] + args)
+    b = CliRunner().invoke(cli, ["tiered-index-lookup", str(store)] + args)
+    c = CliRunner().invoke(cli, ["index-lookup", str(store), "--tiered"] + args)
+    assert a.exit_code == b.exit_code == c.exit_code == 0, a.output
+    assert json.loads(a.stdout) == json.loads(b.stdout) == json.loads(c.stdout)
+    assert [x["offset"] for x in json.loads(a.stdout)] == expected(model, "OrderTopic", "order-3")
+    assert tree_hashes(store) == before

@@ -81,17 +81,28 @@ def _walk_rows(q):
               help="maxNum of the query (capped by --max-batch).")
 @click.option("--explain", is_flag=True, help="Show the walk (files, slots, items) and the dropped collisions.")
 @click.option("--keep-collisions", is_flag=True, help="List hash collisions among the hits (the broker's raw answer).")
+@click.option("--tiered", is_flag=True,
+              help="Search the 5.x tiered-store index (tiered_index_file/, unsealed or compacted) instead of index/ "
+                   "(automatic when the store has only a tiered index).")
 @_index_options
 @format_option
+@click.pass_context
 @handle_errors
-def index_lookup(store, key, topic, begin, end, max_num, explain, keep_collisions, index_dir, index_slots, index_max,
-                 max_batch, fmt):
+def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_collisions, tiered, index_dir, index_slots,
+                 index_max, max_batch, fmt):
     """DefaultMessageStore.queryMessage over the IndexFiles (what `mqadmin queryMsgByKey` gets), then the client
     step: each hit is re-read and hash collisions are dropped.
 
     Exit code 3 when no record carrying the key is found.
     """
     st = Store.open(store)
+    if tiered or (index_dir is None and not os.path.isdir(st.layout.index_dir)
+                  and os.path.isdir(os.path.join(st.root, "tiered_index_file"))):
+        from .fivex import tiered_index_lookup
+
+        return ctx.invoke(tiered_index_lookup, path=store, topic=topic, key=key, begin=begin, end=end,
+                          max_num=max_num, stats=explain, hash_slots=index_slots, max_items=index_max, broker_version=None,
+                          fmt=fmt)
     svc = _service(st, index_dir, index_slots, index_max)
     q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, max_batch, explain=explain)
     shown = [h for h in q.hits if h.has_key or keep_collisions or explain]
