@@ -1,0 +1,355 @@
+"""The broker's dispatcher, offline: walk the CommitLog and derive every ConsumeQueue entry and index put
+(FORMATS.md §3-§5; ``ReputMessageService`` + ``CommitLogDispatcherBuildConsumeQueue`` +
+``CommitLogDispatcherBuildIndex``).
+
+This module decides *what* is dispatched; where it goes is up to the sinks the caller passes
+(``writer.consumequeue.ConsumeQueueSet`` / ``writer.indexfile.IndexFileSet`` or their dry-run comparing
+subclasses). ``rebuild`` and the project's ``StoreWriter`` both go through ``dispatch_commitlog``, so there
+is one implementation of the dispatch rules (which themselves live in ``analyses.dispatch``).
+
+Hot path: no ``Message`` objects. The record scan's header tuple gives sizes, queue id/offset, sysflag and
+store time; ``dispatch_properties`` pulls TAGS/KEYS/UNIQ_KEY/DELAY out of the raw properties bytes with
+the same "later duplicates win, empty values ignored" rule as ``parse_properties`` (proven equal on every
+oracle record in tests/test_rebuild_fastpath.py); index key hashes are computed in numpy batches.
+Memory is bounded by the number of queues, the index slot table and one batch, never by the store size.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..formats.constants import (
+    MESSAGE_MAGIC_CODE_V1,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_TAGS,
+    RMQ_SYS_SCHEDULE_TOPIC,
+)
+from ..formats.javahash import java_string_hash, tags_code
+from ..store.commitlog import BLANK, END, FILE_END, HALF, ILLEGAL, MESSAGE, scan_buffer
+from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
+
+# TopicValidator: the allowed characters. Length: 127 in 4.x, longer names exist in 5.x (V2 records); the
+# directory name is the limit that matters here (255 bytes on common file systems).
+_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_LENGTH = 255
+
+_INDEX_BATCH = 1 << 16
+_CACHE_LIMIT = 1 << 16
+_SCHEDULE_B = RMQ_SYS_SCHEDULE_TOPIC.encode()
+_INNER_MULTI_DISPATCH = b"\x02INNER_MULTI_DISPATCH\x01"
+
+
+def topic_is_safe(topic: str) -> bool:
+    """A topic that may become a directory name under the output root (no '/', '\\', '..', NUL ...)."""
+    return 0 < len(topic) <= TOPIC_MAX_LENGTH and bool(_TOPIC_RE.match(topic))
+
+
+def _last_value(s: bytes, pat: bytes):
+    """Value of the last piece ``NAME\\x01value`` in ``s`` (which starts with \\x02) with a non-empty value."""
+    end = len(s)
+    while True:
+        i = s.rfind(pat, 0, end)
+        if i < 0:
+            return None
+        v0 = i + len(pat)
+        j = s.find(b"\x02", v0)
+        if j < 0:
+            j = len(s)
+        if j > v0:
+            return s[v0:j]
+        end = i
+
+
+def dispatch_properties(raw: bytes) -> tuple:
+    """(TAGS, KEYS, UNIQ_KEY, DELAY) as raw bytes or None, as ``parse_properties`` would resolve them."""
+    if not raw:
+        return None, None, None, None
+    s = b"\x02" + raw
+    return (_last_value(s, b"\x02TAGS\x01") if b"TAGS\x01" in raw else None,
+            _last_value(s, b"\x02KEYS\x01") if b"KEYS\x01" in raw else None,
+            _last_value(s, b"\x02UNIQ_KEY\x01") if b"UNIQ_KEY\x01" in raw else None,
+            _last_value(s, b"\x02DELAY\x01") if b"DELAY\x01" in raw else None)
+
+
+def _pow31(n: int) -> np.ndarray:
+    p = np.full(max(n, 1), 31, dtype=np.uint32)
+    p[0] = 1
+    return np.cumprod(p, dtype=np.uint32)  # wraps mod 2**32, as Java int arithmetic does
+
+
+_POW = _pow31(1 << 12)
+
+
+def index_key_hashes(keys: list[bytes]) -> np.ndarray:
+    """IndexFile.indexKeyHashMethod for many ``topic#key`` byte strings at once (int64, non-negative).
+
+    ASCII keys are hashed vectorised (UTF-16 code units == bytes); others fall back to the scalar Java hash
+    of the UTF-8-decoded string, which is what the broker hashes.
+    """
+    global _POW
+    n = len(keys)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    flat = b"".join(keys)
+    lens = np.fromiter((len(k) for k in keys), dtype=np.int64, count=n)
+    ends = np.cumsum(lens)
+    starts = ends - lens
+    if lens.max() > len(_POW):
+        _POW = _pow31(int(lens.max()))
+    codes = np.frombuffer(flat, dtype=np.uint8).astype(np.uint32)
+    # exponent of each byte: distance to the end of its key minus one
+    owner_end = np.repeat(ends, lens)
+    expo = owner_end - 1 - np.arange(len(flat), dtype=np.int64)
+    contrib = codes * _POW[expo]
+    h = np.add.reduceat(contrib, starts).astype(np.uint32).view(np.int32).astype(np.int64)
+    if not flat.isascii():
+        for i, k in enumerate(keys):
+            if not k.isascii():
+                h[i] = java_string_hash(k.decode("utf-8", "replace"))
+    h = np.abs(h)
+    h[h == 1 << 31] = 0  # abs(Integer.MIN_VALUE) stays negative in Java; the broker maps it to 0
+    return h
+
+
+@dataclass
+class RebuildOptions:
+    build_cq: bool = True
+    build_index: bool = True
+    from_offset: int | None = None
+    to_offset: int | None = None
+    delay_table: DelayTable = DEFAULT_DELAY_TABLE
+
+
+@dataclass
+class RebuildReport:
+    start_offset: int = 0
+    end_offset: int = 0  # where the walk stopped (the broker's reput offset)
+    bytes_walked: int = 0
+    messages: int = 0
+    cq_entries: int = 0
+    not_in_cq: int = 0  # PREPARED / ROLLBACK records
+    index_records: int = 0
+    index_puts: int = 0
+    rollback_not_indexed: int = 0
+    half_records: list[dict] = field(default_factory=list)
+    skipped_topics: dict[str, int] = field(default_factory=dict)  # unsafe topic -> records not written to CQ
+    multi_dispatch_records: int = 0  # INNER_MULTI_DISPATCH seen (LMQ, only dispatched with enableLmq)
+    stop_kind: str = ""
+    stop_reason: str = ""
+    stop_file: str = ""
+    after_last_put_ts: int | None = None  # see IndexFileSet.close
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions | None = None) -> RebuildReport:
+    """Walk ``commitlog`` like ReputMessageService and feed ``cq`` (``queue(topic, qid).put(...)``) and
+    ``index`` (``put_batch(hashes, phys, ts)``, ``close(record_after_last_put_ts)``).
+
+    The sinks are not closed here except the index's pending batch, which is flushed; the caller closes both.
+    """
+    opt = options or RebuildOptions()
+    rep = RebuildReport()
+    if not opt.build_cq:
+        cq = None
+    if not opt.build_index:
+        index = None
+    files = commitlog.files
+    start = commitlog.min_offset if opt.from_offset is None else opt.from_offset
+    end = opt.to_offset
+    rep.start_offset = start
+    fsize = commitlog.file_size
+    # which file holds start
+    fi = None
+    for i, f in enumerate(files):
+        if f.start <= start < f.start + max(f.size, 1):
+            fi = i
+            break
+    if fi is None:
+        rep.end_offset = start
+        rep.stop_kind = "gap"
+        rep.stop_reason = f"no commitlog file covers offset {start}"
+        return rep
+
+    topic_cache: dict[bytes, tuple] = {}
+    tags_cache: dict[bytes, int] = {}
+    queue_cache: dict = {}
+    ik: list[bytes] = []
+    ip: list[int] = []
+    it: list[int] = []
+    after_last_put = None  # store time of the first record after the last index put
+    index_end_phy = -1
+    delay_table = opt.delay_table
+    v1 = MESSAGE_MAGIC_CODE_V1
+
+    def flush_index():
+        if ik:
+            index.put_batch(index_key_hashes(ik), np.array(ip, dtype=np.int64), np.array(it, dtype=np.int64))
+            rep.index_puts += len(ik)
+            ik.clear()
+            ip.clear()
+            it.clear()
+
+    pos = start - files[fi].start
+    offset = start
+    while True:
+        f = files[fi]
+        base = f.start
+        limit = f.size
+        if end is not None and end - base < limit:
+            limit = max(end - base, 0)
+        buf = f.buffer
+        stop = None
+        for kind, p, size, hdr, bpos, _crc, reason in scan_buffer(buf, pos, limit, False, True):
+            if kind == MESSAGE:
+                phys = base + p
+                rep.messages += 1
+                sys_flag = hdr[7]
+                store_ts = hdr[11]
+                blen = hdr[16]
+                tpos = bpos + (blen if blen > 0 else 0)
+                if hdr[1] == v1:
+                    tlen = buf[tpos]
+                    tpos += 1
+                else:
+                    tlen = (buf[tpos] << 8) | buf[tpos + 1]
+                    tpos += 2
+                ppos = tpos + tlen
+                topic_b = buf[tpos:ppos]
+                plen = (buf[ppos] << 8) | buf[ppos + 1]
+                if plen & 0x8000 or plen == 0:
+                    tags = keys = uniq = delay = None
+                else:
+                    raw = buf[ppos + 2:ppos + 2 + plen]
+                    tags, keys, uniq, delay = dispatch_properties(raw)
+                    if _INNER_MULTI_DISPATCH in b"\x02" + raw:
+                        rep.multi_dispatch_records += 1
+                tx = sys_flag & 0xC
+                sched_code = None
+                if topic_b == _SCHEDULE_B and delay is not None:
+                    # checkMessageAndReturnSize computes this for every record; a bad DELAY makes it illegal
+                    props = {PROPERTY_DELAY_TIME_LEVEL: delay.decode("utf-8", "replace")}
+                    if tags is not None:
+                        props[PROPERTY_TAGS] = tags.decode("utf-8", "replace")
+                    try:
+                        sched_code, _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, store_ts, delay_table)
+                    except DelayLevelError as e:
+                        stop = ("illegal", phys, f"{e}: the broker's dispatch stops here")
+                        break
+                # --- consume queue
+                if tx == 0 or tx == 8:
+                    if cq is not None:
+                        tinfo = topic_cache.get(topic_b)
+                        if tinfo is None:
+                            if len(topic_cache) > _CACHE_LIMIT:
+                                topic_cache.clear()
+                            tstr = topic_b.decode("utf-8", "replace")
+                            tinfo = topic_cache[topic_b] = (tstr, topic_is_safe(tstr))
+                        if sched_code is not None:
+                            code = sched_code
+                        elif tags is None:
+                            code = 0
+                        else:
+                            code = tags_cache.get(tags)
+                            if code is None:
+                                if len(tags_cache) > _CACHE_LIMIT:
+                                    tags_cache.clear()
+                                code = tags_cache[tags] = tags_code(tags.decode("utf-8", "replace"))
+                        if tinfo[1]:
+                            qkey = (topic_b, hdr[3])
+                            q = queue_cache.get(qkey)
+                            if q is None:
+                                q = queue_cache[qkey] = cq.queue(tinfo[0], hdr[3])
+                            q.put(hdr[5], phys, size, code)
+                            rep.cq_entries += 1
+                        else:
+                            rep.skipped_topics[tinfo[0]] = rep.skipped_topics.get(tinfo[0], 0) + 1
+                else:
+                    rep.not_in_cq += 1
+                # --- index
+                if index is not None:
+                    if tx == 0xC or phys < index_end_phy:
+                        if tx == 0xC:
+                            rep.rollback_not_indexed += 1
+                        if after_last_put is None:
+                            after_last_put = store_ts
+                    elif uniq is None and not keys:
+                        if after_last_put is None:
+                            after_last_put = store_ts
+                    else:
+                        rep.index_records += 1
+                        prefix = bytes(topic_b) + b"#"
+                        if uniq is not None:
+                            ik.append(prefix + uniq)
+                            ip.append(phys)
+                            it.append(store_ts)
+                        if keys:
+                            for k in keys.split(b" "):
+                                if k:
+                                    ik.append(prefix + k)
+                                    ip.append(phys)
+                                    it.append(store_ts)
+                        index_end_phy = phys
+                        after_last_put = None
+                        if len(ik) >= _INDEX_BATCH:
+                            flush_index()
+                offset = phys + size
+            elif kind == HALF:
+                # ReputMessageService: size > 0 but not successful -> skip the record and go on
+                rep.half_records.append({"offset": base + p, "size": size, "file": f.path, "reason": reason})
+                offset = base + p + size
+            elif kind == BLANK:
+                offset = base + p
+                break
+            elif kind == FILE_END:
+                offset = base + p
+                break
+            else:  # END, ILLEGAL
+                stop = (kind, base + p, reason)
+                break
+        if stop is not None:
+            rep.stop_kind, offset, rep.stop_reason = stop
+            rep.stop_file = f.path
+            break
+        if end is not None and base + f.size >= end:
+            offset = min(max(offset, base + pos), end) if kind == FILE_END else offset
+            rep.stop_kind = "to"
+            rep.stop_reason = f"reached --to {end}"
+            break
+        fi += 1
+        if fi >= len(files):
+            offset = base + f.size if kind in (BLANK, FILE_END) else offset
+            rep.stop_kind = "end"
+            rep.stop_reason = "end of the last commitlog file"
+            break
+        nxt = files[fi]
+        if nxt.start != base + fsize:
+            offset = base + fsize
+            rep.stop_kind = "gap"
+            rep.stop_reason = f"missing commitlog file(s) between {base + fsize} and {nxt.start}"
+            rep.stop_file = nxt.path
+            break
+        pos = 0
+    if index is not None:
+        flush_index()
+        rep.after_last_put_ts = after_last_put
+    rep.end_offset = offset
+    rep.bytes_walked = max(offset - start, 0)
+    return rep
+
+
+def close_sinks(cq, index, report: RebuildReport) -> None:
+    """Close the sinks the way the broker leaves its files at shutdown."""
+    if cq is not None:
+        cq.close()
+    if index is not None:
+        index.close(report.after_last_put_ts)
+
+
+_ = (END, ILLEGAL, goes_to_consume_queue)  # the scan kinds and rule this module mirrors inline
