@@ -148,11 +148,13 @@ class RebuildReport:
         return asdict(self)
 
 
-def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions | None = None) -> RebuildReport:
+def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions | None = None,
+                       progress=None) -> RebuildReport:
     """Walk ``commitlog`` like ReputMessageService and feed ``cq`` (``queue(topic, qid).put(...)``) and
     ``index`` (``put_batch(hashes, phys, ts)``, ``close(record_after_last_put_ts)``).
 
     The sinks are not closed here except the index's pending batch, which is flushed; the caller closes both.
+    ``progress(bytes_done)`` is called at each file boundary.
     """
     opt = options or RebuildOptions()
     rep = RebuildReport()
@@ -336,6 +338,8 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
             rep.stop_file = nxt.path
             break
         pos = 0
+        if progress is not None:
+            progress(files[fi].start - start)
     if index is not None:
         flush_index()
         rep.after_last_put_ts = after_last_put

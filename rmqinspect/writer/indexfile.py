@@ -184,11 +184,14 @@ class IndexFileSet:
         if self.current is not None:
             prev_phy, prev_ts = self.current.end_phy, self.current.end_ts
             self._close_current()
+        self.current = self._make_writer(len(self.names), prev_phy, prev_ts)
+        self._pending_first_ts = first_ts
+
+    def _make_writer(self, ordinal: int, prev_phy: int, prev_ts: int) -> IndexFileWriter:
         # provisional name; the final one comes from the header at close (see module docstring)
         os.makedirs(self.directory, exist_ok=True)
-        path = os.path.join(self.directory, ".building-%d" % len(self.names))
-        self.current = self.writer_class(path, self.slots, self.max_items, prev_phy, prev_ts, self.count_every_put)
-        self._pending_first_ts = first_ts
+        path = os.path.join(self.directory, ".building-%d" % ordinal)
+        return self.writer_class(path, self.slots, self.max_items, prev_phy, prev_ts, self.count_every_put)
 
     def _close_current(self) -> None:
         cur = self.current
