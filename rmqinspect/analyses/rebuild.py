@@ -16,6 +16,7 @@ Memory is bounded by the number of queues, the index slot table and one batch, n
 
 from __future__ import annotations
 
+import mmap
 import re
 from dataclasses import dataclass, field
 
@@ -37,9 +38,12 @@ _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_LENGTH = 255
 
 _INDEX_BATCH = 1 << 16
+# Walked CommitLog pages are dropped from the process' map every this many bytes (read-only file-backed
+# pages: the data stays in the page cache), so RSS does not grow with the store size.
+_RELEASE_EVERY = 64 << 20
 _CACHE_LIMIT = 1 << 16
 _SCHEDULE_B = RMQ_SYS_SCHEDULE_TOPIC.encode()
-_INNER_MULTI_DISPATCH = b"\x02INNER_MULTI_DISPATCH\x01"
+_INNER_MULTI_DISPATCH = b"INNER_MULTI_DISPATCH\x01"
 
 
 def topic_is_safe(topic: str) -> bool:
@@ -47,31 +51,27 @@ def topic_is_safe(topic: str) -> bool:
     return 0 < len(topic) <= TOPIC_MAX_LENGTH and bool(_TOPIC_RE.match(topic))
 
 
-def _last_value(s: bytes, pat: bytes):
-    """Value of the last piece ``NAME\\x01value`` in ``s`` (which starts with \\x02) with a non-empty value."""
-    end = len(s)
-    while True:
-        i = s.rfind(pat, 0, end)
-        if i < 0:
-            return None
-        v0 = i + len(pat)
-        j = s.find(b"\x02", v0)
-        if j < 0:
-            j = len(s)
-        if j > v0:
-            return s[v0:j]
-        end = i
+_WANTED = (b"TAGS\x01", b"KEYS\x01", b"UNIQ_KEY\x01", b"DELAY\x01")
 
 
 def dispatch_properties(raw: bytes) -> tuple:
-    """(TAGS, KEYS, UNIQ_KEY, DELAY) as raw bytes or None, as ``parse_properties`` would resolve them."""
-    if not raw:
-        return None, None, None, None
-    s = b"\x02" + raw
-    return (_last_value(s, b"\x02TAGS\x01") if b"TAGS\x01" in raw else None,
-            _last_value(s, b"\x02KEYS\x01") if b"KEYS\x01" in raw else None,
-            _last_value(s, b"\x02UNIQ_KEY\x01") if b"UNIQ_KEY\x01" in raw else None,
-            _last_value(s, b"\x02DELAY\x01") if b"DELAY\x01" in raw else None)
+    """(TAGS, KEYS, UNIQ_KEY, DELAY) as raw bytes or None, as ``parse_properties`` would resolve them:
+    pieces split on \x02, name = up to the first \x01, empty values ignored, later duplicates win."""
+    tags = keys = uniq = delay = None
+    if raw:
+        for pc in raw.split(b"\x02"):
+            if pc.startswith(_WANTED):
+                name, _, val = pc.partition(b"\x01")
+                if val:
+                    if name == b"TAGS":
+                        tags = val
+                    elif name == b"KEYS":
+                        keys = val
+                    elif name == b"UNIQ_KEY":
+                        uniq = val
+                    else:
+                        delay = val
+    return tags, keys, uniq, delay
 
 
 def _pow31(n: int) -> np.ndarray:
@@ -93,19 +93,32 @@ def index_key_hashes(keys: list[bytes]) -> np.ndarray:
     n = len(keys)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    flat = b"".join(keys)
-    lens = np.fromiter((len(k) for k in keys), dtype=np.int64, count=n)
-    ends = np.cumsum(lens)
-    starts = ends - lens
-    if lens.max() > len(_POW):
-        _POW = _pow31(int(lens.max()))
-    codes = np.frombuffer(flat, dtype=np.uint8).astype(np.uint32)
-    # exponent of each byte: distance to the end of its key minus one
-    owner_end = np.repeat(ends, lens)
-    expo = owner_end - 1 - np.arange(len(flat), dtype=np.int64)
-    contrib = codes * _POW[expo]
-    h = np.add.reduceat(contrib, starts).astype(np.uint32).view(np.int32).astype(np.int64)
-    if not flat.isascii():
+    lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
+    width = int(lens.max())
+    flat = None
+    if width <= 256:
+        # keys right-aligned in a zero-padded matrix: Horner's rule column by column (leading zeros add
+        # nothing), all keys at once, in uint32 so the arithmetic wraps like Java int
+        padded = b"".join([k.rjust(width, b"\0") for k in keys])
+        cols = np.frombuffer(padded, dtype=np.uint8).reshape(n, width).T.astype(np.uint32)  # contiguous columns
+        acc = np.zeros(n, dtype=np.uint32)
+        m31 = np.uint32(31)
+        for j in range(width):
+            acc *= m31
+            acc += cols[j]
+        h = acc.view(np.int32).astype(np.int64)
+    else:
+        flat = b"".join(keys)
+        ends = np.cumsum(lens)
+        starts = ends - lens
+        if width > len(_POW):
+            _POW = _pow31(width)
+        codes = np.frombuffer(flat, dtype=np.uint8).astype(np.uint32)
+        # exponent of each byte: distance to the end of its key minus one
+        expo = np.repeat(ends, lens) - 1 - np.arange(len(flat), dtype=np.int64)
+        contrib = codes * _POW[expo]
+        h = np.add.reduceat(contrib, starts).astype(np.uint32).view(np.int32).astype(np.int64)
+    if not (padded if flat is None else flat).isascii():
         for i, k in enumerate(keys):
             if not k.isascii():
                 h[i] = java_string_hash(k.decode("utf-8", "replace"))
@@ -208,10 +221,21 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
             limit = max(end - base, 0)
         buf = f.buffer
         stop = None
+        released = pos - pos % mmap.PAGESIZE
+        next_release = base + released + _RELEASE_EVERY
+        can_release = isinstance(buf, mmap.mmap) and hasattr(buf, "madvise")
         for kind, p, size, hdr, bpos, _crc, reason in scan_buffer(buf, pos, limit, False, True):
             if kind == MESSAGE:
                 phys = base + p
                 rep.messages += 1
+                if phys >= next_release and can_release:
+                    upto = p - p % mmap.PAGESIZE
+                    try:
+                        buf.madvise(mmap.MADV_DONTNEED, released, upto - released)
+                    except (OSError, ValueError):
+                        can_release = False
+                    released = upto
+                    next_release = base + upto + _RELEASE_EVERY
                 sys_flag = hdr[7]
                 store_ts = hdr[11]
                 blen = hdr[16]
@@ -230,7 +254,7 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
                 else:
                     raw = buf[ppos + 2:ppos + 2 + plen]
                     tags, keys, uniq, delay = dispatch_properties(raw)
-                    if _INNER_MULTI_DISPATCH in b"\x02" + raw:
+                    if _INNER_MULTI_DISPATCH in raw:
                         rep.multi_dispatch_records += 1
                 tx = sys_flag & 0xC
                 sched_code = None
@@ -315,6 +339,11 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
             else:  # END, ILLEGAL
                 stop = (kind, base + p, reason)
                 break
+        if can_release and f.size > released:
+            try:
+                buf.madvise(mmap.MADV_DONTNEED, released, f.size - released)
+            except (OSError, ValueError):
+                pass
         if stop is not None:
             rep.stop_kind, offset, rep.stop_reason = stop
             rep.stop_file = f.path
