@@ -18,18 +18,22 @@ from __future__ import annotations
 
 import mmap
 import re
+import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..formats.commitlog import HEADER_STRUCTS, PREFIX
 from ..formats.constants import (
     MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
+    RECORD_SIZE_CAP,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TAGS,
     RMQ_SYS_SCHEDULE_TOPIC,
 )
 from ..formats.javahash import java_string_hash, tags_code
-from ..store.commitlog import BLANK, END, FILE_END, HALF, ILLEGAL, MESSAGE, scan_buffer
+from ..store.commitlog import BLANK, END, FILE_END, HALF, ILLEGAL, MESSAGE, MIN_RECORD_SIZE, scan_buffer
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
 
 # TopicValidator: the allowed characters. Length: 127 in 4.x, longer names exist in 5.x (V2 records); the
@@ -161,10 +165,28 @@ class RebuildReport:
         return asdict(self)
 
 
+def _fast_header(bits: int) -> struct.Struct:
+    """HEADER_STRUCTS layout with the host fields and other unused fields skipped as pad bytes: unpacks to
+    (total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts, store_ts, reconsume,
+    prepared, body_len) without creating bytes objects for the IPs."""
+    born = 16 if bits & 0x10 else 4
+    store = 16 if bits & 0x20 else 4
+    st = struct.Struct(">iiiiiqqiq%dxq%dxiqi" % (born + 4, store + 4))
+    assert st.size == HEADER_STRUCTS[bits].size
+    return st
+
+
+_FAST = {bits: _fast_header(bits) for bits in (0x00, 0x10, 0x20, 0x30)}
+
+
 def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions | None = None,
                        progress=None) -> RebuildReport:
     """Walk ``commitlog`` like ReputMessageService and feed ``cq`` (``queue(topic, qid).put(...)``) and
     ``index`` (``put_batch(hashes, phys, ts)``, ``close(record_after_last_put_ts)``).
+
+    The walk accepts a record on an inline fast path only when every condition of ``scan_buffer``'s MESSAGE
+    outcome holds (same checks, narrower struct); anything else is handed to ``scan_buffer`` itself for that
+    position, so blank/end/illegal/half decisions are made by the one implementation of the broker's check.
 
     The sinks are not closed here except the index's pending batch, which is flushed; the caller closes both.
     ``progress(bytes_done)`` is called at each file boundary.
@@ -180,7 +202,6 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
     end = opt.to_offset
     rep.start_offset = start
     fsize = commitlog.file_size
-    # which file holds start
     fi = None
     for i, f in enumerate(files):
         if f.start <= start < f.start + max(f.size, 1):
@@ -201,7 +222,14 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
     after_last_put = None  # store time of the first record after the last index put
     index_end_phy = -1
     delay_table = opt.delay_table
-    v1 = MESSAGE_MAGIC_CODE_V1
+    V1 = MESSAGE_MAGIC_CODE_V1
+    V2 = MESSAGE_MAGIC_CODE_V2
+    prefix = PREFIX.unpack_from
+    fast = {k: v.unpack_from for k, v in _FAST.items()}
+    fast_size = {k: v.size for k, v in _FAST.items()}
+    props_of = dispatch_properties
+    messages = 0
+    cq_entries = 0
 
     def flush_index():
         if ik:
@@ -221,62 +249,144 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
             limit = max(end - base, 0)
         buf = f.buffer
         stop = None
+        next_file = False
         released = pos - pos % mmap.PAGESIZE
-        next_release = base + released + _RELEASE_EVERY
+        next_release = released + _RELEASE_EVERY
         can_release = isinstance(buf, mmap.mmap) and hasattr(buf, "madvise")
-        for kind, p, size, hdr, bpos, _crc, reason in scan_buffer(buf, pos, limit, False, True):
-            if kind == MESSAGE:
-                phys = base + p
-                rep.messages += 1
-                if phys >= next_release and can_release:
-                    upto = p - p % mmap.PAGESIZE
-                    try:
-                        buf.madvise(mmap.MADV_DONTNEED, released, upto - released)
-                    except (OSError, ValueError):
-                        can_release = False
-                    released = upto
-                    next_release = base + upto + _RELEASE_EVERY
-                sys_flag = hdr[7]
-                store_ts = hdr[11]
-                blen = hdr[16]
-                tpos = bpos + (blen if blen > 0 else 0)
-                if hdr[1] == v1:
-                    tlen = buf[tpos]
-                    tpos += 1
-                else:
-                    tlen = (buf[tpos] << 8) | buf[tpos + 1]
-                    tpos += 2
-                ppos = tpos + tlen
-                topic_b = buf[tpos:ppos]
-                plen = (buf[ppos] << 8) | buf[ppos + 1]
-                if plen & 0x8000 or plen == 0:
-                    tags = keys = uniq = delay = None
-                else:
-                    raw = buf[ppos + 2:ppos + 2 + plen]
-                    tags, keys, uniq, delay = dispatch_properties(raw)
-                    if _INNER_MULTI_DISPATCH in raw:
-                        rep.multi_dispatch_records += 1
-                tx = sys_flag & 0xC
-                sched_code = None
-                if topic_b == _SCHEDULE_B and delay is not None:
-                    # checkMessageAndReturnSize computes this for every record; a bad DELAY makes it illegal
-                    props = {PROPERTY_DELAY_TIME_LEVEL: delay.decode("utf-8", "replace")}
-                    if tags is not None:
-                        props[PROPERTY_TAGS] = tags.decode("utf-8", "replace")
-                    try:
-                        sched_code, _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, store_ts, delay_table)
-                    except DelayLevelError as e:
-                        stop = ("illegal", phys, f"{e}: the broker's dispatch stops here")
-                        break
-                # --- consume queue
-                if tx == 0 or tx == 8:
-                    if cq is not None:
+        while True:
+            # ---- fast path: the record passes every check scan_buffer makes for MESSAGE
+            ok = False
+            rem = limit - pos
+            if rem >= 8:
+                total, magic = prefix(buf, pos)
+                if (magic == V1 or magic == V2) and MIN_RECORD_SIZE <= total <= rem and total <= RECORD_SIZE_CAP:
+                    bits = buf[pos + 39] & 0x30
+                    hsize = fast_size[bits]
+                    if rem >= hsize + 3:
+                        h = fast[bits](buf, pos)
+                        blen = h[12]
+                        bpos = pos + hsize
+                        tpos = bpos
+                        if blen > 0:
+                            tpos = bpos + blen
+                            if blen > total or tpos > limit:
+                                tpos = -1
+                        if tpos >= 0:
+                            if magic == V1:
+                                if tpos + 1 <= limit:
+                                    tlen = buf[tpos]
+                                    if tlen > 127:
+                                        tlen = -1
+                                    tstart = tpos + 1
+                                else:
+                                    tlen = -1
+                            elif tpos + 2 <= limit:
+                                tlen = (buf[tpos] << 8) | buf[tpos + 1]
+                                if tlen > 32767:
+                                    tlen = -1
+                                tstart = tpos + 2
+                            else:
+                                tlen = -1
+                            if tlen >= 0:
+                                ppos = tstart + tlen
+                                if ppos + 2 <= limit:
+                                    plen = (buf[ppos] << 8) | buf[ppos + 1]
+                                    if plen > 32767:
+                                        plen = 0
+                                    if (ppos + 2 + plen <= limit
+                                            and ppos + 2 + plen - pos == total):
+                                        ok = True
+                                        qid = h[3]
+                                        qoff = h[5]
+                                        sys_flag = h[7]
+                                        store_ts = h[9]
+                                        size = total
+            if not ok:
+                # ---- the exact decision, from the record scan itself
+                kind, p, size, hdr, bpos, _crc, reason = next(scan_buffer(buf, pos, limit, False, True))
+                if kind == MESSAGE:  # not reached when the fast path mirrors scan_buffer; kept for safety
+                    qid, qoff, sys_flag, store_ts, blen = hdr[3], hdr[5], hdr[7], hdr[11], hdr[16]
+                    tpos = bpos + (blen if blen > 0 else 0)
+                    if hdr[1] == V1:
+                        tlen = buf[tpos]
+                        tstart = tpos + 1
+                    else:
+                        tlen = (buf[tpos] << 8) | buf[tpos + 1]
+                        tstart = tpos + 2
+                    ppos = tstart + tlen
+                    plen = (buf[ppos] << 8) | buf[ppos + 1]
+                    if plen > 32767:
+                        plen = 0
+                elif kind == HALF:
+                    # ReputMessageService: size > 0 but not successful -> skip the record and go on
+                    rep.half_records.append({"offset": base + p, "size": size, "file": f.path, "reason": reason})
+                    pos = p + size
+                    offset = base + pos
+                    continue
+                elif kind == BLANK:
+                    next_file = True
+                    offset = base + fsize
+                    break
+                elif kind == FILE_END:
+                    next_file = True
+                    offset = base + p
+                    break
+                else:  # END, ILLEGAL
+                    stop = (kind, base + p, reason)
+                    break
+            # ---- one message: what the dispatchers do with it
+            phys = base + pos
+            messages += 1
+            if pos >= next_release and can_release:
+                upto = pos - pos % mmap.PAGESIZE
+                try:
+                    buf.madvise(mmap.MADV_DONTNEED, released, upto - released)
+                except (OSError, ValueError):
+                    can_release = False
+                released = upto
+                next_release = upto + _RELEASE_EVERY
+            topic_b = buf[tstart:ppos]
+            if plen:
+                raw = buf[ppos + 2:ppos + 2 + plen]
+                tags, keys, uniq, delay = props_of(raw)
+                if _INNER_MULTI_DISPATCH in raw:
+                    rep.multi_dispatch_records += 1
+            else:
+                tags = keys = uniq = delay = None
+            pos += size
+            offset = base + pos
+            tx = sys_flag & 0xC
+            sched_code = None
+            if delay is not None and topic_b == _SCHEDULE_B:
+                # checkMessageAndReturnSize computes this for every record; a bad DELAY makes it illegal
+                props = {PROPERTY_DELAY_TIME_LEVEL: delay.decode("utf-8", "replace")}
+                if tags is not None:
+                    props[PROPERTY_TAGS] = tags.decode("utf-8", "replace")
+                try:
+                    sched_code, _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, store_ts, delay_table)
+                except DelayLevelError as e:
+                    messages -= 1
+                    stop = ("illegal", phys, f"{e}: the broker's dispatch stops here")
+                    break
+            # --- consume queue (CommitLogDispatcherBuildConsumeQueue: NOT_TYPE and COMMIT only)
+            if tx == 0 or tx == 8:
+                if cq is not None:
+                    qkey = (topic_b, qid)
+                    q = queue_cache.get(qkey)
+                    if q is None:
                         tinfo = topic_cache.get(topic_b)
                         if tinfo is None:
                             if len(topic_cache) > _CACHE_LIMIT:
                                 topic_cache.clear()
                             tstr = topic_b.decode("utf-8", "replace")
                             tinfo = topic_cache[topic_b] = (tstr, topic_is_safe(tstr))
+                        if tinfo[1]:
+                            if len(queue_cache) > _CACHE_LIMIT:
+                                queue_cache.clear()
+                            q = queue_cache[qkey] = cq.queue(tinfo[0], qid)
+                        else:
+                            rep.skipped_topics[tinfo[0]] = rep.skipped_topics.get(tinfo[0], 0) + 1
+                    if q is not None:
                         if sched_code is not None:
                             code = sched_code
                         elif tags is None:
@@ -287,75 +397,53 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
                                 if len(tags_cache) > _CACHE_LIMIT:
                                     tags_cache.clear()
                                 code = tags_cache[tags] = tags_code(tags.decode("utf-8", "replace"))
-                        if tinfo[1]:
-                            qkey = (topic_b, hdr[3])
-                            q = queue_cache.get(qkey)
-                            if q is None:
-                                q = queue_cache[qkey] = cq.queue(tinfo[0], hdr[3])
-                            q.put(hdr[5], phys, size, code)
-                            rep.cq_entries += 1
-                        else:
-                            rep.skipped_topics[tinfo[0]] = rep.skipped_topics.get(tinfo[0], 0) + 1
+                        q.put(qoff, phys, size, code)
+                        cq_entries += 1
+            else:
+                rep.not_in_cq += 1
+            # --- index (IndexService.buildIndex)
+            if index is not None:
+                if tx == 0xC or phys < index_end_phy or (uniq is None and not keys):
+                    if tx == 0xC:
+                        rep.rollback_not_indexed += 1
+                    if after_last_put is None:
+                        after_last_put = store_ts
                 else:
-                    rep.not_in_cq += 1
-                # --- index
-                if index is not None:
-                    if tx == 0xC or phys < index_end_phy:
-                        if tx == 0xC:
-                            rep.rollback_not_indexed += 1
-                        if after_last_put is None:
-                            after_last_put = store_ts
-                    elif uniq is None and not keys:
-                        if after_last_put is None:
-                            after_last_put = store_ts
-                    else:
-                        rep.index_records += 1
-                        prefix = bytes(topic_b) + b"#"
-                        if uniq is not None:
-                            ik.append(prefix + uniq)
-                            ip.append(phys)
-                            it.append(store_ts)
-                        if keys:
-                            for k in keys.split(b" "):
-                                if k:
-                                    ik.append(prefix + k)
-                                    ip.append(phys)
-                                    it.append(store_ts)
-                        index_end_phy = phys
-                        after_last_put = None
-                        if len(ik) >= _INDEX_BATCH:
-                            flush_index()
-                offset = phys + size
-            elif kind == HALF:
-                # ReputMessageService: size > 0 but not successful -> skip the record and go on
-                rep.half_records.append({"offset": base + p, "size": size, "file": f.path, "reason": reason})
-                offset = base + p + size
-            elif kind == BLANK:
-                offset = base + p
-                break
-            elif kind == FILE_END:
-                offset = base + p
-                break
-            else:  # END, ILLEGAL
-                stop = (kind, base + p, reason)
-                break
-        if can_release and f.size > released:
+                    rep.index_records += 1
+                    pre = topic_b + b"#"
+                    if uniq is not None:
+                        ik.append(pre + uniq)
+                        ip.append(phys)
+                        it.append(store_ts)
+                    if keys:
+                        for k in keys.split(b" "):
+                            if k:
+                                ik.append(pre + k)
+                                ip.append(phys)
+                                it.append(store_ts)
+                    index_end_phy = phys
+                    after_last_put = None
+                    if len(ik) >= _INDEX_BATCH:
+                        flush_index()
+        if can_release:
             try:
-                buf.madvise(mmap.MADV_DONTNEED, released, f.size - released)
+                buf.madvise(mmap.MADV_DONTNEED, released, max(f.size - released, 1))
             except (OSError, ValueError):
                 pass
         if stop is not None:
             rep.stop_kind, offset, rep.stop_reason = stop
             rep.stop_file = f.path
             break
-        if end is not None and base + f.size >= end:
-            offset = min(max(offset, base + pos), end) if kind == FILE_END else offset
+        if end is not None and offset >= end:
+            rep.stop_kind = "to"
+            rep.stop_reason = f"reached --to {end}"
+            break
+        if end is not None and limit < f.size and not next_file:
             rep.stop_kind = "to"
             rep.stop_reason = f"reached --to {end}"
             break
         fi += 1
         if fi >= len(files):
-            offset = base + f.size if kind in (BLANK, FILE_END) else offset
             rep.stop_kind = "end"
             rep.stop_reason = "end of the last commitlog file"
             break
@@ -366,9 +454,15 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
             rep.stop_reason = f"missing commitlog file(s) between {base + fsize} and {nxt.start}"
             rep.stop_file = nxt.path
             break
+        if end is not None and nxt.start >= end:
+            rep.stop_kind = "to"
+            rep.stop_reason = f"reached --to {end}"
+            break
         pos = 0
         if progress is not None:
-            progress(files[fi].start - start)
+            progress(nxt.start - start)
+    rep.messages = messages
+    rep.cq_entries = cq_entries
     if index is not None:
         flush_index()
         rep.after_last_put_ts = after_last_put

@@ -262,8 +262,22 @@ class _CompareIndexFile(IndexFileWriter):
                            rebuilt=[int(x) for x in e[i].tolist()], store=[int(x) for x in a[i].tolist()])
 
     def _finish(self) -> None:
-        if self.store is not None:
-            self.store.close()
+        if self.store is None:
+            return
+        # items the store has beyond what the CommitLog produces (e.g. keys of a torn record)
+        r = self.result
+        if self.store.size >= INDEX_HEADER_SIZE:
+            store_count = INDEX_HEADER.unpack_from(self.store.buffer, 0)[5]
+            hi = min(store_count, self.max_items, (self.store.size - self.items_base) // INDEX_ITEM_SIZE)
+            if hi > self.index_count:
+                a = np.frombuffer(self.store.buffer, dtype=INDEX_ITEM_DTYPE, count=hi - self.index_count,
+                                  offset=self.items_base + self.index_count * INDEX_ITEM_SIZE)
+                for i in range(len(a)):
+                    r.item_diffs += 1
+                    self.recon.add(self.limit, index_file=r.ordinal, store_file=r.store_file,
+                                   item=self.index_count + i, kind="extra item", rebuilt=None,
+                                   store=[int(x) for x in a[i].tolist()])
+        self.store.close()
 
 
 class CompareIndexFileSet(IndexFileSet):
