@@ -8,6 +8,7 @@ the same run, each phase in a fresh child process (so its peak RSS is its own):
 
 * crc   - one zlib.crc32 pass over the CommitLog bytes (the I/O + memory-bandwidth floor in Python);
 * verify - CommitLog.scan(check_crc=True) over every record (the verify-style walk);
+* dispatch-only - the rebuild walk and property extraction without any output (where the time goes);
 * rebuild - analyses.rebuild.dispatch_commitlog into ConsumeQueue + IndexFile writers (default geometry:
   6,000,000-byte CQ files, 5,000,000 slots / 20,000,000 items per index file), files closed.
 
@@ -86,6 +87,13 @@ def phase(name: str, root: str, out: str) -> dict:
                 records += 1
                 end = slot.end
         nbytes = end - cl.min_offset
+    elif name == "dispatch-only":
+        # the dispatcher's walk + property extraction with no sinks: the floor of the Python hot loop
+        from rmqinspect.analyses.rebuild import dispatch_commitlog
+
+        rep = dispatch_commitlog(cl, None, None)
+        records = rep.messages
+        nbytes = rep.bytes_walked
     elif name == "rebuild":
         from rmqinspect.analyses.rebuild import close_sinks, dispatch_commitlog
         from rmqinspect.formats.constants import DEFAULT_CQ_FILE_SIZE, DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
@@ -124,13 +132,13 @@ def main() -> None:
         print(f"generated {gen['records']:,} records, {gen['bytes'] / 1e9:.3f} GB in {gen['seconds']:.1f} s "
               f"with the project's writer", flush=True)
         results = []
-        for name in ("crc", "verify", "rebuild"):
+        for name in ("crc", "verify", "dispatch-only", "rebuild"):
             shutil.rmtree(out, ignore_errors=True)
             r = subprocess.run([sys.executable, os.path.abspath(__file__), "--phase", name, "--dir", args.dir],
                                capture_output=True, text=True, check=True)
             res = json.loads(r.stdout.strip().splitlines()[-1])
             results.append(res)
-            print(f"  {name:8s} {res['seconds']:7.2f} s  {res['bytes'] / res['seconds'] / 1e9:6.3f} GB/s  "
+            print(f"  {name:13s} {res['seconds']:7.2f} s  {res['bytes'] / res['seconds'] / 1e9:6.3f} GB/s  "
                   f"{(res['records'] / res['seconds']) if res['records'] else 0:12,.0f} rec/s  "
                   f"peak RSS {res['peak_rss'] / 2**20:8.1f} MiB", flush=True)
         by = {r["phase"]: r for r in results}
@@ -141,6 +149,7 @@ def main() -> None:
             "rebuild_records_per_s": by["rebuild"]["records"] / by["rebuild"]["seconds"],
             "verify_gbps": by["verify"]["bytes"] / by["verify"]["seconds"] / 1e9,
             "crc_gbps": by["crc"]["bytes"] / by["crc"]["seconds"] / 1e9,
+            "dispatch_only_gbps": by["dispatch-only"]["bytes"] / by["dispatch-only"]["seconds"] / 1e9,
             "rebuild_vs_verify": by["verify"]["seconds"] / by["rebuild"]["seconds"],
             "rebuild_vs_crc": by["crc"]["seconds"] / by["rebuild"]["seconds"],
             "peak_rss_rebuild_mib": by["rebuild"]["peak_rss"] / 2**20,

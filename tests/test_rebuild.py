@@ -318,3 +318,25 @@ def test_missing_store_exit_code(tmp_path):
 
 
 _ = struct
+
+
+@pytest.mark.parametrize("trailing_keyless", [False, True])
+def test_full_index_file_then_keyless_record_creates_empty_file(tmp_path, trailing_keyless):
+    """buildIndex calls retryGetAndCreateIndexFile before looking at keys: a record arriving while the last
+    file is full creates a new, empty file whose header carries the previous file's end values."""
+    store = tmp_path / "store"
+    with StoreWriter(str(store), commitlog_file_size=8192, cq_file_size=100, index_slots=8, index_max=6) as w:
+        for i in range(5):  # 5 puts fill a file (maxIndexNum - 1)
+            w.append(MessageSpec("T", 0, body=b"b", properties=encode_properties({"KEYS": f"k{i}"}),
+                                 store_timestamp=1_700_000_000_000 + i * 1000))
+        if trailing_keyless:
+            w.append(MessageSpec("T", 0, body=b"b", properties=encode_properties({"TAGS": "x"}),
+                                 store_timestamp=1_700_000_009_000))
+    names = sorted(os.listdir(store / "index"))
+    assert len(names) == (2 if trailing_keyless else 1)
+    h0 = INDEX_HEADER.unpack(_read(store / "index" / names[0])[:40])
+    assert h0[5] == 6
+    if trailing_keyless:
+        h1 = INDEX_HEADER.unpack(_read(store / "index" / names[1])[:40])
+        assert h1 == (h0[1], h0[1], h0[3], h0[3], 0, 1)
+        assert names[1] > names[0]

@@ -219,6 +219,7 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
     ik: list[bytes] = []
     ip: list[int] = []
     it: list[int] = []
+    ic: list[int] = []  # puts per record (ip/it are per record)
     after_last_put = None  # store time of the first record after the last index put
     index_end_phy = -1
     delay_table = opt.delay_table
@@ -233,11 +234,14 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
 
     def flush_index():
         if ik:
-            index.put_batch(index_key_hashes(ik), np.array(ip, dtype=np.int64), np.array(it, dtype=np.int64))
+            counts = np.array(ic, dtype=np.int64)
+            index.put_batch(index_key_hashes(ik), np.repeat(np.array(ip, dtype=np.int64), counts),
+                            np.repeat(np.array(it, dtype=np.int64), counts))
             rep.index_puts += len(ik)
             ik.clear()
             ip.clear()
             it.clear()
+            ic.clear()
 
     pos = start - files[fi].start
     offset = start
@@ -403,24 +407,24 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
                 rep.not_in_cq += 1
             # --- index (IndexService.buildIndex)
             if index is not None:
-                if tx == 0xC or phys < index_end_phy or (uniq is None and not keys):
+                n0 = len(ik)
+                if tx != 0xC and phys >= index_end_phy:
+                    pre = topic_b + b"#"
+                    if uniq is not None:
+                        ik.append(pre + uniq)
+                    if keys:
+                        ik.extend([pre + k for k in keys.split(b" ") if k])
+                if len(ik) == n0:
+                    # no put; buildIndex still created a file if there was none or the last one was full
                     if tx == 0xC:
                         rep.rollback_not_indexed += 1
                     if after_last_put is None:
                         after_last_put = store_ts
                 else:
                     rep.index_records += 1
-                    pre = topic_b + b"#"
-                    if uniq is not None:
-                        ik.append(pre + uniq)
-                        ip.append(phys)
-                        it.append(store_ts)
-                    if keys:
-                        for k in keys.split(b" "):
-                            if k:
-                                ik.append(pre + k)
-                                ip.append(phys)
-                                it.append(store_ts)
+                    ip.append(phys)
+                    it.append(store_ts)
+                    ic.append(len(ik) - n0)
                     index_end_phy = phys
                     after_last_put = None
                     if len(ik) >= _INDEX_BATCH:
