@@ -33,8 +33,8 @@ from ..formats.constants import (
     RMQ_SYS_SCHEDULE_TOPIC,
 )
 from ..formats.javahash import java_string_hash, tags_code
-from ..store.commitlog import BLANK, END, FILE_END, HALF, ILLEGAL, MESSAGE, MIN_RECORD_SIZE, scan_buffer
-from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
+from ..store.commitlog import BLANK, FILE_END, HALF, MESSAGE, MIN_RECORD_SIZE, scan_buffer
+from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
 
 # TopicValidator: the allowed characters. Length: 127 in 4.x, longer names exist in 5.x (V2 records); the
 # directory name is the limit that matters here (255 bytes on common file systems).
@@ -482,5 +482,3 @@ def close_sinks(cq, index, report: RebuildReport) -> None:
     if index is not None:
         index.close(report.after_last_put_ts)
 
-
-_ = (END, ILLEGAL, goes_to_consume_queue)  # the scan kinds and rule this module mirrors inline

@@ -9,7 +9,7 @@ import os
 
 import click
 
-from ..analyses.rebuild import RebuildOptions, close_sinks, dispatch_commitlog
+from ..analyses.rebuild import RebuildOptions, dispatch_commitlog
 from ..analyses.reconcile import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
 from ..formats.constants import DEFAULT_CQ_FILE_SIZE, DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
 from ..store import Store
@@ -20,7 +20,7 @@ from ..store.layout import is_offset_file_name
 from ..writer.consumequeue import ConsumeQueueSet, round_cq_file_size
 from ..writer.indexfile import IndexFileSet
 from ._params import OFFSET, store_argument
-from .output import emit, emit_document, format_option, handle_errors, is_terminal, print_kv, progress, warn
+from .output import emit, emit_document, format_option, handle_errors, print_kv, progress, warn
 
 QUEUE_COLUMNS = ("topic", "queue_id", "rebuilt_entries", "store_entries", "matching", "missing", "extra", "wrong",
                  "status", "note")
@@ -217,5 +217,4 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
         raise SystemExit(EXIT_PROBLEMS)
 
 
-_ = is_terminal
 COMMANDS = [rebuild_cmd]

@@ -74,19 +74,6 @@ class ConsumeQueueWriter:
         if len(self._buf) >= _FLUSH_AT:
             self.flush()
 
-    def put_packed(self, cq_offset: int, phys: int, size: int, entry: bytes) -> None:
-        """Hot path for the common case (no file yet handled by ``put``): the entry is already packed."""
-        if self.write_pos < 0 or phys + size <= self.max_physic_offset or (
-                cq_offset != 0 and cq_offset * CQ_STORE_UNIT_SIZE != self.write_pos):
-            self.put(cq_offset, phys, size, _ENTRY.unpack(entry)[2])
-            return
-        self.max_physic_offset = phys + size
-        self._buf += entry
-        self.write_pos += CQ_STORE_UNIT_SIZE
-        self.entries += 1
-        if len(self._buf) >= _FLUSH_AT:
-            self.flush()
-
     def flush(self) -> None:
         if not self._buf:
             return
@@ -117,9 +104,8 @@ class ConsumeQueueWriter:
             f.write(data)
 
     def close(self) -> None:
+        # an exactly full last file has no successor: the broker creates the next one only on the next append
         self.flush()
-        # The broker pre-creates the next file once the last one is full only on the next append; an exactly
-        # full last file therefore has no successor. Nothing to do here.
 
 
 class ConsumeQueueSet:
