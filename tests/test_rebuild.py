@@ -63,7 +63,7 @@ def test_rebuild_equals_the_brokers_rebuild(version, tmp_path):
     out = tmp_path / "out"
     r = run("rebuild", sc / "store", "--out", out, *GEOMETRY, "--format", "json")
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     assert doc["geometry"]["source"] == {"cq_file_size": "option", "index": "option"}
     assert_same_cq(sc / "expected" / "consumequeue", out / "consumequeue")
     assert_same_index(sc / "expected" / "index", out / "index")
@@ -83,7 +83,7 @@ def test_rebuild_of_clean_store_equals_its_cq_and_index(version, tmp_path):
     out = tmp_path / "out"
     r = run("rebuild", sc / "store", "--out", out, "--format", "json")
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     assert doc["geometry"]["source"] == {"cq_file_size": "store's consume queue files", "index": "store's index files"}
     assert_same_cq(sc / "store" / "consumequeue", out / "consumequeue")
     assert_same_index(sc / "store" / "index", out / "index")
@@ -96,7 +96,7 @@ def test_dry_run_clean_store_matches(version):
     before = tree_hashes(sc)
     r = run("rebuild", sc / "store", "--dry-run", "--format", "json")
     assert r.exit_code == 0, r.output
-    rec = json.loads(r.output)["reconciliation"]
+    rec = json.loads(r.stdout)["reconciliation"]
     assert rec["ok"] and rec["differences_total"] == 0
     exp = json.loads((sc / "expected.json").read_text())["consumeQueues"]
     assert {(q["topic"], str(q["queue_id"])) for q in rec["queues"]} == {(t, q) for t in exp for q in exp[t]
@@ -112,7 +112,7 @@ def test_dry_run_finds_the_torn_tail_entry(version):
     sc = require_oracle(f"{version}/crash-torn-tail")
     r = run("rebuild", sc / "store", "--dry-run", "--format", "json")
     assert r.exit_code == 1
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     rec = doc["reconciliation"]
     extras = [d for d in rec["differences"] if d["kind"] == "extra"]
     torn = {h["offset"] for h in doc["half_records"]}
@@ -168,7 +168,7 @@ def test_dry_run_reports_doctored_copy_queue_by_queue(tmp_path):
 
     r = run("rebuild", copy, "--dry-run", "--format", "json")
     assert r.exit_code == 1
-    rec = json.loads(r.output)["reconciliation"]
+    rec = json.loads(r.stdout)["reconciliation"]
     diffs = {(d.get("topic"), d.get("queue_id"), d.get("queue_offset"), d["kind"]) for d in rec["differences"]}
     assert diffs == {("PayTopic", 0, 3, "wrong"), ("PayTopic", 1, missing_qoff, "missing"),
                      ("PayTopic", 2, int(last2.name) // 20 + n2, "extra"), (None, None, None, "item")}
@@ -242,7 +242,7 @@ def test_partial_rebuild_from_offset_fills_pre_blank(tmp_path):
     start = offsets[5]
     r = run("rebuild", store, "--out", part, "--from", start, "--what", "cq", "--format", "json")
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     assert doc["start_offset"] == start and doc["index_files"] == [] and not (part / "index").exists()
     for q in ("0", "1"):
         got = b"".join(_read(p) for _, p in sorted(_files(part / "consumequeue" / "T1" / q).items()))
@@ -336,3 +336,23 @@ def test_full_index_file_then_keyless_record_creates_empty_file(tmp_path, traili
         h1 = INDEX_HEADER.unpack(_read(store / "index" / names[1])[:40])
         assert h1 == (h0[1], h0[1], h0[3], h0[3], 0, 1)
         assert names[1] > names[0]
+
+
+def test_missing_commitlog_file_stops_at_the_gap(tmp_path):
+    store = tmp_path / "store"
+    props = encode_properties({"TAGS": "t", "KEYS": "k"})
+    with StoreWriter(str(store), commitlog_file_size=1024, cq_file_size=100, index_slots=8, index_max=40) as w:
+        for i in range(20):
+            w.append(MessageSpec("T", 0, body=b"y" * 100, properties=props, store_timestamp=1_700_000_000_000 + i))
+    files = sorted((store / "commitlog").iterdir())
+    assert len(files) >= 3
+    files[1].unlink()
+    r = run("rebuild", store, "--out", tmp_path / "o", "--format", "json")
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert doc["stop_kind"] == "gap" and doc["end_offset"] == 1024
+    assert "missing commitlog file" in r.stderr
+    # everything before the gap was dispatched
+    with Store.open(store) as st:
+        before_gap = sum(1 for m in st.commitlog.messages(end=1024))
+    assert doc["messages"] == doc["cq_entries"] == before_gap

@@ -160,12 +160,14 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
         "index_files": list(index.names) if index is not None else [],
     }
     doc.pop("after_last_put_ts", None)
-    problems = bool(rep.skipped_topics or rep.half_records or rep.stop_kind == "illegal")
+    problems = bool(rep.skipped_topics or rep.half_records or rep.stop_kind in ("illegal", "gap"))
     if rep.skipped_topics:
         for t, n in rep.skipped_topics.items():
             warn(f"topic {t!r} is not a valid RocketMQ topic name: {n} record(s) got no consume queue entry")
-    if rep.stop_kind == "illegal":
+    if rep.stop_kind in ("illegal", "gap"):
         warn(f"{rep.stop_file} @ {rep.end_offset}: dispatch stopped: {rep.stop_reason}")
+    for h in rep.half_records[:20]:
+        warn(f"{h['file']} @ {h['offset']}: record skipped as the dispatcher does: {h['reason']}")
     rocks = os.path.isfile(os.path.join(st.layout.consumequeue_dir, "CURRENT"))
     if dry_run and rocks and opts.build_cq:
         doc["note"] = ("the store keeps its consume queues in RocksDB (5.x storeType=defaultRocksDB): there are no "
