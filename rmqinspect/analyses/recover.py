@@ -419,6 +419,7 @@ class RecoveryPlan:
     messages_scanned: int
     messages_lost: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    salvage: object = None  # analyses.salvage.SalvageReport when computed
 
     def to_dict(self, with_redispatch: bool = False) -> dict:
         d = {
@@ -509,7 +510,8 @@ def _matched_head(f, version, cp, normal: bool, max_phy_cq: int, index_safe: boo
 
 def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, check_crc: bool = True,
                   index_safe: bool = False, rocksdb_max_phys: int | None = None,
-                  delay_table: DelayTable = DEFAULT_DELAY_TABLE, force_mode: str | None = None) -> RecoveryPlan:
+                  delay_table: DelayTable = DEFAULT_DELAY_TABLE, force_mode: str | None = None,
+                  with_salvage: bool = True) -> RecoveryPlan:
     """Reproduce DefaultMessageStore.load's recovery on ``store`` without writing anything."""
     if version is None:
         va = detect_version(store)
@@ -742,7 +744,7 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
             end_ts = INDEX_HEADER.unpack_from(head, 0)[1]
             (dropped if end_ts > cp.index_msg_timestamp else kept).append(name)
 
-    return RecoveryPlan(
+    plan = RecoveryPlan(
         store=store.root, mode="normal" if normal else "abnormal", version=va, check_crc=check_crc,
         start_file=start_file.name if start_file else None, start_reason=start_reason, truncate_offset=t,
         stop_kind=stop_kind, stop_reason=stop_reason, stop_file=stop_file, stop_position=stop_pos,
@@ -752,6 +754,16 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
         consume_queue_max_offsets_before=before, redispatch=redispatch, index_files_dropped=dropped,
         index_files_kept=kept, scanned_bytes=scanned, messages_scanned=count, notes=notes,
     )
+    if with_salvage:
+        from .salvage import salvage
+
+        rep = salvage(store, t, accept_v2=True, queue_next_offsets=max_offsets)
+        lost = rep.lost_summary(rep.damaged_records())
+        lost["cq_entries_cut"] = {q.key: q.entries_cut for q in plan.queues if q.entries_cut}
+        lost["regions"] = [r.to_dict() for r in rep.regions]
+        plan.messages_lost = lost
+        plan.salvage = rep
+    return plan
 
 
 def _default_cq_size(states: list[_QueueState]) -> int:
