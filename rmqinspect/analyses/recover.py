@@ -233,6 +233,7 @@ class QueueRecovery:
     truncated_file: str | None = None
     truncated_position: int | None = None
     entries_cut: int = 0  # entries removed by truncateDirtyLogicFiles
+    cut_offsets: list[int] = field(default_factory=list, repr=False)  # physical offsets of cut entries (<= 10000)
     max_offset_after_truncate: int = 0
     redispatched: int = 0  # entries appended by the recovery's re-dispatch
     max_offset: int = 0  # after load()
@@ -312,6 +313,7 @@ class _QueueState:
         """ConsumeQueue.truncateDirtyLogicFiles(T): entry 0 of the last file decides deletion (without a
         validity test); later entries stop at the first invalid one or the first starting at/after T."""
         before = self.max_offset()
+        before_end = {s: self.wrote[s] for s in self.starts}
         unit = CQ_STORE_UNIT_SIZE
         while self.starts:
             last = self.starts[-1]
@@ -336,6 +338,11 @@ class _QueueState:
                                       "(truncateDirtyLogicFiles does not test it)")
             break
         self.rec.entries_cut = max(0, before - self.max_offset())
+        for st, end in before_end.items():
+            lo = self.wrote.get(st, 0) if st in self.starts else 0
+            if end > lo and len(self.rec.cut_offsets) < 10000:
+                arr = self.arrays[st][lo // unit:end // unit]
+                self.rec.cut_offsets.extend(arr["physical_offset"][:10000].tolist())
         self.rec.max_offset_after_truncate = self.max_offset()
 
     def dispatch(self, phys: int, size: int, cq_offset: int) -> None:
@@ -760,6 +767,11 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
         rep = salvage(store, t, accept_v2=True, queue_next_offsets=max_offsets)
         lost = rep.lost_summary(rep.damaged_records())
         lost["cq_entries_cut"] = {q.key: q.entries_cut for q in plan.queues if q.entries_cut}
+        owner = {off: q.topic for q in plan.queues for off in q.cut_offsets}
+        for r in rep.regions:
+            topic = owner.get(r.start)
+            if topic is not None and r.kind != "missing_file":
+                lost["per_topic"][topic] = lost["per_topic"].get(topic, 0) + 1
         lost["regions"] = [r.to_dict() for r in rep.regions]
         plan.messages_lost = lost
         plan.salvage = rep
