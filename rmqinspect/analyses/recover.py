@@ -706,7 +706,8 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
         notes.append("no commit-log file left: every consume queue would be destroyed")
 
     # 5. consume queues: truncateDirtyLogicFiles(T), then the re-dispatch
-    cq_truncated = max_phy_cq >= t and not rocksdb
+    # the broker logs and runs truncateDirtyLogicFiles whenever maxPhyOffsetOfConsumeQueue >= T (RocksDB too)
+    cq_truncated = max_phy_cq >= t
     if cq_truncated:
         for s in states:
             s.truncate_dirty(t)
