@@ -250,6 +250,7 @@ def walk_with_resync(store_or_files, start: int | None = None, *, check_crc: boo
                 nxt = find_next_valid(f, resync_from, check_crc, accept_v2)
                 if nxt is not None:
                     dmg.end = nxt.offset
+                    _zero_page_check(buf, f.start, dmg)
                     _add(pending, dmg)
                     pos = nxt.position
                     continue
@@ -266,6 +267,28 @@ def walk_with_resync(store_or_files, start: int | None = None, *, check_crc: boo
             d.cause = d.kind
             d.kind = TORN_TAIL
         yield d
+
+
+ZERO_PAGE_MIN = 4096
+
+
+def _zero_page_check(buf, base: int, d: Damage) -> None:
+    """A damaged range holding a run of >= 4096 zero bytes (a lost page) is a zero page, whatever the
+    record check said about its first bytes (that record merely had its tail zeroed)."""
+    lo = d.start - base
+    hi = min(d.end - base, lo + (16 << 20))
+    if hi - lo < ZERO_PAGE_MIN:
+        return
+    arr = np.frombuffer(buf, dtype=np.uint8, count=hi - lo, offset=lo)
+    z = np.concatenate(([0], (arr == 0).view(np.int8), [0]))
+    edges = np.flatnonzero(np.diff(z))
+    runs = edges[1::2] - edges[0::2]
+    if runs.size and int(runs.max()) >= ZERO_PAGE_MIN:
+        k = int(np.argmax(runs))
+        d.cause = d.kind
+        d.reason = (f"{int(runs[k])} zero bytes at position {lo + int(edges[2 * k])} inside the data "
+                    f"(first record: {d.reason})")
+        d.kind = ZERO_PAGE
 
 
 def _add(pending: list[Damage], d: Damage) -> None:
