@@ -87,14 +87,15 @@ class Good:
 
 
 def _data_end(buf, lo: int, hi: int) -> int:
-    """Position after the last non-zero byte in buf[lo:hi] (lo if all zero), scanning backwards."""
-    chunk = 1 << 20
+    """Position after the last non-zero byte in buf[lo:hi] (lo if all zero), scanning backwards in
+    chunks (a pre-allocated 1 GiB file is mostly zeros: ``any()`` per chunk runs at memory speed)."""
+    chunk = 4 << 20
     end = hi
     while end > lo:
         a = max(lo, end - chunk)
         arr = np.frombuffer(buf, dtype=np.uint8, count=end - a, offset=a)
-        nz = np.flatnonzero(arr)
-        if nz.size:
+        if arr.any():
+            nz = np.flatnonzero(arr)
             return a + int(nz[-1]) + 1
         end = a
     return lo
@@ -126,12 +127,18 @@ def validate_at(f: MappedFile, pos: int, check_crc: bool, accept_v2: bool):
     return None
 
 
-def find_next_valid(f: MappedFile, frm: int, check_crc: bool, accept_v2: bool) -> Good | None:
-    """Resynchronise: the first position >= frm holding a valid record (or the file's closing blank)."""
+def find_next_valid(f: MappedFile, frm: int, check_crc: bool, accept_v2: bool,
+                    search_end: int | None = None) -> Good | None:
+    """Resynchronise: the first position >= frm holding a valid record (or the file's closing blank).
+    Only magic codes before ``search_end`` (default: the file's last non-zero byte) are tried."""
     buf = f.buffer
     limit = f.size
+    if search_end is None:
+        search_end = _data_end(buf, frm, limit)
+    if search_end <= frm:
+        return None
     needles = [_V1B, _BLB] + ([_V2B] if accept_v2 else [])
-    nxt = {n: buf.find(n, frm + 4) if frm + 4 < limit else -1 for n in needles}
+    nxt = {n: buf.find(n, frm + 4, search_end) if frm + 4 < search_end else -1 for n in needles}
     while True:
         live = [(h, n) for n, h in nxt.items() if h >= 0]
         if not live:
@@ -142,7 +149,7 @@ def find_next_valid(f: MappedFile, frm: int, check_crc: bool, accept_v2: bool) -
             g = validate_at(f, cand, check_crc, accept_v2)
             if g is not None:
                 return g
-        nxt[n] = buf.find(n, h + 1)
+        nxt[n] = buf.find(n, h + 1, search_end)
 
 
 def _classify(kind: str, reason: str) -> str:
