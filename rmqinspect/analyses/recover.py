@@ -117,7 +117,11 @@ class VersionAssumption:
     def describe(self) -> str:
         how = {"option": "given with --broker-version", "detected": "detected", "default": "assumed"}[self.source]
         ev = f" ({'; '.join(self.evidence)})" if self.evidence else ""
-        return f"RocketMQ {self.version.text} {how}{ev}: {_RULES[self.version.normal_rule]}"
+        abn = ("abnormal recovery starts at the newest file whose first record validates and is not newer than "
+               "the checkpoint minTimestamp" if self.version.normal_rule == "head" else
+               "abnormal recovery starts at the newest file whose first record is not newer than the checkpoint "
+               "minTimestamp")
+        return f"RocketMQ {self.version.text} {how}{ev}: {_RULES[self.version.normal_rule]}; {abn}"
 
     def to_dict(self) -> dict:
         return {"version": self.version.text, "source": self.source, "evidence": self.evidence,
