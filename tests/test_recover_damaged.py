@@ -212,3 +212,49 @@ def test_cli_recover_on_fixture_never_writes(tmp_path):
     assert doc["truncate_offset"] == last.offset and doc["redispatch"] == []
     assert "assumed" in r.stderr or "detected" in r.stderr
     assert tree_hashes(fx.root) == before
+
+
+def test_start_file_rule_by_version(tmp_path):
+    """§7.1 normal recovery: <= 5.3.1 the third-last file; 5.3.2/5.3.3 the newest file starting at or below
+    maxPhyOffsetOfConsumeQueue (here the last data file); HEAD the newest file whose first record validates
+    and whose PHYSICALOFFSET <= maxPhyOffsetOfConsumeQueue. With the CQ cut back to the third file's records,
+    5.3.3 and HEAD start at the third file."""
+    fx = build_store(tmp_path / "s")
+    names = fx.file_names()
+    assert _plan(fx, version="5.3.1").start_file == names[-3]
+    assert _plan(fx, version="5.3.3").start_file == names[-1]
+    assert _plan(fx, version="HEAD").start_file == names[-1]
+    third = [r for r in fx.records if fx.file_of(r.offset) <= names[2]]
+    fx.write_consume_queues(third)
+    assert _plan(fx, version="5.3.3").start_file == names[2]
+    assert _plan(fx, version="HEAD").start_file == names[2]
+    # the first record of the last file fails its CRC: HEAD refuses that file as a start, 5.3.3 does not look
+    fx.write_consume_queues()
+    first_last = min((r for r in fx.records if fx.file_of(r.offset) == names[-1]), key=lambda r: r.offset)
+    fx.patch(first_last.offset + 91, b"\x00\x01")
+    assert _plan(fx, version="HEAD").start_file == names[-2]
+    p = _plan(fx, version="5.3.3")
+    assert p.start_file == names[-1] and p.truncate_offset == first_last.offset
+
+
+def test_property_crc_checked_by_verify(tmp_path):
+    """5.2.0+ __CRC32# covers the whole record except its 20-byte trailer (FORMATS §1.8): a changed FLAG field
+    keeps the structure and the body CRC valid but breaks the property CRC."""
+    import os
+
+    from rmqinspect.formats.commitlog import encode_properties
+    from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
+
+    d = tmp_path / "s"
+    with CommitLogWriter(str(d / "commitlog"), 8192) as w:
+        res = [w.append(MessageSpec(topic="T", queue_id=0, body=b"x" * 50, store_timestamp=1795000000000 + i,
+                                    properties=encode_properties({"KEYS": f"k{i}"}), append_property_crc=True))
+               for i in range(5)]
+    assert verify(Store.open(d), ("crc", "structure")).problems == []
+    victim = res[2]
+    with open(os.path.join(d, "commitlog", "%020d" % 0), "r+b") as f:
+        f.seek(victim.physical_offset + 16)  # FLAG
+        f.write(b"\x00\x00\x00\x07")
+    rep = verify(Store.open(d), ("crc", "structure"))
+    assert [(p.kind, p.start, p.end) for p in rep.problems] == \
+        [("property_crc", victim.physical_offset, victim.physical_offset + victim.total_size)]
