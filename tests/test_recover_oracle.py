@@ -149,3 +149,23 @@ def test_cli_recover_requires_dry_run_and_table_output():
     assert "truncate_offset" in r.stdout and "1197830" in r.stdout and "4.9.8" in r.output
     r = CliRunner().invoke(cli, ["recover", str(p / "store"), "--dry-run", "--broker-version", "nope"])
     assert r.exit_code == 2
+
+
+@pytest.mark.parametrize("name", ALL_SCENARIOS)
+def test_consume_queue_max_offsets_after_start(name):
+    """After start(), the ReputMessageService dispatches [max queue maxPhysicOffset, T): compare with the
+    broker's stateAfterStart (4.9.8 rebuild: every queue is built in this phase)."""
+    st, plan, e = _plan(name)
+    if plan.consume_queue_max_offsets_after_start is None:
+        pytest.skip("RocksDB consume queue: per-queue offsets live in RocksDB")
+    expected = e["stateAfterStart"]["consumeQueues"]
+    compared = 0
+    for topic, queues in expected.items():
+        for qid, v in queues.items():
+            key = f"{topic}/{qid}"
+            if key not in plan.consume_queue_max_offsets_after_start:
+                assert not v["files"] and v["maxOffset"] == 0, key
+                continue
+            assert plan.consume_queue_max_offsets_after_start[key] == v["maxOffset"], key
+            compared += 1
+    assert compared > 0

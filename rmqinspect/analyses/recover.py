@@ -431,6 +431,9 @@ class RecoveryPlan:
     messages_lost: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     salvage: object = None  # analyses.salvage.SalvageReport when computed
+    # after start(): the ReputMessageService has dispatched [reput_from_offset, T)
+    consume_queue_max_offsets_after_start: dict[str, int] | None = None
+    reput_from_offset: int | None = None
 
     def to_dict(self, with_redispatch: bool = False) -> dict:
         d = {
@@ -446,6 +449,8 @@ class RecoveryPlan:
             "commitlog_files_after": self.commitlog_files_after,
             "consume_queue_max_offsets": self.consume_queue_max_offsets,
             "consume_queue_max_offsets_before": self.consume_queue_max_offsets_before,
+            "reput_from_offset": self.reput_from_offset,
+            "consume_queue_max_offsets_after_start": self.consume_queue_max_offsets_after_start,
             "consume_queues": [q.to_dict() for q in self.queues if q.files_deleted or q.entries_cut
                                or q.redispatched or q.notes],
             "redispatched": {"count": len(self.redispatch),
@@ -736,6 +741,33 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     states.sort(key=lambda s: (s.cq.topic, s.cq.queue_id))
     max_offsets = {s.rec.key: s.rec.max_offset for s in states}
 
+    # 7. start(): the ReputMessageService dispatches from the largest queue maxPhysicOffset (at least the
+    # commit log's min offset) up to T, with checkCRC=false (DefaultMessageStore.start)
+    after_start = None
+    reput_from = None
+    if not rocksdb and files:
+        reput_from = max([cl.min_offset] + [s.max_phys for s in states])
+        by_key = {(s.cq.topic, s.cq.queue_id): s for s in states}
+        for slot in cl.scan(reput_from, t, check_crc=False, accept_v2=bv.accepts_v2, stop_at_end=True):
+            if slot.kind != MESSAGE:
+                continue
+            hdr = slot.header
+            if not goes_to_consume_queue(hdr[7]):
+                continue
+            topic, _, _ = _topic_and_properties(slot.file.buffer, hdr, slot.body_pos)
+            st = by_key.get((topic, hdr[3]))
+            if st is None:
+                cq = ConsumeQueue(topic, hdr[3], os.path.join(store.layout.consumequeue_dir, topic, str(hdr[3])))
+                st = _QueueState(cq, bv, _default_cq_size(states))
+                by_key[(topic, hdr[3])] = st
+                states.append(st)
+                st.rec.max_offset = 0
+            before_n = st.rec.redispatched
+            st.dispatch(slot.offset, slot.size, hdr[5])
+            st.rec.redispatched = before_n  # start-phase entries are not recovery re-dispatch
+        after_start = {f"{s.cq.topic}/{s.cq.queue_id}": s.max_offset() for s in
+                       sorted(states, key=lambda s: (s.cq.topic, s.cq.queue_id))}
+
     # 6. index files (IndexService.load(lastExitOK))
     dropped, kept = [], []
     idir = store.layout.index_dir
@@ -765,6 +797,7 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
         queues=[s.rec for s in states], consume_queue_max_offsets=max_offsets,
         consume_queue_max_offsets_before=before, redispatch=redispatch, index_files_dropped=dropped,
         index_files_kept=kept, scanned_bytes=scanned, messages_scanned=count, notes=notes,
+        consume_queue_max_offsets_after_start=after_start, reput_from_offset=reput_from,
     )
     if with_salvage:
         from .salvage import salvage
