@@ -2,7 +2,8 @@
 queue's max offset before and after the broker's recovery.
 
 For one group and queue, with ``committed`` the next logical offset the group will pull, ``before`` the
-queue's max offset on disk now and ``after`` its max offset once recovery truncated it:
+queue's max offset on disk now and ``after`` its max offset once the broker is up again (recovery, then the
+ReputMessageService catching up in start()):
 
 * ``never_see`` = entries in ``[max(committed, after), before)``: visible in the queue before the crash,
   not yet consumed by this group, and cut by the recovery - this group will never receive them;

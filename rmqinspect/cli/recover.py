@@ -34,6 +34,11 @@ def _plan(store, broker_version, check_crc=True, index_safe=False, mode="auto"):
     return st, plan
 
 
+def _after(plan) -> dict[str, int]:
+    """What consumers see once the broker is up: the queues after start() (recovery + ReputMessageService)."""
+    return plan.consume_queue_max_offsets_after_start or plan.consume_queue_max_offsets
+
+
 @click.command("recover")
 @store_argument
 @click.option("--dry-run", is_flag=True, help="Required: compute the recovery without touching the store.")
@@ -67,7 +72,7 @@ def recover_cmd(store, dry_run, broker_version, check_crc, message_index_safe, m
     doc = plan.to_dict(with_redispatch=redispatch)
     lw = None
     if consumers:
-        lw = lost_window(st, plan.consume_queue_max_offsets_before, plan.consume_queue_max_offsets)
+        lw = lost_window(st, plan.consume_queue_max_offsets_before, _after(plan))
         doc["consumer_lost_window"] = lw.to_dict()
     warn(plan.version.describe())
     emit_document(doc, fmt, lambda d: _render(plan, lw))
@@ -128,7 +133,7 @@ def consumer_lag_cmd(store, broker_version, mode, fmt):
     the queue's max offset before and after the broker's recovery - what the group will never see, what
     it consumed that is now gone, and what it will be delivered (possibly again) after a restart."""
     st, plan = _plan(store, broker_version, mode=mode)
-    lw = lost_window(st, plan.consume_queue_max_offsets_before, plan.consume_queue_max_offsets)
+    lw = lost_window(st, plan.consume_queue_max_offsets_before, _after(plan))
     if lw.used_backup:
         warn(f"consumerOffset.json unusable, read {lw.source}: {'; '.join(lw.problems)}")
     if fmt == "table":
