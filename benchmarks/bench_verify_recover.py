@@ -107,12 +107,12 @@ def main() -> None:
         results["verify --checks structure,crc"] = (t, nbytes)
         t, rep = timed(lambda: run_verify(("structure", "crc", "checkpoint")))
         results["verify (structure,crc,checkpoint; collects per-record columns)"] = (t, nbytes)
-        t, plan = timed(lambda: plan_recovery(Store.open(root), version="4.9.8", with_salvage=False))
+        t, plan = timed(lambda: plan_recovery(Store.open(root), version="4.9.8", with_salvage=False, keep_redispatch=False))
         assert plan.mode == "normal"
         scanned_normal = plan.scanned_bytes
         results["recover --dry-run, normal (third-last file on)"] = (t, scanned_normal)
         open(os.path.join(root, "abort"), "wb").close()
-        t, plan = timed(lambda: plan_recovery(Store.open(root), version="4.9.8", with_salvage=True))
+        t, plan = timed(lambda: plan_recovery(Store.open(root), version="4.9.8", with_salvage=True, keep_redispatch=False))
         assert plan.mode == "abnormal" and plan.start_file == "%020d" % 0
         end = plan.truncate_offset
         results["recover --dry-run, abnormal from file 0 (re-dispatch every record)"] = (t, plan.scanned_bytes)

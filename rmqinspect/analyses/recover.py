@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
+from ..formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 from ..formats.constants import (
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
@@ -349,35 +349,56 @@ class _QueueState:
                 self.rec.cut_offsets.extend(arr["physical_offset"][:10000].tolist())
         self.rec.max_offset_after_truncate = self.max_offset()
 
-    def dispatch(self, phys: int, size: int, cq_offset: int) -> None:
-        """ConsumeQueue.putMessagePositionInfo during recovery re-dispatch."""
+    def _writable(self, fstart: int) -> np.ndarray:
+        arr = self.arrays.get(fstart)
+        n = self.size // CQ_STORE_UNIT_SIZE
+        if arr is None or len(arr) < n:
+            new = np.zeros(n, dtype=CQ_DTYPE)
+            if arr is not None:
+                new[:len(arr)] = arr
+            self.arrays[fstart] = arr = new
+        elif not arr.flags.writeable:
+            self.arrays[fstart] = arr = arr.copy()  # copy-on-write: the store's map stays read-only
+        return arr
+
+    def dispatch(self, phys: int, size: int, cq_offset: int, tags_code: int = 0) -> bool:
+        """ConsumeQueue.putMessagePositionInfo (re-dispatch during recovery, ReputMessageService after
+        start). The entry goes into an in-memory copy of the file. Returns whether an entry was written."""
         if phys + size <= self.max_phys:
-            return  # "build consume queue repeatedly"
+            return False  # "build consume queue repeatedly"
         unit = CQ_STORE_UNIT_SIZE
         expect = cq_offset * unit
         if not self.starts:
-            # first file of the queue created at the expected position, fillPreBlank before it
+            # getLastMappedFile creates the file holding the expected position; fillPreBlank before it
             fstart = expect - expect % self.size
             self.starts.append(fstart)
             self.names[fstart] = "%020d" % fstart
             self.wrote[fstart] = expect - fstart
+            arr = self._writable(fstart)
+            k = (expect - fstart) // unit
+            arr["physical_offset"][:k] = 0
+            arr["size"][:k] = PRE_BLANK_SIZE
+            arr["tags_code"][:k] = 0
         last = self.starts[-1]
-        current = last + self.wrote[last]
-        if cq_offset != 0:
-            if expect < current:
-                return
-            if expect != current:
-                self.rec.notes.append(f"logic queue order maybe wrong: expected offset {cq_offset}, "
-                                      f"queue is at {current // unit}")
-        self.max_phys = phys + size
         if self.wrote[last] >= self.size:
             nxt = last + self.size
             self.starts.append(nxt)
             self.names[nxt] = "%020d" % nxt
             self.wrote[nxt] = 0
+            self.arrays.pop(nxt, None)
             last = nxt
+        current = last + self.wrote[last]
+        if cq_offset != 0:
+            if expect < current:
+                return False
+            if expect != current and len(self.rec.notes) < 5:
+                self.rec.notes.append(f"logic queue order maybe wrong: expected offset {cq_offset}, "
+                                      f"queue is at {current // unit}; the entry is appended at {current // unit}")
+        self.max_phys = phys + size
+        arr = self._writable(last)
+        arr[self.wrote[last] // unit] = (phys, size, tags_code)
         self.wrote[last] += unit
-        self.rec.redispatched += 1
+        return True
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -434,6 +455,17 @@ class RecoveryPlan:
     # after start(): the ReputMessageService has dispatched [reput_from_offset, T)
     consume_queue_max_offsets_after_start: dict[str, int] | None = None
     reput_from_offset: int | None = None
+    redispatch_count: int = 0
+    redispatch_first: int | None = None
+    redispatch_last: int | None = None
+
+    def consume_queue_files(self, key: str) -> dict[str, bytes]:
+        """The queue's files as the broker holds them after start() (recovery + re-dispatch), file name ->
+        bytes up to the write position. Entries written by the model live in memory, never in the store."""
+        st = getattr(self, "_queue_states", {}).get(key)
+        if st is None:
+            return {}
+        return {st.names[s]: st.arrays[s][: st.wrote[s] // CQ_STORE_UNIT_SIZE].tobytes() for s in st.starts}
 
     def to_dict(self, with_redispatch: bool = False) -> dict:
         d = {
@@ -453,9 +485,8 @@ class RecoveryPlan:
             "consume_queue_max_offsets_after_start": self.consume_queue_max_offsets_after_start,
             "consume_queues": [q.to_dict() for q in self.queues if q.files_deleted or q.entries_cut
                                or q.redispatched or q.notes],
-            "redispatched": {"count": len(self.redispatch),
-                             "first_offset": self.redispatch[0].commit_log_offset if self.redispatch else None,
-                             "last_offset": self.redispatch[-1].commit_log_offset if self.redispatch else None},
+            "redispatched": {"count": self.redispatch_count, "first_offset": self.redispatch_first,
+                             "last_offset": self.redispatch_last},
             "index_files_dropped": self.index_files_dropped,
             "index_files_kept": self.index_files_kept,
             "scanned_bytes": self.scanned_bytes, "messages_scanned": self.messages_scanned,
@@ -527,7 +558,8 @@ def _matched_head(f, version, cp, normal: bool, max_phy_cq: int, index_safe: boo
 def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, check_crc: bool = True,
                   index_safe: bool = False, rocksdb_max_phys: int | None = None,
                   delay_table: DelayTable = DEFAULT_DELAY_TABLE, force_mode: str | None = None,
-                  with_salvage: bool = True) -> RecoveryPlan:
+                  with_salvage: bool = True, keep_redispatch: bool = True,
+                  cq_file_size: int | None = None) -> RecoveryPlan:
     """Reproduce DefaultMessageStore.load's recovery on ``store`` without writing anything."""
     if version is None:
         va = detect_version(store)
@@ -549,8 +581,8 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     states: list[_QueueState] = []
     if not rocksdb:
         for q in list_queues(store.layout.consumequeue_dir):
-            cq = ConsumeQueue(q.topic, q.queue_id, q.path)
-            st = _QueueState(cq, bv, cq.file_size or 1)
+            cq = ConsumeQueue(q.topic, q.queue_id, q.path, cq_file_size)
+            st = _QueueState(cq, bv, cq.file_size or cq_file_size or _default_cq_size([]))
             st.recover()
             states.append(st)
     max_phy_cq = max((s.max_phys for s in states), default=-1)
@@ -626,6 +658,19 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     t = start_file.start if start_file else 0
     stop_kind, stop_reason, stop_file, stop_pos = "", "", None, None
     redispatch: list[Redispatch] = []
+    redispatch_count = 0
+    redispatch_first = redispatch_last = None
+    by_key = {(st.cq.topic, st.cq.queue_id): st for st in states}
+
+    def queue_state(topic: str, qid: int) -> _QueueState:
+        st = by_key.get((topic, qid))
+        if st is None:
+            cq = ConsumeQueue(topic, qid, os.path.join(store.layout.consumequeue_dir, topic, str(qid)))
+            st = _QueueState(cq, bv, cq_file_size or _default_cq_size(states))
+            states.append(st)
+            by_key[(topic, qid)] = st
+        return st
+
     scanned = 0
     count = 0
     dispatch_all = not normal
@@ -646,10 +691,9 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
                 want = dispatch_all or (dispatch_from is not None and off + size > dispatch_from)
                 topic = None
                 props = None
-                if want or True:
-                    topic, praw, _ = _topic_and_properties(buf, hdr, bpos)
-                    if topic == RMQ_SYS_SCHEDULE_TOPIC or want:
-                        props = parse_properties(praw)
+                topic, praw, _ = _topic_and_properties(buf, hdr, bpos)
+                if topic == RMQ_SYS_SCHEDULE_TOPIC or want:
+                    props = parse_properties(praw)
                 if props is not None and topic == RMQ_SYS_SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in props:
                     try:
                         code, _ = dispatch_tags_code(topic, props, hdr[11], dt)
@@ -664,7 +708,17 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
                 if want:
                     if not saw_crc_prop and PROPERTY_CRC32 in props:
                         saw_crc_prop = True
-                    redispatch.append(Redispatch(off, size, topic, hdr[3], hdr[5], code, hdr[7], hdr[11]))
+                    # DefaultMessageStore.doDispatch during the scan, before truncateDirtyLogicFiles
+                    if keep_redispatch:
+                        redispatch.append(Redispatch(off, size, topic, hdr[3], hdr[5], code, hdr[7], hdr[11]))
+                    redispatch_count += 1
+                    if redispatch_first is None:
+                        redispatch_first = off
+                    redispatch_last = off
+                    if not rocksdb and goes_to_consume_queue(hdr[7]):
+                        qs = queue_state(topic, hdr[3])
+                        if qs.dispatch(off, size, hdr[5], code):
+                            qs.rec.redispatched += 1
                 count += 1
                 scanned += size
                 t = off + size
@@ -714,7 +768,7 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     if not after:
         notes.append("no commit-log file left: every consume queue would be destroyed")
 
-    # 5. consume queues: truncateDirtyLogicFiles(T), then the re-dispatch
+    # 5. consume queues: truncateDirtyLogicFiles(T) (after the scan's re-dispatch, as in recoverAbnormally)
     # the broker logs and runs truncateDirtyLogicFiles whenever maxPhyOffsetOfConsumeQueue >= T (RocksDB too)
     cq_truncated = max_phy_cq >= t
     if cq_truncated:
@@ -723,19 +777,6 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     else:
         for s in states:
             s.rec.max_offset_after_truncate = s.max_offset()
-    if redispatch and not rocksdb:
-        by_key = {(s.cq.topic, s.cq.queue_id): s for s in states}
-        for r in redispatch:
-            if not goes_to_consume_queue(r.sys_flag):
-                continue
-            s = by_key.get((r.topic, r.queue_id))
-            if s is None:
-                cq = ConsumeQueue(r.topic, r.queue_id, os.path.join(store.layout.consumequeue_dir, r.topic,
-                                                                    str(r.queue_id)))
-                s = _QueueState(cq, bv, _default_cq_size(states))
-                states.append(s)
-                by_key[(r.topic, r.queue_id)] = s
-            s.dispatch(r.commit_log_offset, r.msg_size, r.consume_queue_offset)
     for s in states:
         s.rec.max_offset = s.max_offset()
     states.sort(key=lambda s: (s.cq.topic, s.cq.queue_id))
@@ -747,24 +788,19 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     reput_from = None
     if not rocksdb and files:
         reput_from = max([cl.min_offset] + [s.max_phys for s in states])
-        by_key = {(s.cq.topic, s.cq.queue_id): s for s in states}
         for slot in cl.scan(reput_from, t, check_crc=False, accept_v2=bv.accepts_v2, stop_at_end=True):
             if slot.kind != MESSAGE:
                 continue
             hdr = slot.header
             if not goes_to_consume_queue(hdr[7]):
                 continue
-            topic, _, _ = _topic_and_properties(slot.file.buffer, hdr, slot.body_pos)
-            st = by_key.get((topic, hdr[3]))
-            if st is None:
-                cq = ConsumeQueue(topic, hdr[3], os.path.join(store.layout.consumequeue_dir, topic, str(hdr[3])))
-                st = _QueueState(cq, bv, _default_cq_size(states))
-                by_key[(topic, hdr[3])] = st
-                states.append(st)
-                st.rec.max_offset = 0
-            before_n = st.rec.redispatched
-            st.dispatch(slot.offset, slot.size, hdr[5])
-            st.rec.redispatched = before_n  # start-phase entries are not recovery re-dispatch
+            topic, praw, _ = _topic_and_properties(slot.file.buffer, hdr, slot.body_pos)
+            st = queue_state(topic, hdr[3])
+            try:
+                code, _ = dispatch_tags_code(topic, parse_properties(praw), hdr[11], delay_table)
+            except DelayLevelError:
+                break  # the dispatcher's check fails (-1): ReputMessageService stops
+            st.dispatch(slot.offset, slot.size, hdr[5], code)
         after_start = {f"{s.cq.topic}/{s.cq.queue_id}": s.max_offset() for s in
                        sorted(states, key=lambda s: (s.cq.topic, s.cq.queue_id))}
 
@@ -798,7 +834,9 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
         consume_queue_max_offsets_before=before, redispatch=redispatch, index_files_dropped=dropped,
         index_files_kept=kept, scanned_bytes=scanned, messages_scanned=count, notes=notes,
         consume_queue_max_offsets_after_start=after_start, reput_from_offset=reput_from,
+        redispatch_count=redispatch_count, redispatch_first=redispatch_first, redispatch_last=redispatch_last,
     )
+    plan._queue_states = {st.rec.key: st for st in states}
     if with_salvage:
         from .salvage import salvage
 

@@ -24,11 +24,13 @@ mode_option = click.option("--mode", type=click.Choice(("auto", "normal", "abnor
                            show_default=True, help="Override the abort-file decision (what-if).")
 
 
-def _plan(store, broker_version, check_crc=True, index_safe=False, mode="auto"):
+def _plan(store, broker_version, check_crc=True, index_safe=False, mode="auto", keep_redispatch=False,
+          cq_file_size=None):
     st = Store.open(store)
     try:
         plan = plan_recovery(st, version=broker_version, check_crc=check_crc, index_safe=index_safe,
-                             force_mode=None if mode == "auto" else mode)
+                             force_mode=None if mode == "auto" else mode, keep_redispatch=keep_redispatch,
+                             cq_file_size=cq_file_size)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--broker-version") from e
     return st, plan
@@ -47,11 +49,15 @@ def _after(plan) -> dict[str, int]:
               help="checkCRCOnRecover: a body-CRC mismatch ends the scan.")
 @click.option("--message-index-safe", is_flag=True, help="messageIndexSafe=true (abnormal start-file rule).")
 @mode_option
+@click.option("--cq-file-size", type=click.IntRange(min=20), default=None,
+              help="mappedFileSizeConsumeQueue for queues the recovery creates (default: as existing queues, "
+                   "else 6000000).")
 @click.option("--redispatch", is_flag=True, help="List every re-dispatched record (JSON output).")
 @click.option("--consumers", is_flag=True, help="Add the per-consumer-group lost window (consumerOffset.json).")
 @format_option
 @handle_errors
-def recover_cmd(store, dry_run, broker_version, check_crc, message_index_safe, mode, redispatch, consumers, fmt):
+def recover_cmd(store, dry_run, broker_version, check_crc, message_index_safe, mode, cq_file_size, redispatch,
+                consumers, fmt):
     """The recovery RocketMQ runs when it loads STORE, reproduced offline (never writes).
 
     Normal or abnormal mode (abort file), start file by version, the record scan and where it stops
@@ -68,7 +74,8 @@ def recover_cmd(store, dry_run, broker_version, check_crc, message_index_safe, m
         click.echo("rmqinspect: error: recover only runs with --dry-run (rmqinspect never writes into a store)",
                    err=True)
         sys.exit(EXIT_USAGE)
-    st, plan = _plan(store, broker_version, check_crc, message_index_safe, mode)
+    st, plan = _plan(store, broker_version, check_crc, message_index_safe, mode, keep_redispatch=redispatch,
+                     cq_file_size=cq_file_size)
     doc = plan.to_dict(with_redispatch=redispatch)
     lw = None
     if consumers:
@@ -94,7 +101,7 @@ def _render(plan, lw) -> None:
         ("commit-log files deleted", ", ".join(plan.commitlog_files_deleted) or "none"),
         ("commit-log file truncated", f"{plan.commitlog_file_truncated['name']} to position "
          f"{plan.commitlog_file_truncated['position']}" if plan.commitlog_file_truncated else "none"),
-        ("records re-dispatched", len(plan.redispatch)),
+        ("records re-dispatched", plan.redispatch_count),
         ("index files dropped", ", ".join(plan.index_files_dropped) or "none"),
         ("messages lost", f"{lost.get('count', 0)} ({lost.get('intact', 0)} intact, {lost.get('damaged', 0)} "
          f"damaged), {lost.get('bytes', 0)} bytes; per topic {lost.get('per_topic', {})}"),
@@ -163,7 +170,7 @@ def salvage_cmd(store, out_path, broker_version, body, fmt):
     if out_path is not None:
         if st.layout.within(out_path) or st.layout.within(os.path.dirname(os.path.abspath(out_path)) or "."):
             raise UnsafeOutputError("refusing to write inside the inspected store", out_path)
-    plan = plan_recovery(st, version=broker_version, with_salvage=False)
+    plan = plan_recovery(st, version=broker_version, with_salvage=False, keep_redispatch=False)
     rep = salvage(st, plan.truncate_offset, queue_next_offsets=plan.consume_queue_max_offsets)
     if out_path is not None:
         with open(out_path, "w", encoding="utf-8") as fh:
