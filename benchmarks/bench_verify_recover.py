@@ -107,10 +107,13 @@ def main() -> None:
         results["verify --checks structure,crc"] = (t, nbytes)
         t, rep = timed(lambda: run_verify(("structure", "crc", "checkpoint")))
         results["verify (structure,crc,checkpoint; collects per-record columns)"] = (t, nbytes)
-        t, plan = timed(lambda: plan_recovery(Store.open(root), version="4.9.8", with_salvage=False, keep_redispatch=False))
+        t, plan = timed(lambda: plan_recovery(Store.open(root), version="4.9.8", with_salvage=False,
+                                              keep_redispatch=False, model_start=False))
         assert plan.mode == "normal"
-        scanned_normal = plan.scanned_bytes
-        results["recover --dry-run, normal (third-last file on)"] = (t, scanned_normal)
+        results["recover --dry-run, normal, load() only (third-last file on)"] = (t, plan.scanned_bytes)
+        t, plan = timed(lambda: plan_recovery(Store.open(root), version="4.9.8", with_salvage=True,
+                                              keep_redispatch=False))
+        results["recover --dry-run, normal + start() (no CQ: every record dispatched)"] = (t, plan.truncate_offset)
         open(os.path.join(root, "abort"), "wb").close()
         t, plan = timed(lambda: plan_recovery(Store.open(root), version="4.9.8", with_salvage=True, keep_redispatch=False))
         assert plan.mode == "abnormal" and plan.start_file == "%020d" % 0

@@ -1,13 +1,12 @@
 """Recovery decisions on damaged stores written with the project's writer and then doctored.
 
 Each expectation is reasoned from FORMATS.md §7 (written down in the docstrings), not copied from our
-own output. Fixture: 240 messages (~250 bytes) round-robin over 3 queues, 16 KiB commit-log files
-(about 64 records per file, 5 files), 20-entry consume-queue files, a checkpoint covering everything.
+own output. Fixture: 240 messages (~300 bytes) round-robin over 3 queues, 16 KiB commit-log files
+(about 55 records per file, 5 files), 20-entry consume-queue files, a checkpoint covering everything.
 """
 
 import json
 
-import pytest
 from click.testing import CliRunner
 
 from conftest import tree_hashes

@@ -1,7 +1,6 @@
 """The fastjson config reader (.bak fallback) and the per-consumer-group lost window."""
 
 import json
-import os
 
 import pytest
 from click.testing import CliRunner

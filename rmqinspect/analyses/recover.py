@@ -30,11 +30,8 @@ from ..formats.commitlog import parse_properties
 from ..store import Store
 from ..store.commitlog import (
     BLANK,
-    CRC_MISMATCH,
     END,
     FILE_END,
-    GAP,
-    HALF,
     ILLEGAL,
     MESSAGE,
     _topic_and_properties,
@@ -42,7 +39,6 @@ from ..store.commitlog import (
 )
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.indexfile import INDEX_HEADER
-from ..store.layout import is_offset_file_name
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
 
 # ---------------------------------------------------------------------------------------------------
@@ -559,7 +555,7 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
                   index_safe: bool = False, rocksdb_max_phys: int | None = None,
                   delay_table: DelayTable = DEFAULT_DELAY_TABLE, force_mode: str | None = None,
                   with_salvage: bool = True, keep_redispatch: bool = True,
-                  cq_file_size: int | None = None) -> RecoveryPlan:
+                  cq_file_size: int | None = None, model_start: bool = True) -> RecoveryPlan:
     """Reproduce DefaultMessageStore.load's recovery on ``store`` without writing anything."""
     if version is None:
         va = detect_version(store)
@@ -744,8 +740,6 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
         if files[i].start != f.start + cl.file_size:
             notes.append(f"commit-log files are not contiguous after {f.name}: the broker continues with "
                          f"{files[i].name}")
-    if stop_kind in (MESSAGE, ""):
-        pass
     if saw_v2 and not bv.accepts_v2:
         notes.append("V2 records exist but this version does not accept them")
     if saw_crc_prop and bv.parts < (5, 2, 0):
@@ -786,7 +780,7 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     # commit log's min offset) up to T, with checkCRC=false (DefaultMessageStore.start)
     after_start = None
     reput_from = None
-    if not rocksdb and files:
+    if not rocksdb and files and model_start:
         reput_from = max([cl.min_offset] + [s.max_phys for s in states])
         for slot in cl.scan(reput_from, t, check_crc=False, accept_v2=bv.accepts_v2, stop_at_end=True):
             if slot.kind != MESSAGE:
@@ -862,4 +856,4 @@ def _default_cq_size(states: list[_QueueState]) -> int:
 
 
 __all__ = ["BrokerVersion", "VersionAssumption", "detect_version", "plan_recovery", "RecoveryPlan",
-           "QueueRecovery", "Redispatch", "is_offset_file_name", "GAP", "HALF", "CRC_MISMATCH"]
+           "QueueRecovery", "Redispatch", "rocksdb_max_phys_offset"]

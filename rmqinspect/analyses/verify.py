@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..formats.constants import CRC32_RESERVED_LEN, PROPERTY_CRC32
-from ..formats.commitlog import decode_crc32_property, parse_properties
+from ..formats.commitlog import decode_crc32_property
 from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
 from ..formats.javahash import build_index_key, index_key_hash
 from ..store import Store
