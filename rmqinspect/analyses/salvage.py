@@ -224,9 +224,9 @@ def walk_with_resync(store_or_files, start: int | None = None, *, check_crc: boo
                     pos = f.size
                     break
                 if kind == END:
-                    nxt = find_next_valid(f, p, check_crc, accept_v2)
+                    data_end = _data_end(buf, p, f.size)
+                    nxt = find_next_valid(f, p, check_crc, accept_v2, data_end) if data_end > p else None
                     if nxt is None:
-                        data_end = _data_end(buf, p, f.size)
                         if data_end > p:
                             dmg = Damage(GARBAGE, f.start + p, f.start + data_end, f.name, p,
                                          "zero-filled space followed by unreadable bytes")
