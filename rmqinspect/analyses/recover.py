@@ -1,0 +1,859 @@
+"""The recovery a RocketMQ broker runs when it loads a store, reproduced offline (FORMATS.md §7).
+
+``plan_recovery(store)`` answers "what will the broker keep and what will it throw away if I start it on
+these files?": normal vs abnormal mode (the ``abort`` file), the first commit-log file scanned (by
+version), the record scan and its stop rule, the truncation point T, the commit-log files deleted /
+truncated (truncateDirtyFiles), every consume queue's recover + truncateDirtyLogicFiles, the records the
+recovery re-dispatches, the index files dropped on an abnormal start, and the per-queue max offsets after
+``load()``. Nothing is written: every number is computed from read-only maps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
+from ..formats.constants import (
+    MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
+    PROPERTY_CRC32,
+    PROPERTY_DELAY_TIME_LEVEL,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    SysFlag,
+)
+from ..formats.commitlog import parse_properties
+from ..store import Store
+from ..store.commitlog import (
+    BLANK,
+    END,
+    FILE_END,
+    ILLEGAL,
+    MESSAGE,
+    _topic_and_properties,
+    scan_buffer,
+)
+from ..store.consumequeue import ConsumeQueue, list_queues
+from ..store.indexfile import INDEX_HEADER
+from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
+
+# ---------------------------------------------------------------------------------------------------
+# Broker version: which recovery rules apply
+
+
+_RULES = {
+    "third-last": "normal recovery starts at the third-last commit-log file (4.x ... 5.3.1)",
+    "cq-max": "normal recovery starts at the newest file whose start <= maxPhyOffsetOfConsumeQueue (5.3.2, 5.3.3)",
+    "head": "normal recovery starts at the newest file whose first record validates (after 5.3.3)",
+}
+
+
+@dataclass(frozen=True)
+class BrokerVersion:
+    """A RocketMQ version and the recovery rules that follow from it."""
+
+    text: str
+    parts: tuple[int, int, int]
+
+    @classmethod
+    def parse(cls, text: str) -> "BrokerVersion":
+        t = text.strip().lower().removeprefix("rocketmq-all-").removeprefix("v")
+        if t in ("head", "master", "develop", "latest"):
+            return cls("HEAD", (5, 3, 4))
+        m = re.match(r"^(\d+)(?:\.(\d+))?(?:\.(\d+))?", t)
+        if not m:
+            raise ValueError(f"not a RocketMQ version: {text!r} (e.g. 4.9.8, 5.3.3, HEAD)")
+        parts = (int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0))
+        return cls(text.strip(), parts)
+
+    @property
+    def is_5x(self) -> bool:
+        return self.parts >= (5, 0, 0)
+
+    @property
+    def accepts_v2(self) -> bool:
+        """MESSAGE_MAGIC_CODE_V2 exists from 5.1.0; 4.x treats it as an illegal magic code."""
+        return self.parts >= (5, 1, 0)
+
+    @property
+    def normal_rule(self) -> str:
+        if self.parts >= (5, 3, 4):
+            return "head"
+        if self.parts >= (5, 3, 2):
+            return "cq-max"
+        return "third-last"
+
+    @property
+    def store_ts_fixed_56(self) -> bool:
+        """Before 4.6.0 isMappedFileMatchedRecover read STORETIMESTAMP at the fixed offset 56."""
+        return self.parts < (4, 6, 0)
+
+    @property
+    def cq_max_phys_is_start(self) -> bool:
+        """4.4.0's ConsumeQueue.recover kept ``offset`` (not offset + size) as max physical offset."""
+        return self.parts < (4, 5, 0)
+
+    @property
+    def delay_levels_at_recovery(self) -> bool:
+        """5.x parses messageDelayLevel in the store constructor, so recovery-time dispatch computes
+        delivery times; 4.9.8's ScheduleMessageService has not parsed them yet (oracle: tagsCode = hash)."""
+        return self.is_5x
+
+
+@dataclass
+class VersionAssumption:
+    version: BrokerVersion
+    source: str  # "option" | "detected" | "default"
+    evidence: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        how = {"option": "given with --broker-version", "detected": "detected", "default": "assumed"}[self.source]
+        ev = f" ({'; '.join(self.evidence)})" if self.evidence else ""
+        abn = ("abnormal recovery starts at the newest file whose first record validates and is not newer than "
+               "the checkpoint minTimestamp" if self.version.normal_rule == "head" else
+               "abnormal recovery starts at the newest file whose first record is not newer than the checkpoint "
+               "minTimestamp")
+        return f"RocketMQ {self.version.text} {how}{ev}: {_RULES[self.version.normal_rule]}; {abn}"
+
+    def to_dict(self) -> dict:
+        return {"version": self.version.text, "source": self.source, "evidence": self.evidence,
+                "normal_start_rule": self.version.normal_rule, "description": self.describe()}
+
+
+def rocksdb_consume_queue(store: Store) -> bool:
+    d = store.layout.consumequeue_dir
+    return os.path.isfile(os.path.join(d, "CURRENT")) and any(n.startswith("MANIFEST-") for n in os.listdir(d))
+
+
+ROCKSDB_COPY_LIMIT = 1 << 30
+
+
+def rocksdb_max_phys_offset(store: Store) -> tuple[int | None, str]:
+    """The RocksDB consume queue's dispatch-from offset: the 8-byte value of the CHECKPOINT_TOPIC ``max``
+    key in column family ``offset`` (FORMATS.md §10.1). RocksDB writes LOG/LOCK files even when opened
+    read-only, so the database files are copied to a temporary directory first; the store is never opened."""
+    import shutil
+    import tempfile
+
+    src = store.layout.consumequeue_dir
+    names = [n for n in os.listdir(src) if os.path.isfile(os.path.join(src, n)) and n != "LOCK"
+             and not n.startswith("LOG")]
+    total = sum(os.path.getsize(os.path.join(src, n)) for n in names)
+    if total > ROCKSDB_COPY_LIMIT:
+        return None, f"RocksDB consume queue is {total} bytes; not copied for reading (limit {ROCKSDB_COPY_LIMIT})"
+    try:
+        from rocksdict import AccessType, Options, Rdict
+    except ImportError:
+        return None, "rocksdict is not installed: cannot read the RocksDB consume queue"
+    tmp = tempfile.mkdtemp(prefix="rmqinspect-rocksdb-")
+    try:
+        for n in names:
+            shutil.copy2(os.path.join(src, n), os.path.join(tmp, n))
+        db = Rdict(tmp, options=Options(raw_mode=True), access_type=AccessType.read_only())
+        try:
+            cf = db.get_column_family("offset")
+            topic = b"CHECKPOINT_TOPIC"
+            key = struct.pack(">i", len(topic)) + b"\x01" + topic + b"\x01max\x01" + struct.pack(">i", 0)
+            v = cf.get(key)
+        finally:
+            db.close()
+        if v is None or len(v) < 8:
+            return None, "RocksDB consume queue has no CHECKPOINT_TOPIC max offset"
+        return struct.unpack_from(">q", v, 0)[0], "RocksDB CHECKPOINT_TOPIC max (read from a temporary copy)"
+    except Exception as e:  # a damaged database must not abort the plan
+        return None, f"cannot read the RocksDB consume queue: {e}"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def detect_version(store: Store) -> VersionAssumption:
+    """What the files themselves say about the broker version (FORMATS.md §0.1, §6)."""
+    lay = store.layout
+    ev5: list[str] = []
+    lower: tuple[int, int, int] = (0, 0, 0)
+    if os.path.exists(lay.abort_path) and os.path.getsize(lay.abort_path) > 0:
+        ev5.append("abort holds a PID (5.x)")
+    if os.path.exists(os.path.join(lay.root, "abort.bak")):
+        ev5.append("abort.bak present (5.x MixAll.string2File)")
+    if os.path.isdir(os.path.join(lay.root, "compaction")):
+        ev5.append("compaction/ present (5.x)")
+    if os.path.exists(os.path.join(lay.root, "timerwheel")) or os.path.isdir(os.path.join(lay.root, "timerlog")):
+        ev5.append("timer store present (5.x)")
+    if os.path.isdir(lay.consumequeue_dir) and rocksdb_consume_queue(store):
+        ev5.append("RocksDB consume queue (5.2.0+)")
+        lower = max(lower, (5, 2, 0))
+    cp = store.checkpoint
+    if cp is not None and cp.used_length >= 40:
+        ev5.append("checkpoint uses 40 bytes (5.1.1+)")
+        lower = max(lower, (5, 1, 1))
+    elif cp is not None and cp.used_length >= 32:
+        ev5.append("checkpoint uses 32 bytes (5.0.0+)")
+    # A cheap look at the first record of every file: V2 magic / IPv6 flags.
+    evidence: list[str] = []
+    for f in store.commitlog.files:
+        if f.size < 40:
+            continue
+        magic = struct.unpack_from(">i", f.buffer, 4)[0]
+        if magic == MESSAGE_MAGIC_CODE_V2:
+            ev5.append(f"V2 record at {f.name} (5.1.0+)")
+            lower = max(lower, (5, 1, 0))
+            break
+        if magic == MESSAGE_MAGIC_CODE_V1:
+            sf = struct.unpack_from(">i", f.buffer, 36)[0]
+            if sf & (SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6) and not evidence:
+                evidence.append("IPv6 host flag (4.6.0+)")
+    if ev5:
+        return VersionAssumption(BrokerVersion.parse("5.3.3"), "detected", ev5 + evidence +
+                                 ["5.x release assumed: 5.3.3; pass --broker-version for 5.0-5.3.1 or HEAD"])
+    return VersionAssumption(BrokerVersion.parse("4.9.8"), "default",
+                             evidence + ["no 5.x marker found (abort PID, abort.bak, compaction/, V2 record, "
+                                         "40-byte checkpoint); 4.x assumed: 4.9.8"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Consume queues
+
+
+@dataclass
+class QueueRecovery:
+    """One consume queue through ConsumeQueue.recover, truncateDirtyLogicFiles and re-dispatch."""
+
+    topic: str
+    queue_id: int
+    file_size: int
+    files: list[str]
+    recover_start_file: str | None = None
+    max_offset_on_disk: int = 0  # logical end found by ConsumeQueue.recover
+    max_physic_offset: int = -1  # maxPhysicOffset after ConsumeQueue.recover
+    files_deleted: list[str] = field(default_factory=list)
+    truncated_file: str | None = None
+    truncated_position: int | None = None
+    entries_cut: int = 0  # entries removed by truncateDirtyLogicFiles
+    cut_offsets: list[int] = field(default_factory=list, repr=False)  # physical offsets of cut entries (<= 10000)
+    max_offset_after_truncate: int = 0
+    redispatched: int = 0  # entries appended by the recovery's re-dispatch
+    max_offset: int = 0  # after load()
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.topic}/{self.queue_id}"
+
+    def to_dict(self) -> dict:
+        return {"queue": self.key, "files": len(self.files), "recover_start_file": self.recover_start_file,
+                "max_offset_on_disk": self.max_offset_on_disk, "max_physic_offset": self.max_physic_offset,
+                "files_deleted": self.files_deleted, "truncated_file": self.truncated_file,
+                "truncated_position": self.truncated_position, "entries_cut": self.entries_cut,
+                "redispatched": self.redispatched, "max_offset": self.max_offset, "notes": self.notes}
+
+
+class _QueueState:
+    """In-memory model of one ConsumeQueue's MappedFileQueue while recovery runs."""
+
+    def __init__(self, cq: ConsumeQueue, version: BrokerVersion, file_size: int):
+        self.cq = cq
+        self.version = version
+        self.size = file_size
+        self.arrays = {f.start: cq.file_entries(f) for f in cq.files}
+        self.names = {f.start: f.name for f in cq.files}
+        self.starts = sorted(self.arrays)
+        self.wrote: dict[int, int] = {s: 0 for s in self.starts}  # byte write position per file
+        self.max_phys = -1
+        self.rec = QueueRecovery(cq.topic, cq.queue_id, file_size, [f.name for f in cq.files])
+
+    def _phys_end(self, off: int, size: int) -> int:
+        return off if self.version.cq_max_phys_is_start else off + size
+
+    def max_offset(self) -> int:
+        if not self.starts:
+            return 0
+        last = self.starts[-1]
+        return (last + self.wrote[last]) // CQ_STORE_UNIT_SIZE
+
+    def recover(self) -> None:
+        """ConsumeQueue.recover: walk from the third-last file; files beyond the logical end are deleted."""
+        if not self.starts:
+            return
+        i = max(0, len(self.starts) - 3)
+        self.rec.recover_start_file = self.names[self.starts[i]]
+        unit = CQ_STORE_UNIT_SIZE
+        while True:
+            start = self.starts[i]
+            arr = self.arrays[start]
+            nunits = self.size // unit
+            sub = arr[:nunits]
+            bad = np.flatnonzero((sub["physical_offset"] < 0) | (sub["size"] <= 0))
+            n = int(bad[0]) if bad.size else len(sub)
+            if n:
+                self.max_phys = self._phys_end(int(sub["physical_offset"][n - 1]), int(sub["size"][n - 1]))
+            valid = n * unit
+            if valid == self.size and i + 1 < len(self.starts):
+                i += 1
+                continue
+            end = start + valid
+            break
+        # MappedFileQueue.truncateDirtyFiles(end)
+        for s in list(self.starts):
+            if s + self.size > end:
+                if end >= s:
+                    self.wrote[s] = end - s
+                else:
+                    self.starts.remove(s)
+                    self.rec.files_deleted.append(self.names[s])
+            else:
+                self.wrote[s] = self.size
+        self.rec.max_offset_on_disk = self.max_offset()
+        self.rec.max_physic_offset = self.max_phys
+
+    def truncate_dirty(self, t: int) -> None:
+        """ConsumeQueue.truncateDirtyLogicFiles(T): entry 0 of the last file decides deletion (without a
+        validity test); later entries stop at the first invalid one or the first starting at/after T."""
+        before = self.max_offset()
+        before_end = {s: self.wrote[s] for s in self.starts}
+        unit = CQ_STORE_UNIT_SIZE
+        while self.starts:
+            last = self.starts[-1]
+            arr = self.arrays[last]
+            n = min(len(arr), self.size // unit)
+            offs = arr["physical_offset"][:n]
+            sizes = arr["size"][:n]
+            if n == 0 or int(offs[0]) >= t:
+                self.starts.remove(last)
+                self.rec.files_deleted.append(self.names[last])
+                continue
+            self.max_phys = self._phys_end(int(offs[0]), int(sizes[0]))
+            rest_bad = np.flatnonzero((offs[1:] < 0) | (sizes[1:] <= 0) | (offs[1:] >= t))
+            k = 1 + (int(rest_bad[0]) if rest_bad.size else n - 1)  # entries kept
+            if k > 1:
+                self.max_phys = self._phys_end(int(offs[k - 1]), int(sizes[k - 1]))
+            self.wrote[last] = k * unit
+            self.rec.truncated_file = self.names[last]
+            self.rec.truncated_position = k * unit
+            if int(offs[0]) < 0 or int(sizes[0]) <= 0:
+                self.rec.notes.append(f"entry 0 of {self.names[last]} is not a valid entry but is kept "
+                                      "(truncateDirtyLogicFiles does not test it)")
+            break
+        self.rec.entries_cut = max(0, before - self.max_offset())
+        for st, end in before_end.items():
+            lo = self.wrote.get(st, 0) if st in self.starts else 0
+            if end > lo and len(self.rec.cut_offsets) < 10000:
+                arr = self.arrays[st][lo // unit:end // unit]
+                self.rec.cut_offsets.extend(arr["physical_offset"][:10000].tolist())
+        self.rec.max_offset_after_truncate = self.max_offset()
+
+    def _writable(self, fstart: int) -> np.ndarray:
+        arr = self.arrays.get(fstart)
+        n = self.size // CQ_STORE_UNIT_SIZE
+        if arr is None or len(arr) < n:
+            new = np.zeros(n, dtype=CQ_DTYPE)
+            if arr is not None:
+                new[:len(arr)] = arr
+            self.arrays[fstart] = arr = new
+        elif not arr.flags.writeable:
+            self.arrays[fstart] = arr = arr.copy()  # copy-on-write: the store's map stays read-only
+        return arr
+
+    def dispatch(self, phys: int, size: int, cq_offset: int, tags_code: int = 0) -> bool:
+        """ConsumeQueue.putMessagePositionInfo (re-dispatch during recovery, ReputMessageService after
+        start). The entry goes into an in-memory copy of the file. Returns whether an entry was written."""
+        if phys + size <= self.max_phys:
+            return False  # "build consume queue repeatedly"
+        unit = CQ_STORE_UNIT_SIZE
+        expect = cq_offset * unit
+        if not self.starts:
+            # getLastMappedFile creates the file holding the expected position; fillPreBlank before it
+            fstart = expect - expect % self.size
+            self.starts.append(fstart)
+            self.names[fstart] = "%020d" % fstart
+            self.wrote[fstart] = expect - fstart
+            arr = self._writable(fstart)
+            k = (expect - fstart) // unit
+            arr["physical_offset"][:k] = 0
+            arr["size"][:k] = PRE_BLANK_SIZE
+            arr["tags_code"][:k] = 0
+        last = self.starts[-1]
+        if self.wrote[last] >= self.size:
+            nxt = last + self.size
+            self.starts.append(nxt)
+            self.names[nxt] = "%020d" % nxt
+            self.wrote[nxt] = 0
+            self.arrays.pop(nxt, None)
+            last = nxt
+        current = last + self.wrote[last]
+        if cq_offset != 0:
+            if expect < current:
+                return False
+            if expect != current and len(self.rec.notes) < 5:
+                self.rec.notes.append(f"logic queue order maybe wrong: expected offset {cq_offset}, "
+                                      f"queue is at {current // unit}; the entry is appended at {current // unit}")
+        self.max_phys = phys + size
+        arr = self._writable(last)
+        arr[self.wrote[last] // unit] = (phys, size, tags_code)
+        self.wrote[last] += unit
+        return True
+
+
+# ---------------------------------------------------------------------------------------------------
+# The plan
+
+
+@dataclass
+class Redispatch:
+    """A DispatchRequest the recovery hands to the dispatchers (same order as the oracle's dispatchRecorded)."""
+
+    commit_log_offset: int
+    msg_size: int
+    topic: str
+    queue_id: int
+    consume_queue_offset: int
+    tags_code: int
+    sys_flag: int
+    store_timestamp: int
+
+    def as_list(self) -> list:
+        return [self.commit_log_offset, self.msg_size, self.topic, self.queue_id, self.consume_queue_offset,
+                self.tags_code, self.sys_flag, self.store_timestamp]
+
+
+@dataclass
+class RecoveryPlan:
+    store: str
+    mode: str  # normal | abnormal
+    version: VersionAssumption
+    check_crc: bool
+    start_file: str | None
+    start_reason: str
+    truncate_offset: int
+    stop_kind: str  # message kind that ended the scan: blank(last file), end, illegal, crc, half, file_end
+    stop_reason: str
+    stop_file: str | None
+    stop_position: int | None
+    max_phy_offset_of_consume_queue: int
+    consume_queue_truncated: bool
+    commitlog_files_deleted: list[str]
+    commitlog_file_truncated: dict | None
+    commitlog_files_after: list[dict]
+    queues: list[QueueRecovery]
+    consume_queue_max_offsets: dict[str, int]
+    consume_queue_max_offsets_before: dict[str, int]
+    redispatch: list[Redispatch]
+    index_files_dropped: list[str]
+    index_files_kept: list[str]
+    scanned_bytes: int
+    messages_scanned: int
+    messages_lost: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    salvage: object = None  # analyses.salvage.SalvageReport when computed
+    # after start(): the ReputMessageService has dispatched [reput_from_offset, T)
+    consume_queue_max_offsets_after_start: dict[str, int] | None = None
+    reput_from_offset: int | None = None
+    redispatch_count: int = 0
+    redispatch_first: int | None = None
+    redispatch_last: int | None = None
+
+    def consume_queue_files(self, key: str) -> dict[str, bytes]:
+        """The queue's files as the broker holds them after start() (recovery + re-dispatch), file name ->
+        bytes up to the write position. Entries written by the model live in memory, never in the store."""
+        st = getattr(self, "_queue_states", {}).get(key)
+        if st is None:
+            return {}
+        return {st.names[s]: st.arrays[s][: st.wrote[s] // CQ_STORE_UNIT_SIZE].tobytes() for s in st.starts}
+
+    def to_dict(self, with_redispatch: bool = False) -> dict:
+        d = {
+            "store": self.store, "mode": self.mode, "broker_version": self.version.to_dict(),
+            "check_crc": self.check_crc, "start_file": self.start_file, "start_reason": self.start_reason,
+            "truncate_offset": self.truncate_offset,
+            "stop": {"kind": self.stop_kind, "reason": self.stop_reason, "file": self.stop_file,
+                     "position": self.stop_position},
+            "max_phy_offset_of_consume_queue": self.max_phy_offset_of_consume_queue,
+            "consume_queue_truncated": self.consume_queue_truncated,
+            "commitlog_files_deleted": self.commitlog_files_deleted,
+            "commitlog_file_truncated": self.commitlog_file_truncated,
+            "commitlog_files_after": self.commitlog_files_after,
+            "consume_queue_max_offsets": self.consume_queue_max_offsets,
+            "consume_queue_max_offsets_before": self.consume_queue_max_offsets_before,
+            "reput_from_offset": self.reput_from_offset,
+            "consume_queue_max_offsets_after_start": self.consume_queue_max_offsets_after_start,
+            "consume_queues": [q.to_dict() for q in self.queues if q.files_deleted or q.entries_cut
+                               or q.redispatched or q.notes],
+            "redispatched": {"count": self.redispatch_count, "first_offset": self.redispatch_first,
+                             "last_offset": self.redispatch_last},
+            "index_files_dropped": self.index_files_dropped,
+            "index_files_kept": self.index_files_kept,
+            "scanned_bytes": self.scanned_bytes, "messages_scanned": self.messages_scanned,
+            "messages_lost": self.messages_lost, "notes": self.notes,
+        }
+        if with_redispatch:
+            d["redispatch"] = [r.as_list() for r in self.redispatch]
+        return d
+
+
+def _first_record_store_ts(buf, version: BrokerVersion) -> int:
+    if version.store_ts_fixed_56:
+        return struct.unpack_from(">q", buf, 56)[0]
+    sf = struct.unpack_from(">i", buf, 36)[0]
+    born = 20 if sf & SysFlag.BORNHOST_V6 else 8
+    return struct.unpack_from(">q", buf, 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born)[0]
+
+
+def _matched_abnormal(f, version: BrokerVersion, cp, index_safe: bool, rocksdb_max_phys: int | None,
+                      rocksdb: bool) -> tuple[bool, str]:
+    """CommitLog.isMappedFileMatchedRecover (4.x / 5.0-5.3.3)."""
+    if f.size < 64:
+        return False, "file too short for a record header"
+    buf = f.buffer
+    magic = struct.unpack_from(">i", buf, 4)[0]
+    ok_magic = magic == MESSAGE_MAGIC_CODE_V1 or (version.accepts_v2 and magic == MESSAGE_MAGIC_CODE_V2)
+    if not ok_magic:
+        return False, "first record has no message magic code"
+    if version.is_5x and rocksdb:
+        phys = struct.unpack_from(">q", buf, 28)[0]
+        if rocksdb_max_phys is None:
+            raise _NeedRocksDB()
+        return phys <= rocksdb_max_phys, f"first PHYSICALOFFSET {phys} vs RocksDB max {rocksdb_max_phys}"
+    ts = _first_record_store_ts(buf, version)
+    if ts == 0:
+        return False, "first record STORETIMESTAMP is 0"
+    if cp is None:
+        return False, "no checkpoint file"
+    limit = cp.min_timestamp_index if index_safe else cp.min_timestamp
+    what = "checkpoint minTimestampIndex" if index_safe else "checkpoint minTimestamp"
+    return ts <= limit, f"first STORETIMESTAMP {ts} {'<=' if ts <= limit else '>'} {what} {limit}"
+
+
+class _NeedRocksDB(Exception):
+    pass
+
+
+def _check_first_record(f, version: BrokerVersion, check_crc: bool):
+    for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer(f.buffer, 0, f.size, check_crc, version.accepts_v2):
+        return kind, hdr
+    return None, None
+
+
+def _matched_head(f, version, cp, normal: bool, max_phy_cq: int, index_safe: bool, check_crc: bool):
+    kind, hdr = _check_first_record(f, version, check_crc)
+    if kind != MESSAGE:
+        return False, f"first record does not validate ({kind})"
+    ts = hdr[11]
+    if ts == 0:
+        return False, "first record STORETIMESTAMP is 0"
+    if index_safe and cp is not None and ts > cp.index_msg_timestamp:
+        return False, "first record newer than checkpoint indexMsgTimestamp"
+    if normal:
+        return hdr[6] <= max_phy_cq, f"first PHYSICALOFFSET {hdr[6]} vs maxPhyOffsetOfConsumeQueue {max_phy_cq}"
+    limit = cp.min_timestamp if cp is not None else 0
+    return ts <= limit, f"first STORETIMESTAMP {ts} vs checkpoint minTimestamp {limit}"
+
+
+def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, check_crc: bool = True,
+                  index_safe: bool = False, rocksdb_max_phys: int | None = None,
+                  delay_table: DelayTable = DEFAULT_DELAY_TABLE, force_mode: str | None = None,
+                  with_salvage: bool = True, keep_redispatch: bool = True,
+                  cq_file_size: int | None = None, model_start: bool = True) -> RecoveryPlan:
+    """Reproduce DefaultMessageStore.load's recovery on ``store`` without writing anything."""
+    if version is None:
+        va = detect_version(store)
+    else:
+        bv = version if isinstance(version, BrokerVersion) else BrokerVersion.parse(version)
+        va = VersionAssumption(bv, "option")
+    bv = va.version
+    cl = store.commitlog
+    files = cl.files
+    cp = store.checkpoint
+    notes: list[str] = []
+    normal = not store.abort_present
+    if force_mode:
+        normal = force_mode == "normal"
+        notes.append(f"mode forced to {force_mode} (abort file {'present' if store.abort_present else 'absent'})")
+    rocksdb = os.path.isdir(store.layout.consumequeue_dir) and rocksdb_consume_queue(store)
+
+    # 1. consume queues: ConsumeQueue.recover for each, then maxPhyOffsetOfConsumeQueue
+    states: list[_QueueState] = []
+    if not rocksdb:
+        for q in list_queues(store.layout.consumequeue_dir):
+            cq = ConsumeQueue(q.topic, q.queue_id, q.path, cq_file_size)
+            st = _QueueState(cq, bv, cq.file_size or cq_file_size or _default_cq_size([]))
+            st.recover()
+            states.append(st)
+    max_phy_cq = max((s.max_phys for s in states), default=-1)
+    if rocksdb:
+        if rocksdb_max_phys is None:
+            rocksdb_max_phys, how = rocksdb_max_phys_offset(store)
+            notes.append(how)
+        if rocksdb_max_phys is not None:
+            max_phy_cq = rocksdb_max_phys
+            notes.append(f"RocksDB consume queue: maxPhyOffsetOfConsumeQueue = {rocksdb_max_phys}; per-queue "
+                         "max offsets live in RocksDB and are not reported")
+        else:
+            notes.append("RocksDB consume queue: its max physical offset cannot be read here; the start-file rule "
+                         "that depends on it is replaced by the file-based fallback and per-queue results are "
+                         "not computed")
+    before = {s.rec.key: s.rec.max_offset_on_disk for s in states}
+
+    # 2. the start file
+    n = len(files)
+    start_reason = ""
+    idx = 0
+    if normal:
+        rule = bv.normal_rule
+        if rule == "third-last":
+            idx = max(0, n - 3)
+            start_reason = f"normal recovery, third-last of {n} file(s)"
+        elif rule == "cq-max" or (rule == "head" and rocksdb):
+            idx = 0
+            mp = max_phy_cq
+            if rocksdb and rocksdb_max_phys is None:
+                mp = files[-1].start  # unknown: assume the queue is caught up
+            for i in range(n - 1, 0, -1):
+                if files[i].start <= mp:
+                    idx = i
+                    break
+            start_reason = (f"normal recovery (5.3.2/5.3.3 rule): newest file starting at or below "
+                            f"maxPhyOffsetOfConsumeQueue {mp}")
+        else:
+            idx = 0
+            for i in range(n - 1, 0, -1):
+                ok, why = _matched_head(files[i], bv, cp, True, max_phy_cq, index_safe, check_crc)
+                if ok:
+                    idx = i
+                    start_reason = f"normal recovery (HEAD rule): {why}"
+                    break
+            else:
+                start_reason = "normal recovery (HEAD rule): no later file qualifies, first file"
+    else:
+        idx = -1
+        why = ""
+        for i in range(n - 1, -1, -1):
+            if bv.normal_rule == "head":
+                ok, why = _matched_head(files[i], bv, cp, False, max_phy_cq, index_safe, check_crc)
+            else:
+                try:
+                    ok, why = _matched_abnormal(files[i], bv, cp, index_safe, rocksdb_max_phys, rocksdb)
+                except _NeedRocksDB:
+                    ok, why = False, "RocksDB max offset unknown"
+                    notes.append("abnormal recovery with a RocksDB consume queue needs its max physical offset; "
+                                 "fell back to the first file")
+                    break
+            if ok:
+                idx = i
+                break
+        if idx < 0:
+            idx = 0
+            start_reason = "abnormal recovery: no file matched the checkpoint, first file"
+        else:
+            start_reason = f"abnormal recovery: newest matching file ({why})"
+
+    # 3. the scan
+    start_file = files[idx] if files else None
+    t = start_file.start if start_file else 0
+    stop_kind, stop_reason, stop_file, stop_pos = "", "", None, None
+    redispatch: list[Redispatch] = []
+    redispatch_count = 0
+    redispatch_first = redispatch_last = None
+    by_key = {(st.cq.topic, st.cq.queue_id): st for st in states}
+
+    def queue_state(topic: str, qid: int) -> _QueueState:
+        st = by_key.get((topic, qid))
+        if st is None:
+            cq = ConsumeQueue(topic, qid, os.path.join(store.layout.consumequeue_dir, topic, str(qid)))
+            st = _QueueState(cq, bv, cq_file_size or _default_cq_size(states))
+            states.append(st)
+            by_key[(topic, qid)] = st
+        return st
+
+    scanned = 0
+    count = 0
+    dispatch_all = not normal
+    dispatch_from = max_phy_cq if (normal and bv.is_5x) else None
+    if rocksdb and rocksdb_max_phys is None:
+        dispatch_from = None
+    dt = delay_table if bv.delay_levels_at_recovery else DelayTable({})
+    saw_crc_prop = False
+    saw_v2 = False
+    i = idx
+    while start_file is not None:
+        f = files[i]
+        buf = f.buffer
+        moved = False
+        for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer(buf, 0, f.size, check_crc, bv.accepts_v2):
+            if kind == MESSAGE:
+                off = f.start + p
+                want = dispatch_all or (dispatch_from is not None and off + size > dispatch_from)
+                topic = None
+                props = None
+                topic, praw, _ = _topic_and_properties(buf, hdr, bpos)
+                if topic == RMQ_SYS_SCHEDULE_TOPIC or want:
+                    props = parse_properties(praw)
+                if props is not None and topic == RMQ_SYS_SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in props:
+                    try:
+                        code, _ = dispatch_tags_code(topic, props, hdr[11], dt)
+                    except DelayLevelError as e:
+                        stop_kind, stop_reason = ILLEGAL, f"{e} (Integer.parseInt fails: illegal record)"
+                        stop_file, stop_pos, t = f.name, p, off
+                        break
+                elif want:
+                    code, _ = dispatch_tags_code(topic, props, hdr[11], dt)
+                if hdr[1] == MESSAGE_MAGIC_CODE_V2:
+                    saw_v2 = True
+                if want:
+                    if not saw_crc_prop and PROPERTY_CRC32 in props:
+                        saw_crc_prop = True
+                    # DefaultMessageStore.doDispatch during the scan, before truncateDirtyLogicFiles
+                    if keep_redispatch:
+                        redispatch.append(Redispatch(off, size, topic, hdr[3], hdr[5], code, hdr[7], hdr[11]))
+                    redispatch_count += 1
+                    if redispatch_first is None:
+                        redispatch_first = off
+                    redispatch_last = off
+                    if not rocksdb and goes_to_consume_queue(hdr[7]):
+                        qs = queue_state(topic, hdr[3])
+                        if qs.dispatch(off, size, hdr[5], code):
+                            qs.rec.redispatched += 1
+                count += 1
+                scanned += size
+                t = off + size
+                continue
+            if kind == BLANK:
+                if i + 1 < n:
+                    i += 1
+                    moved = True
+                    scanned += f.size - p
+                    break
+                stop_kind, stop_reason = BLANK, "blank end-of-file record in the last file"
+            else:
+                stop_kind = kind
+                stop_reason = reason or kind
+                if kind == FILE_END:
+                    stop_reason = "the file ends without a blank record; the broker reads past it and stops"
+            stop_file, stop_pos, t = f.name, p, f.start + p
+            break
+        else:
+            stop_kind, stop_reason, stop_file, stop_pos = END, "nothing to scan", f.name, 0
+        if not moved:
+            break
+        if files[i].start != f.start + cl.file_size:
+            notes.append(f"commit-log files are not contiguous after {f.name}: the broker continues with "
+                         f"{files[i].name}")
+    if saw_v2 and not bv.accepts_v2:
+        notes.append("V2 records exist but this version does not accept them")
+    if saw_crc_prop and bv.parts < (5, 2, 0):
+        notes.append("__CRC32# properties found: the store was written by 5.2.0+")
+
+    # 4. commit log truncateDirtyFiles(T)
+    deleted: list[str] = []
+    truncated = None
+    after: list[dict] = []
+    for f in files:
+        fsize = cl.file_size
+        if f.start + fsize > t:
+            if t >= f.start:
+                truncated = {"name": f.name, "position": t - f.start}
+                after.append({"name": f.name, "file_from_offset": f.start, "wrote_position": t - f.start})
+            else:
+                deleted.append(f.name)
+        else:
+            after.append({"name": f.name, "file_from_offset": f.start, "wrote_position": fsize})
+    if not after:
+        notes.append("no commit-log file left: every consume queue would be destroyed")
+
+    # 5. consume queues: truncateDirtyLogicFiles(T) (after the scan's re-dispatch, as in recoverAbnormally)
+    # the broker logs and runs truncateDirtyLogicFiles whenever maxPhyOffsetOfConsumeQueue >= T (RocksDB too)
+    cq_truncated = max_phy_cq >= t
+    if cq_truncated:
+        for s in states:
+            s.truncate_dirty(t)
+    else:
+        for s in states:
+            s.rec.max_offset_after_truncate = s.max_offset()
+    for s in states:
+        s.rec.max_offset = s.max_offset()
+    states.sort(key=lambda s: (s.cq.topic, s.cq.queue_id))
+    max_offsets = {s.rec.key: s.rec.max_offset for s in states}
+
+    # 7. start(): the ReputMessageService dispatches from the largest queue maxPhysicOffset (at least the
+    # commit log's min offset) up to T, with checkCRC=false (DefaultMessageStore.start)
+    after_start = None
+    reput_from = None
+    if not rocksdb and files and model_start:
+        reput_from = max([cl.min_offset] + [s.max_phys for s in states])
+        for slot in cl.scan(reput_from, t, check_crc=False, accept_v2=bv.accepts_v2, stop_at_end=True):
+            if slot.kind != MESSAGE:
+                continue
+            hdr = slot.header
+            if not goes_to_consume_queue(hdr[7]):
+                continue
+            topic, praw, _ = _topic_and_properties(slot.file.buffer, hdr, slot.body_pos)
+            st = queue_state(topic, hdr[3])
+            try:
+                code, _ = dispatch_tags_code(topic, parse_properties(praw), hdr[11], delay_table)
+            except DelayLevelError:
+                break  # the dispatcher's check fails (-1): ReputMessageService stops
+            st.dispatch(slot.offset, slot.size, hdr[5], code)
+        after_start = {f"{s.cq.topic}/{s.cq.queue_id}": s.max_offset() for s in
+                       sorted(states, key=lambda s: (s.cq.topic, s.cq.queue_id))}
+
+    # 6. index files (IndexService.load(lastExitOK))
+    dropped, kept = [], []
+    idir = store.layout.index_dir
+    if os.path.isdir(idir):
+        for name in sorted(os.listdir(idir)):
+            p = os.path.join(idir, name)
+            if not os.path.isfile(p):
+                continue
+            if normal or cp is None:
+                kept.append(name)
+                continue
+            with open(p, "rb") as fh:
+                head = fh.read(40)
+            if len(head) < 40:
+                kept.append(name)
+                notes.append(f"index/{name} is shorter than its header")
+                continue
+            end_ts = INDEX_HEADER.unpack_from(head, 0)[1]
+            (dropped if end_ts > cp.index_msg_timestamp else kept).append(name)
+
+    plan = RecoveryPlan(
+        store=store.root, mode="normal" if normal else "abnormal", version=va, check_crc=check_crc,
+        start_file=start_file.name if start_file else None, start_reason=start_reason, truncate_offset=t,
+        stop_kind=stop_kind, stop_reason=stop_reason, stop_file=stop_file, stop_position=stop_pos,
+        max_phy_offset_of_consume_queue=max_phy_cq, consume_queue_truncated=cq_truncated,
+        commitlog_files_deleted=deleted, commitlog_file_truncated=truncated, commitlog_files_after=after,
+        queues=[s.rec for s in states], consume_queue_max_offsets=max_offsets,
+        consume_queue_max_offsets_before=before, redispatch=redispatch, index_files_dropped=dropped,
+        index_files_kept=kept, scanned_bytes=scanned, messages_scanned=count, notes=notes,
+        consume_queue_max_offsets_after_start=after_start, reput_from_offset=reput_from,
+        redispatch_count=redispatch_count, redispatch_first=redispatch_first, redispatch_last=redispatch_last,
+    )
+    plan._queue_states = {st.rec.key: st for st in states}
+    if with_salvage:
+        from .salvage import salvage
+
+        rep = salvage(store, t, accept_v2=True, queue_next_offsets=max_offsets)
+        lost = rep.lost_summary(rep.damaged_records())
+        lost["cq_entries_cut"] = {q.key: q.entries_cut for q in plan.queues if q.entries_cut}
+        owner = {off: q.topic for q in plan.queues for off in q.cut_offsets}
+        for r in rep.regions:
+            topic = owner.get(r.start)
+            if topic is not None and r.kind != "missing_file":
+                lost["per_topic"][topic] = lost["per_topic"].get(topic, 0) + 1
+        lost["regions"] = [r.to_dict() for r in rep.regions]
+        plan.messages_lost = lost
+        plan.salvage = rep
+    return plan
+
+
+def _default_cq_size(states: list[_QueueState]) -> int:
+    from ..formats.constants import DEFAULT_CQ_FILE_SIZE
+
+    sizes = [s.size for s in states if s.size > 1]
+    return max(set(sizes), key=sizes.count) if sizes else DEFAULT_CQ_FILE_SIZE
+
+
+__all__ = ["BrokerVersion", "VersionAssumption", "detect_version", "plan_recovery", "RecoveryPlan",
+           "QueueRecovery", "Redispatch", "rocksdb_max_phys_offset"]

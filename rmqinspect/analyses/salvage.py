@@ -1,0 +1,376 @@
+"""Past the damage: resynchronise on magic codes, validate candidates, classify damaged regions.
+
+The broker stops at the first record that fails its check and throws away everything after it
+(FORMATS.md §7.2, §7.3). This module goes further, for forensics only: it looks for the next record start
+after damage (a V1/V2 magic code four bytes in, or a blank end-of-file record that reaches exactly to the
+end of the file) and accepts a candidate only if it is self-consistent: size bounds, every length inside
+the record adding up to TOTALSIZE, the body CRC, and the stored PHYSICALOFFSET equal to file start +
+position (a record copied from elsewhere, or stale bytes of an older generation, fail that test).
+Queue-offset monotonicity per queue is checked on what is salvaged.
+
+``walk_with_resync`` is shared with ``verify``; ``salvage`` applies it after the recovery's truncation point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from ..formats.constants import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
+from ..store import Store
+from ..store.commitlog import (
+    BLANK,
+    CRC_MISMATCH,
+    END,
+    FILE_END,
+    HALF,
+    ILLEGAL,
+    MESSAGE,
+    MIN_RECORD_SIZE,
+    decode_slot,
+    scan_buffer,
+)
+from ..store.mapped import MappedFile
+from .dispatch import goes_to_consume_queue
+
+_V1B = MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)
+_V2B = MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
+_BLB = BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
+
+# Region kinds (what a damaged range looks like).
+TORN_TAIL = "torn_tail"  # the last damaged record(s): nothing valid follows anywhere
+ZERO_PAGE = "zero_page"  # zero-filled bytes with valid data (or a required blank record) after them
+CRC = "crc_mismatch"  # structurally sound record whose body CRC differs
+HALF_RECORD = "half"  # lengths inside the record disagree with TOTALSIZE
+STALE = "stale_data"  # a structurally valid record whose stored PHYSICALOFFSET is not where it lies
+GARBAGE = "illegal"  # bad magic / absurd length / unreadable bytes
+MISSING_FILE = "missing_file"  # a commit-log file is absent from the sequence
+NOT_CONTIGUOUS = "file_names"  # overlapping / misaligned file names
+
+
+@dataclass
+class Damage:
+    kind: str
+    start: int  # physical offset, inclusive
+    end: int  # physical offset, exclusive
+    file: str | None
+    position: int | None
+    reason: str
+    cause: str = ""  # for torn_tail: the kind of the first damaged bytes
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    def to_dict(self) -> dict:
+        d = {"kind": self.kind, "start": self.start, "end": self.end, "size": self.size, "file": self.file,
+             "position": self.position, "reason": self.reason}
+        if self.cause:
+            d["cause"] = self.cause
+        return d
+
+
+@dataclass(slots=True)
+class Good:
+    """A record that validated (kind MESSAGE or BLANK)."""
+
+    kind: str
+    offset: int
+    size: int
+    file: MappedFile
+    position: int
+    header: tuple | None
+    body_pos: int
+    crc_ok: bool | None
+
+
+def _data_end(buf, lo: int, hi: int) -> int:
+    """Position after the last non-zero byte in buf[lo:hi] (lo if all zero), scanning backwards in
+    chunks (a pre-allocated 1 GiB file is mostly zeros: ``any()`` per chunk runs at memory speed)."""
+    chunk = 4 << 20
+    end = hi
+    while end > lo:
+        a = max(lo, end - chunk)
+        arr = np.frombuffer(buf, dtype=np.uint8, count=end - a, offset=a)
+        if arr.any():
+            nz = np.flatnonzero(arr)
+            return a + int(nz[-1]) + 1
+        end = a
+    return lo
+
+
+def _zero_run(buf, lo: int, hi: int) -> int:
+    """Length of the run of zero bytes starting at lo."""
+    chunk = 1 << 16
+    p = lo
+    while p < hi:
+        b = min(hi, p + chunk)
+        arr = np.frombuffer(buf, dtype=np.uint8, count=b - p, offset=p)
+        nz = np.flatnonzero(arr)
+        if nz.size:
+            return p + int(nz[0]) - lo
+        p = b
+    return hi - lo
+
+
+def validate_at(f: MappedFile, pos: int, check_crc: bool, accept_v2: bool):
+    """The first slot at ``pos`` if it is a fully valid record lying where it says, else None."""
+    buf = f.buffer
+    for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer(buf, pos, f.size, check_crc, accept_v2):
+        if kind == MESSAGE and hdr[6] == f.start + p:
+            return Good(MESSAGE, f.start + p, size, f, p, hdr, bpos, crc_ok)
+        if kind == BLANK and size == f.size - p and p > 0:
+            return Good(BLANK, f.start + p, size, f, p, None, 0, None)
+        return None
+    return None
+
+
+def find_next_valid(f: MappedFile, frm: int, check_crc: bool, accept_v2: bool,
+                    search_end: int | None = None) -> Good | None:
+    """Resynchronise: the first position >= frm holding a valid record (or the file's closing blank).
+    Only magic codes before ``search_end`` (default: the file's last non-zero byte) are tried."""
+    buf = f.buffer
+    limit = f.size
+    if search_end is None:
+        search_end = _data_end(buf, frm, limit)
+    if search_end <= frm:
+        return None
+    needles = [_V1B, _BLB] + ([_V2B] if accept_v2 else [])
+    nxt = {n: buf.find(n, frm + 4, search_end) if frm + 4 < search_end else -1 for n in needles}
+    while True:
+        live = [(h, n) for n, h in nxt.items() if h >= 0]
+        if not live:
+            return None
+        h, n = min(live)
+        cand = h - 4
+        if cand + MIN_RECORD_SIZE <= limit or n == _BLB:
+            g = validate_at(f, cand, check_crc, accept_v2)
+            if g is not None:
+                return g
+        nxt[n] = buf.find(n, h + 1, search_end)
+
+
+def _classify(kind: str, reason: str) -> str:
+    return {CRC_MISMATCH: CRC, HALF: HALF_RECORD, END: ZERO_PAGE, ILLEGAL: GARBAGE}.get(kind, GARBAGE)
+
+
+def walk_with_resync(store_or_files, start: int | None = None, *, check_crc: bool = True, accept_v2: bool = True,
+                     file_size: int | None = None) -> Iterator[Good | Damage]:
+    """Every valid record and every damaged range from ``start`` to the end of the last file's data.
+
+    Unlike the broker, keeps going: after damage it resynchronises on the next valid record in the same
+    file; a file that ends in zeros without its blank record while later files hold data is damage too.
+    The final damaged range(s) with nothing valid after them are re-labelled ``torn_tail``.
+    """
+    cl = store_or_files.commitlog if isinstance(store_or_files, Store) else store_or_files
+    files = cl.files
+    fsize = file_size or cl.file_size
+    if start is None:
+        start = files[0].start
+    pending: list[Damage] = []  # damage seen since the last valid record
+
+    def flush():
+        out = list(pending)
+        pending.clear()
+        return out
+
+    def has_data_after(i: int) -> bool:
+        for g in files[i + 1:]:
+            if g.size >= 8 and any(bytes(g.buffer[0:8])):
+                return True
+        return False
+
+    first = True
+    for i, f in enumerate(files):
+        if f.start + f.size <= start:
+            continue
+        if i > 0 and not first:
+            prev = files[i - 1]
+            if f.start > prev.start + fsize:
+                pending.append(Damage(MISSING_FILE, prev.start + fsize, f.start, None, None,
+                                      f"no commit-log file covers [{prev.start + fsize}, {f.start}) "
+                                      f"({(f.start - prev.start - fsize) // fsize or 1} file(s) missing)"))
+            elif f.start < prev.start + fsize:
+                pending.append(Damage(NOT_CONTIGUOUS, f.start, prev.start + fsize, f.name, 0,
+                                      f"{f.name} overlaps {prev.name}"))
+        pos = max(0, start - f.start) if first else 0
+        first = False
+        buf = f.buffer
+        while pos < f.size:
+            resync_from = None
+            dmg = None
+            for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer(buf, pos, f.size, check_crc, accept_v2):
+                if kind == MESSAGE:
+                    if hdr[6] != f.start + p:
+                        # a valid-looking record in the wrong place: stale bytes (or a copied file)
+                        dmg = Damage(STALE, f.start + p, f.start + p + size, f.name, p,
+                                     f"record claims PHYSICALOFFSET {hdr[6]} but lies at {f.start + p}")
+                        resync_from = p + 1
+                        break
+                    if pending:
+                        yield from flush()
+                    yield Good(MESSAGE, f.start + p, size, f, p, hdr, bpos, crc_ok)
+                    pos = p + size
+                    continue
+                if kind == BLANK:
+                    if pending:
+                        yield from flush()
+                    yield Good(BLANK, f.start + p, size, f, p, None, 0, None)
+                    pos = f.size
+                    break
+                if kind == FILE_END:
+                    pos = f.size
+                    break
+                if kind == END:
+                    data_end = _data_end(buf, p, f.size)
+                    nxt = find_next_valid(f, p, check_crc, accept_v2, data_end) if data_end > p else None
+                    if nxt is None:
+                        if data_end > p:
+                            dmg = Damage(GARBAGE, f.start + p, f.start + data_end, f.name, p,
+                                         "zero-filled space followed by unreadable bytes")
+                            pending.append(dmg)
+                        elif has_data_after(i) and p < f.size:
+                            pending.append(Damage(ZERO_PAGE, f.start + p, f.start + f.size, f.name, p,
+                                                  "zeros up to the end of the file where a blank end-of-file "
+                                                  "record should be, and later files hold data"))
+                        pos = f.size
+                        dmg = None
+                        break
+                    pending.append(Damage(ZERO_PAGE, f.start + p, nxt.offset, f.name, p,
+                                          f"{nxt.offset - f.start - p} zero bytes inside the data"))
+                    pos = nxt.position
+                    break
+                dmg = Damage(_classify(kind, reason), f.start + p, f.start + p, f.name, p, reason)
+                resync_from = p + 1
+                break
+            else:
+                pos = f.size
+            if dmg is not None:
+                if dmg.kind in (CRC, HALF_RECORD):
+                    known_end = dmg.position + _record_size(buf, dmg.position, f.size)
+                elif dmg.kind == STALE:
+                    known_end = dmg.end - f.start
+                else:
+                    known_end = dmg.position + 1
+                nxt = find_next_valid(f, resync_from, check_crc, accept_v2)
+                if nxt is not None:
+                    dmg.end = nxt.offset
+                    _zero_page_check(buf, f.start, dmg)
+                    _add(pending, dmg)
+                    pos = nxt.position
+                    continue
+                data_end = max(_data_end(buf, dmg.position, f.size), known_end)
+                dmg.end = f.start + data_end
+                _add(pending, dmg)
+                if has_data_after(i) and data_end < f.size:
+                    pending.append(Damage(ZERO_PAGE, f.start + data_end, f.start + f.size, f.name, data_end,
+                                          "no blank end-of-file record after the damage, later files hold data"))
+                pos = f.size
+    # nothing valid after these: the torn tail
+    for d in pending:
+        if d.kind in (CRC, HALF_RECORD, GARBAGE, STALE):
+            d.cause = d.kind
+            d.kind = TORN_TAIL
+        yield d
+
+
+ZERO_PAGE_MIN = 4096
+
+
+def _zero_page_check(buf, base: int, d: Damage) -> None:
+    """A damaged range holding a run of >= 4096 zero bytes (a lost page) is a zero page, whatever the
+    record check said about its first bytes (that record merely had its tail zeroed)."""
+    lo = d.start - base
+    hi = min(d.end - base, lo + (16 << 20))
+    if hi - lo < ZERO_PAGE_MIN:
+        return
+    arr = np.frombuffer(buf, dtype=np.uint8, count=hi - lo, offset=lo)
+    z = np.concatenate(([0], (arr == 0).view(np.int8), [0]))
+    edges = np.flatnonzero(np.diff(z))
+    runs = edges[1::2] - edges[0::2]
+    if runs.size and int(runs.max()) >= ZERO_PAGE_MIN:
+        k = int(np.argmax(runs))
+        d.cause = d.kind
+        d.reason = (f"{int(runs[k])} zero bytes at position {lo + int(edges[2 * k])} inside the data "
+                    f"(first record: {d.reason})")
+        d.kind = ZERO_PAGE
+
+
+def _add(pending: list[Damage], d: Damage) -> None:
+    """Adjacent ranges of the same kind become one (a run of stale records is one region)."""
+    if pending and pending[-1].kind == d.kind and pending[-1].end == d.start and d.kind == STALE:
+        pending[-1].end = d.end
+        return
+    pending.append(d)
+
+
+def _record_size(buf, pos: int, limit: int) -> int:
+    if pos + 4 > limit:
+        return limit - pos
+    total = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+    return total if 0 < total <= limit - pos else limit - pos
+
+
+@dataclass
+class SalvageReport:
+    truncate_offset: int
+    regions: list[Damage]
+    messages: list = field(default_factory=list)  # store.message.Message, intact records past T
+    suspects: list[dict] = field(default_factory=list)  # intact records failing queue-offset monotonicity
+    bytes_discarded: int = 0
+
+    def lost_summary(self, damaged_records: int = 0) -> dict:
+        per_topic: dict[str, int] = {}
+        for m in self.messages:
+            per_topic[m.topic] = per_topic.get(m.topic, 0) + 1
+        return {"count": len(self.messages) + damaged_records, "intact": len(self.messages),
+                "damaged": damaged_records, "bytes": self.bytes_discarded,
+                "intact_bytes": sum(m.total_size for m in self.messages), "per_topic": per_topic}
+
+    def to_dict(self) -> dict:
+        return {"truncate_offset": self.truncate_offset, "regions": [r.to_dict() for r in self.regions],
+                "intact_messages": len(self.messages), "suspects": self.suspects,
+                "messages_lost": self.lost_summary(self.damaged_records())}
+
+    def damaged_records(self) -> int:
+        return sum(1 for r in self.regions if r.kind in (TORN_TAIL, CRC, HALF_RECORD, STALE)
+                   and (r.cause or r.kind) != GARBAGE)
+
+
+def salvage(store: Store, truncate_offset: int, *, accept_v2: bool = True,
+            queue_next_offsets: dict[str, int] | None = None) -> SalvageReport:
+    """Intact records at or after ``truncate_offset`` (what the broker would discard) and the damaged
+    regions between them. ``queue_next_offsets`` ("topic/queueId" -> next logical offset after recovery)
+    seeds the queue-offset monotonicity check."""
+    cl = store.commitlog
+    nxt_q = dict(queue_next_offsets or {})
+    rep = SalvageReport(truncate_offset, [])
+    discarded = 0
+    last_good_end = truncate_offset
+    for item in walk_with_resync(cl, truncate_offset, check_crc=True, accept_v2=accept_v2):
+        if isinstance(item, Damage):
+            rep.regions.append(item)
+            if item.kind != MISSING_FILE:
+                discarded += item.size
+            continue
+        if item.kind == BLANK:
+            continue
+        f = item.file
+        msg = decode_slot(f.buffer, f.start, item.position, item.header, item.body_pos, item.crc_ok, f.path)
+        discarded += item.size
+        last_good_end = item.offset + item.size
+        if goes_to_consume_queue(msg.sys_flag):
+            key = f"{msg.topic}/{msg.queue_id}"
+            expect = nxt_q.get(key)
+            if expect is not None and msg.queue_offset < expect:
+                rep.suspects.append({"physical_offset": msg.physical_offset, "queue": key,
+                                     "queue_offset": msg.queue_offset,
+                                     "reason": f"queue offset {msg.queue_offset} is below the queue's next offset "
+                                               f"{expect}: an older generation of this queue (stale data)"})
+                continue
+            nxt_q[key] = msg.queue_offset + 1
+        rep.messages.append(msg)
+    rep.bytes_discarded = discarded
+    return rep

@@ -1,0 +1,393 @@
+"""`verify`: every check a store can be put through offline, reported as ranges.
+
+Checks (selectable):
+* ``structure`` - every record's layout (FORMATS.md §1.10), the stored PHYSICALOFFSET equal to file
+  start + position (stale data), consecutive commit-log file names, blank records closing non-last files;
+* ``crc`` - body CRC of every record, and the 5.2.0+ ``__CRC32#`` whole-record CRC where present;
+* ``cq`` - every consume-queue entry against the record it points to (size, topic, queue id, queue
+  offset), entries pointing past the valid data (CQ ahead of the commit log), records the dispatcher
+  should have put into a queue but did not (CQ behind);
+* ``index`` - every index item against its record: keyHash among the hashes of ``topic#key`` for the
+  record's keys / UNIQ_KEY, store time inside the header range and consistent with timeDiff;
+* ``checkpoint`` - the checkpoint's flush timestamps against the newest surviving record.
+
+Problems are ``[start, end)`` ranges (physical offsets for the commit log, logical byte offsets for a
+consume queue, byte positions for an index file) with file, position, kind and a one-line reason.
+Damage never stops the run: the commit-log walk resynchronises on the next valid record.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from array import array
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..formats.constants import CRC32_RESERVED_LEN, PROPERTY_CRC32
+from ..formats.commitlog import decode_crc32_property
+from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
+from ..formats.javahash import build_index_key, index_key_hash
+from ..store import Store
+from ..store.commitlog import MESSAGE, _topic_and_properties
+from ..store.consumequeue import ConsumeQueue, list_queues, pre_blank_mask
+from ..store.errors import RmqInspectError
+from ..store.indexfile import IndexFile
+from .dispatch import goes_to_consume_queue, index_keys
+from .recover import rocksdb_consume_queue
+from .salvage import Damage, walk_with_resync
+
+ALL_CHECKS = ("structure", "crc", "cq", "index", "checkpoint")
+_CRC_NEEDLE = (PROPERTY_CRC32 + "\x01").encode()
+
+
+@dataclass
+class Problem:
+    check: str
+    kind: str
+    start: int
+    end: int
+    file: str | None
+    position: int | None
+    reason: str
+    count: int = 1  # how many items this range stands for (merged consecutive problems)
+
+    def to_dict(self) -> dict:
+        return {"check": self.check, "kind": self.kind, "start": self.start, "end": self.end, "file": self.file,
+                "position": self.position, "count": self.count, "reason": self.reason}
+
+
+@dataclass
+class VerifyReport:
+    store: str
+    checks: tuple[str, ...]
+    problems: list[Problem] = field(default_factory=list)
+    suppressed: int = 0
+    counts: dict[str, int] = field(default_factory=dict)  # items checked per check
+    notes: list[str] = field(default_factory=list)
+    max_errors: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.suppressed
+
+    def add(self, p: Problem, merge: bool = True) -> None:
+        last = self.problems[-1] if self.problems else None
+        if (merge and last is not None and last.check == p.check and last.kind == p.kind and last.file == p.file
+                and last.end == p.start):
+            last.end = p.end
+            last.count += p.count
+            return
+        if self.max_errors is not None and len(self.problems) >= self.max_errors:
+            self.suppressed += p.count
+            return
+        self.problems.append(p)
+
+    def summary(self) -> list[dict]:
+        rows: dict[tuple[str, str], dict] = {}
+        for p in self.problems:
+            r = rows.setdefault((p.check, p.kind), {"check": p.check, "kind": p.kind, "ranges": 0, "items": 0,
+                                                    "bytes": 0})
+            r["ranges"] += 1
+            r["items"] += p.count
+            r["bytes"] += p.end - p.start
+        return list(rows.values())
+
+    def to_dict(self) -> dict:
+        return {"store": self.store, "checks": list(self.checks), "ok": self.ok, "problems": len(self.problems),
+                "suppressed": self.suppressed, "checked": self.counts, "summary": self.summary(),
+                "notes": self.notes}
+
+
+class _Records:
+    """Compact per-record columns collected during the walk (bounded memory: ~30 bytes per record)."""
+
+    def __init__(self):
+        self.offset = array("q")
+        self.size = array("i")
+        self.qid = array("i")
+        self.qoff = array("q")
+        self.topic = array("i")
+        self.sysflag = array("i")
+        self.store_ts = array("q")
+        self.topics: dict[str, int] = {}
+        self.damaged = array("q")  # starts of damaged ranges
+        self.damaged_end = array("q")
+
+    def finish(self):
+        self.np_offset = np.frombuffer(self.offset, dtype=np.int64) if len(self.offset) else np.zeros(0, np.int64)
+        self.np_size = np.frombuffer(self.size, dtype=np.int32) if len(self.size) else np.zeros(0, np.int32)
+        self.np_qid = np.frombuffer(self.qid, dtype=np.int32) if len(self.qid) else np.zeros(0, np.int32)
+        self.np_qoff = np.frombuffer(self.qoff, dtype=np.int64) if len(self.qoff) else np.zeros(0, np.int64)
+        self.np_topic = np.frombuffer(self.topic, dtype=np.int32) if len(self.topic) else np.zeros(0, np.int32)
+        self.np_sysflag = np.frombuffer(self.sysflag, dtype=np.int32) if len(self.sysflag) else np.zeros(0, np.int32)
+
+    def find(self, offsets: np.ndarray) -> np.ndarray:
+        """Index of the record starting at each offset, -1 when none does."""
+        if self.np_offset.size == 0:
+            return np.full(len(offsets), -1, dtype=np.int64)
+        i = np.searchsorted(self.np_offset, offsets)
+        i = np.minimum(i, self.np_offset.size - 1)
+        return np.where(self.np_offset[i] == offsets, i, -1)
+
+    def in_damage(self, off: int) -> tuple[int, int] | None:
+        import bisect
+
+        k = bisect.bisect_right(self.damaged, off) - 1
+        if k >= 0 and off < self.damaged_end[k]:
+            return self.damaged[k], self.damaged_end[k]
+        return None
+
+
+def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, accept_v2: bool = True,
+           progress=None) -> VerifyReport:
+    checks = tuple(c for c in ALL_CHECKS if c in checks)
+    rep = VerifyReport(store.root, checks, max_errors=max_errors)
+    cl = store.commitlog
+    rep.notes.extend(cl.notes)
+    root = store.root
+    rel = lambda p: os.path.relpath(p, root) if p else p  # noqa: E731
+    need_records = any(c in checks for c in ("cq", "index", "checkpoint"))
+    recs = _Records()
+    do_crc = "crc" in checks
+    do_struct = "structure" in checks
+    topics = recs.topics
+    n_msgs = 0
+    max_ts = None
+    last_file = None
+    for item in walk_with_resync(cl, None, check_crc=do_crc, accept_v2=accept_v2):
+        if isinstance(item, Damage):
+            recs.damaged.append(item.start)
+            recs.damaged_end.append(item.end)
+            check = "crc" if (item.kind == "crc_mismatch" or item.cause == "crc_mismatch") else "structure"
+            if check == "crc" and not do_crc or check == "structure" and not do_struct:
+                continue
+            rep.add(Problem(check, item.kind, item.start, item.end,
+                            os.path.join("commitlog", item.file) if item.file else "commitlog", item.position,
+                            item.reason + (f" ({item.cause})" if item.cause and item.cause not in item.reason else "")),
+                    merge=False)
+            continue
+        if item.kind != MESSAGE:
+            continue
+        n_msgs += 1
+        hdr = item.header
+        f = item.file
+        if progress is not None and f is not last_file:
+            progress(f.start)
+            last_file = f
+        buf = f.buffer
+        if do_crc:
+            end = item.position + item.size
+            # 5.2.0+ __CRC32#: the last 20 bytes of the record are the trailer
+            if bytes(buf[end - CRC32_RESERVED_LEN:end - CRC32_RESERVED_LEN + 9]) == _CRC_NEEDLE:
+                digits = bytes(buf[end - 11:end - 1]).decode("ascii", "replace")
+                stored = decode_crc32_property(digits)
+                actual = zlib.crc32(buf[item.position:end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+                if stored != actual:
+                    rep.add(Problem("crc", "property_crc", item.offset, item.offset + item.size,
+                                    os.path.join("commitlog", f.name), item.position,
+                                    f"__CRC32# says {stored}, the record's CRC is {actual}"), merge=False)
+        ts = hdr[11]
+        if max_ts is None or ts > max_ts:
+            max_ts = ts
+        if need_records:
+            topic, _, _ = _topic_and_properties(buf, hdr, item.body_pos)
+            tid = topics.get(topic)
+            if tid is None:
+                tid = topics[topic] = len(topics)
+            recs.offset.append(item.offset)
+            recs.size.append(item.size)
+            recs.qid.append(hdr[3])
+            recs.qoff.append(hdr[5])
+            recs.topic.append(tid)
+            recs.sysflag.append(hdr[7])
+    rep.counts["records"] = n_msgs
+    recs.finish()
+    data_end = int(recs.np_offset[-1] + recs.np_size[-1]) if recs.np_offset.size else cl.min_offset
+
+    if "cq" in checks:
+        _verify_cq(store, rep, recs, data_end, rel)
+    if "index" in checks:
+        _verify_index(store, rep, recs, rel)
+    if "checkpoint" in checks:
+        _verify_checkpoint(store, rep, max_ts)
+    return rep
+
+
+def _verify_cq(store: Store, rep: VerifyReport, recs: _Records, data_end: int, rel) -> None:
+    cqdir = store.layout.consumequeue_dir
+    if not os.path.isdir(cqdir):
+        rep.notes.append("no consumequeue/ directory: the broker rebuilds every queue from the commit log")
+        return
+    if rocksdb_consume_queue(store):
+        rep.notes.append("RocksDB consume queue: entries not checked (no RocksDB reader here)")
+        return
+    queues = list_queues(cqdir)
+    if not queues:
+        rep.notes.append("consumequeue/ holds no queue: the broker rebuilds every queue from the commit log")
+        return
+    cl_min = store.commitlog.min_offset
+    topic_names = {v: k for k, v in recs.topics.items()}
+    checked = 0
+    seen_max: dict[tuple[int, int], int] = {}
+    for q in queues:
+        cq = ConsumeQueue(q.topic, q.queue_id, q.path)
+        tid = recs.topics.get(q.topic, -2)
+        hi = 0
+        for f in cq.files:
+            arr = cq.file_entries(f)
+            n = cq.valid_length(arr)
+            base = f.start // CQ_STORE_UNIT_SIZE
+            arr = arr[:n]
+            if n == 0:
+                continue
+            hi = base + n
+            keep = ~pre_blank_mask(arr)
+            idx = np.flatnonzero(keep)
+            po = arr["physical_offset"][idx].astype(np.int64)
+            sz = arr["size"][idx].astype(np.int64)
+            checked += idx.size
+            expired = po < cl_min
+            ahead = (po >= data_end) & ~expired
+            ri = recs.find(po)
+            missing = (ri < 0) & ~expired & ~ahead
+            ok = ri >= 0
+            rr = np.where(ok, ri, 0)
+            bad_size = ok & (recs.np_size[rr] != sz) if recs.np_size.size else np.zeros(len(po), bool)
+            bad_topic = ok & ((recs.np_topic[rr] != tid) | (recs.np_qid[rr] != q.queue_id)) if recs.np_size.size \
+                else np.zeros(len(po), bool)
+            logical = idx + base
+            bad_qoff = ok & ~bad_topic & (recs.np_qoff[rr] != logical) if recs.np_size.size \
+                else np.zeros(len(po), bool)
+            path = rel(f.path)
+            for mask, kind, why in ((ahead, "cq_ahead", "entry points at or beyond the end of valid commit-log data "
+                                     f"({data_end}): the consume queue is ahead of the commit log"),
+                                    (missing, "cq_dangling", "entry points where no valid record starts"),
+                                    (bad_size, "cq_size", "entry size differs from the record's TOTALSIZE"),
+                                    (bad_topic, "cq_wrong_queue", "record at this offset belongs to another queue"),
+                                    (bad_qoff, "cq_queue_offset", "record's QUEUEOFFSET differs from the entry's "
+                                     "logical offset")):
+                for j in np.flatnonzero(mask).tolist():
+                    lo = int(logical[j])
+                    phys = int(po[j])
+                    reason = why
+                    if kind in ("cq_dangling", "cq_ahead"):
+                        dmg = recs.in_damage(phys)
+                        if dmg is not None:
+                            kind2, reason = "cq_points_to_damage", f"entry points into the damaged range " \
+                                                                   f"[{dmg[0]}, {dmg[1]})"
+                        else:
+                            kind2 = kind
+                            if kind == "cq_ahead":
+                                reason = why
+                    else:
+                        kind2 = kind
+                    if kind == "cq_wrong_queue":
+                        r = int(rr[j])
+                        reason = (f"record at {phys} is {topic_names.get(int(recs.np_topic[r]), '?')}/"
+                                  f"{int(recs.np_qid[r])}")
+                    rep.add(Problem("cq", kind2, lo * CQ_STORE_UNIT_SIZE, (lo + 1) * CQ_STORE_UNIT_SIZE, path,
+                                    lo * CQ_STORE_UNIT_SIZE - f.start, f"{reason} (queue offset {lo}, "
+                                    f"physical offset {phys})"))
+        seen_max[(tid, q.queue_id)] = hi
+    rep.counts["cq_entries"] = checked
+    # CQ behind: dispatchable records whose queue offset is at or past the queue's end
+    if recs.np_offset.size:
+        disp = np.array([goes_to_consume_queue(int(s)) for s in np.unique(recs.np_sysflag)], dtype=bool)
+        flags = np.unique(recs.np_sysflag)
+        dmask = np.isin(recs.np_sysflag, flags[disp])
+        by_queue: dict[tuple[int, int], list[int]] = {}
+        for i in np.flatnonzero(dmask).tolist():
+            key = (int(recs.np_topic[i]), int(recs.np_qid[i]))
+            hi = seen_max.get(key, 0)
+            if int(recs.np_qoff[i]) >= hi and int(recs.np_offset[i]) >= store.commitlog.min_offset:
+                by_queue.setdefault(key, []).append(i)
+        for (tid, qid), idxs in sorted(by_queue.items()):
+            t = topic_names.get(tid, "?")
+            first, last = idxs[0], idxs[-1]
+            rep.add(Problem("cq", "cq_behind", int(recs.np_offset[first]),
+                            int(recs.np_offset[last] + recs.np_size[last]), f"consumequeue/{t}/{qid}", None,
+                            f"{len(idxs)} record(s) of {t}/{qid} from queue offset {int(recs.np_qoff[first])} have "
+                            f"no consume-queue entry (queue ends at {seen_max.get((tid, qid), 0)}): the consume "
+                            "queue is behind the commit log", count=len(idxs)), merge=False)
+
+
+def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
+    idir = store.layout.index_dir
+    if not os.path.isdir(idir):
+        rep.notes.append("no index/ directory")
+        return
+    cl = store.commitlog
+    names = sorted(n for n in os.listdir(idir) if os.path.isfile(os.path.join(idir, n)))
+    checked = 0
+    keys_cache: dict[int, tuple[set[int], int]] = {}
+    for name in names:
+        path = os.path.join(idir, name)
+        try:
+            idx = IndexFile(path)
+        except RmqInspectError as e:
+            rep.add(Problem("index", "index_unreadable", 0, 0, rel(path), 0, e.message), merge=False)
+            continue
+        h = idx.header
+        items = idx.items()
+        base = idx.items_base
+        for n, (kh, phy, tdiff, prev) in enumerate(items.tolist(), start=1):
+            checked += 1
+            pos = base + n * 20
+            if phy < cl.min_offset:
+                continue  # expired data (retention), normal
+            info = keys_cache.get(phy)
+            if info is None:
+                j = int(recs.find(np.array([phy], dtype=np.int64))[0])
+                if j < 0:
+                    dmg = recs.in_damage(phy)
+                    kind = "index_points_to_damage" if dmg else "index_dangling"
+                    why = (f"item points into the damaged range [{dmg[0]}, {dmg[1]})" if dmg else
+                           "item points where no valid record starts")
+                    rep.add(Problem("index", kind, pos, pos + 20, rel(path), pos,
+                                    f"item {n}: {why} (physical offset {phy})"))
+                    continue
+                try:
+                    msg = cl.read_message(phy)
+                except RmqInspectError as e:
+                    rep.add(Problem("index", "index_dangling", pos, pos + 20, rel(path), pos,
+                                    f"item {n}: {e.message}"))
+                    continue
+                hashes = {index_key_hash(build_index_key(msg.topic, k)) for k in index_keys(msg.properties)}
+                info = (hashes, msg.store_timestamp)
+                keys_cache[phy] = info
+            hashes, ts = info
+            if kh not in hashes:
+                rep.add(Problem("index", "index_hash", pos, pos + 20, rel(path), pos,
+                                f"item {n}: keyHash {kh} matches no key of the record at {phy}"))
+                continue
+            if not (h.begin_timestamp <= ts <= h.end_timestamp):
+                rep.add(Problem("index", "index_time", pos, pos + 20, rel(path), pos,
+                                f"item {n}: record store time {ts} outside the file's range "
+                                f"[{h.begin_timestamp}, {h.end_timestamp}]"))
+                continue
+            # IndexFile.putKey: timeDiff in whole seconds from beginTimestamp; the first item of a
+            # non-first file was computed against the previous file's end (FORMATS.md §5.3 quirk)
+            exp = (ts - h.begin_timestamp) // 1000
+            if tdiff != exp and not (n == 1 and ts == h.begin_timestamp):
+                rep.add(Problem("index", "index_time", pos, pos + 20, rel(path), pos,
+                                f"item {n}: timeDiff {tdiff}s, record store time gives {exp}s"))
+        idx.close()
+    rep.counts["index_items"] = checked
+
+
+def _verify_checkpoint(store: Store, rep: VerifyReport, max_ts: int | None) -> None:
+    cp = store.checkpoint
+    if cp is None:
+        rep.notes.append("no checkpoint file")
+        return
+    rep.counts["checkpoint_fields"] = 3
+    if max_ts is None:
+        return
+    for name, v in (("physicMsgTimestamp", cp.physic_msg_timestamp), ("logicsMsgTimestamp", cp.logics_msg_timestamp),
+                    ("indexMsgTimestamp", cp.index_msg_timestamp)):
+        if v > max_ts:
+            rep.add(Problem("checkpoint", "checkpoint_ahead", 0, 24, "checkpoint", 0,
+                            f"{name} {v} is newer than the newest valid record ({max_ts}): data the broker had "
+                            "flushed is missing"), merge=False)
