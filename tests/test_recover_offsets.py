@@ -28,7 +28,7 @@ def test_read_config_bak_fallback(tmp_path):
     (d / "consumerOffset.json").write_text('{"offsetTable":{"OrderTopic@gid-a":{0:8')  # torn write
     cfg = read_config(str(d), "consumerOffset.json")
     assert cfg.used_backup and cfg.source == "consumerOffset.json.bak"
-    assert any("does not parse" in p for p in cfg.problems)
+    assert any("unparseable" in p for p in cfg.problems)
     (d / "consumerOffset.json").write_text(FASTJSON)
     cfg = read_config(str(d), "consumerOffset.json")
     assert not cfg.used_backup and cfg.source == "consumerOffset.json"

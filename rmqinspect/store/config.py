@@ -1,38 +1,21 @@
-"""Broker config files under ``ROOT/config/`` (FORMATS.md §9): fastjson text with a ``.bak`` fallback.
+"""Broker config files under ``ROOT/config/`` (FORMATS.md §9) as the recovery analyses need them.
 
-fastjson 1.x writes non-string map keys unquoted (``{0:123,1:456}``), which strict JSON rejects. The
-reader quotes bare integer keys outside string literals and then parses with ``json``. Like
-``ConfigManager.load`` it falls back to ``<name>.bak`` when the main file is missing, empty or does not
-parse, and it says which file was used. Read-only.
+A thin view over ``store.brokerconfig`` (the one fastjson-tolerant loader with the ``.bak`` fallback of
+``ConfigManager.load``): ``read_config`` returns None when the file was never written and raises when it
+exists but neither it nor its ``.bak`` can be parsed. Read-only.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from dataclasses import dataclass, field
 
-from .errors import CorruptDataError, StoreIOError
+from .brokerconfig import load_config_file, parse_fastjson, quote_bare_keys
+from .errors import CorruptDataError
 
-_STRING = re.compile(r'"(?:\\.|[^"\\])*"', re.S)
-_BARE_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
+fastjson_to_json = quote_bare_keys
 
-
-def fastjson_to_json(text: str) -> str:
-    """Quote fastjson's unquoted integer map keys, leaving string literals untouched."""
-    out = []
-    last = 0
-    for m in _STRING.finditer(text):
-        out.append(_BARE_KEY.sub(r'\1"\2"\3', text[last:m.start()]))
-        out.append(m.group(0))
-        last = m.end()
-    out.append(_BARE_KEY.sub(r'\1"\2"\3', text[last:]))
-    return "".join(out)
-
-
-def parse_fastjson(text: str):
-    return json.loads(fastjson_to_json(text))
+__all__ = ["ConfigFile", "read_config", "parse_fastjson", "fastjson_to_json"]
 
 
 @dataclass
@@ -50,27 +33,11 @@ class ConfigFile:
 
 def read_config(config_dir: str, name: str) -> ConfigFile | None:
     """Parse ``config_dir/name``, falling back to ``name.bak``. None when neither exists.
-    Raises CorruptDataError when every candidate exists but none parses."""
-    problems: list[str] = []
-    for cand, is_bak in ((name, False), (name + ".bak", True)):
-        path = os.path.join(config_dir, cand)
-        if not os.path.exists(path):
-            problems.append(f"{cand}: missing")
-            continue
-        try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except OSError as e:
-            raise StoreIOError(f"cannot read: {e.strerror}", path) from e
-        if not raw.strip():
-            problems.append(f"{cand}: empty")
-            continue
-        try:
-            data = parse_fastjson(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
-            problems.append(f"{cand}: does not parse ({e})")
-            continue
-        return ConfigFile(name, path, data, is_bak, problems if is_bak else [])
-    if all(p.endswith(": missing") for p in problems):
+    Raises CorruptDataError when a candidate exists but none parses."""
+    load = load_config_file(config_dir, name)
+    if load.used is not None:
+        return ConfigFile(name, load.used, load.data, load.source == "bak",
+                          [load.reason] if load.source == "bak" else [])
+    if not load.problems:
         return None
-    raise CorruptDataError("; ".join(problems), os.path.join(config_dir, name), 0)
+    raise CorruptDataError("; ".join(load.problems), os.path.join(config_dir, name), 0)
