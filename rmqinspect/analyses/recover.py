@@ -28,6 +28,7 @@ from ..formats.constants import (
 )
 from ..formats.commitlog import parse_properties
 from ..store import Store
+from ..store.detect import detect_store
 from ..store.commitlog import (
     BLANK,
     END,
@@ -171,47 +172,18 @@ def rocksdb_max_phys_offset(store: Store) -> tuple[int | None, str]:
 
 
 def detect_version(store: Store) -> VersionAssumption:
-    """What the files themselves say about the broker version (FORMATS.md §0.1, §6)."""
-    lay = store.layout
-    ev5: list[str] = []
-    lower: tuple[int, int, int] = (0, 0, 0)
-    if os.path.exists(lay.abort_path) and os.path.getsize(lay.abort_path) > 0:
-        ev5.append("abort holds a PID (5.x)")
-    if os.path.exists(os.path.join(lay.root, "abort.bak")):
-        ev5.append("abort.bak present (5.x MixAll.string2File)")
-    if os.path.isdir(os.path.join(lay.root, "compaction")):
-        ev5.append("compaction/ present (5.x)")
-    if os.path.exists(os.path.join(lay.root, "timerwheel")) or os.path.isdir(os.path.join(lay.root, "timerlog")):
-        ev5.append("timer store present (5.x)")
-    if os.path.isdir(lay.consumequeue_dir) and rocksdb_consume_queue(store):
-        ev5.append("RocksDB consume queue (5.2.0+)")
-        lower = max(lower, (5, 2, 0))
-    cp = store.checkpoint
-    if cp is not None and cp.used_length >= 40:
-        ev5.append("checkpoint uses 40 bytes (5.1.1+)")
-        lower = max(lower, (5, 1, 1))
-    elif cp is not None and cp.used_length >= 32:
-        ev5.append("checkpoint uses 32 bytes (5.0.0+)")
-    # A cheap look at the first record of every file: V2 magic / IPv6 flags.
-    evidence: list[str] = []
-    for f in store.commitlog.files:
-        if f.size < 40:
-            continue
-        magic = struct.unpack_from(">i", f.buffer, 4)[0]
-        if magic == MESSAGE_MAGIC_CODE_V2:
-            ev5.append(f"V2 record at {f.name} (5.1.0+)")
-            lower = max(lower, (5, 1, 0))
-            break
-        if magic == MESSAGE_MAGIC_CODE_V1:
-            sf = struct.unpack_from(">i", f.buffer, 36)[0]
-            if sf & (SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6) and not evidence:
-                evidence.append("IPv6 host flag (4.6.0+)")
+    """What the files themselves say about the broker version (FORMATS.md §0.1, §6), from the one store
+    detector (``store.detect``): any 5.x-only structure or record format means 5.x rules."""
+    det = detect_store(store)
+    ev5 = [e.detail for e in det.found() if e.implies.startswith("5")]
+    other = [e.detail for e in det.found() if not e.implies.startswith("5")]
     if ev5:
-        return VersionAssumption(BrokerVersion.parse("5.3.3"), "detected", ev5 + evidence +
+        return VersionAssumption(BrokerVersion.parse("5.3.3"), "detected", ev5 + other +
                                  ["5.x release assumed: 5.3.3; pass --broker-version for 5.0-5.3.1 or HEAD"])
     return VersionAssumption(BrokerVersion.parse("4.9.8"), "default",
-                             evidence + ["no 5.x marker found (abort PID, abort.bak, compaction/, V2 record, "
-                                         "40-byte checkpoint); 4.x assumed: 4.9.8"])
+                             other + ["no 5.x marker found (abort PID, abort.bak, compaction/, timer store, RocksDB "
+                                      "consume queue, V2 or __CRC32# records, 32/40-byte checkpoint); 4.x assumed: "
+                                      "4.9.8"])
 
 
 # ---------------------------------------------------------------------------------------------------
