@@ -222,3 +222,18 @@ def test_single_file_and_gap(tmp_path):
     assert offs == [x.physical_offset for x in res if not int(files[2]) <= x.physical_offset < int(files[3])]
     r = run("summary", tmp_path, "--format", "json")
     assert json.loads(r.stdout)["gaps"] == [{"start": int(files[2]), "end": int(files[3]), "size": 16384}]
+
+
+def test_broker_version_4x_rejects_v2_records():
+    """A 4.x broker reads a V2 record (5.1.0+) as an illegal magic code; --broker-version reproduces that."""
+    name = "rocketmq-all-5.3.3/clean"
+    store = require_oracle(name) / "store"
+    exp = load_expected(name)
+    first_v2 = next(e for e in exp["messages"] if e["magicCode"] == "0xDAA320AB")
+    r = run("decode-commitlog", store, "--broker-version", "4.9.8", "--format", "ndjson")
+    assert r.exit_code == 4 and "illegal magic code 0xDAA320AB" in r.stderr
+    assert [json.loads(x)["physical_offset"] for x in r.stdout.splitlines()] == \
+        [e["physicalOffset"] for e in exp["messages"] if e["physicalOffset"] < first_v2["physicalOffset"]]
+    r = run("decode-commitlog", store, "--offset", first_v2["physicalOffset"], "--broker-version", "5.3.3")
+    assert r.exit_code == 0
+    assert run("decode-commitlog", store, "--broker-version", "banana").exit_code == 2

@@ -48,3 +48,16 @@ class OffsetParam(click.ParamType):
 
 
 OFFSET = OffsetParam()
+
+
+def accepts_v2(broker_version: str | None) -> bool:
+    """Message format V2 (2-byte topic length) exists from RocketMQ 5.1.0 (FORMATS.md §0.1)."""
+    if not broker_version:
+        return True
+    parts = [int(p) if p.isdigit() else 0 for p in broker_version.replace("x", "0").split(".")[:3]]
+    if broker_version.upper() == "HEAD":
+        return True
+    parts += [0] * (3 - len(parts))
+    if not broker_version[0].isdigit():
+        raise click.BadParameter(f"{broker_version!r} is not a RocketMQ version", param_hint="--broker-version")
+    return tuple(parts) >= (5, 1, 0)

@@ -11,7 +11,7 @@ from ..formats.constants import PROPERTY_KEYS
 from ..store import Store
 from ..store.commitlog import CRC_MISMATCH, GAP, HALF, ILLEGAL, MESSAGE, decode_slot
 from ..store.errors import EXIT_CORRUPT, EXIT_PROBLEMS, CorruptDataError
-from ._params import OFFSET, TIME, store_argument
+from ._params import OFFSET, TIME, accepts_v2, store_argument
 from .output import emit, emit_document, handle_errors, ms_to_iso, print_kv, progress, warn
 
 TABLE_COLUMNS = ("physical_offset", "total_size", "topic", "queue_id", "queue_offset", "store_time", "sys_flag",
@@ -81,9 +81,12 @@ def _hexdump(buf, start: int, length: int, base: int) -> str:
 @click.option("--body", type=click.Choice(("none", "text", "hex", "base64")), default="none", show_default=True,
               help="Include the body (decompressed when the record says so; text falls back to hex).")
 @click.option("--keep-going", is_flag=True, help="Report damage and continue with the next file instead of stopping.")
+@click.option("--broker-version", default=None, metavar="V",
+              help="Read as this RocketMQ version would: before 5.1.0 a V2 record (magic 0xDAA320AB) is illegal "
+                   "data. Default: accept V1 and V2.")
 @handle_errors
 def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, uniq_key, since, until, fmt, body,
-                     keep_going):
+                     keep_going, broker_version):
     """Decode CommitLog records: one at --offset, or a walk over a range with filters.
 
     \b
@@ -91,6 +94,7 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
       rmqinspect decode-commitlog STORE --offset 4660
       rmqinspect decode-commitlog STORE --topic OrderTopic --key ord-15 --format ndjson
     """
+    accept_v2 = accepts_v2(broker_version)
     st = Store.open(store)
     cl = st.commitlog
     flt = MessageFilter(topic, queue, key, tag, since, until, uniq_key)
@@ -99,7 +103,7 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
         if count is None:
             count = 1
     if offset is not None and count == 1:
-        msg = cl.read_message(offset)
+        msg = cl.read_message(offset, accept_v2)
         _output_messages(iter([msg]), fmt, body, cl)
         if msg.problems:
             for p in msg.problems:
@@ -113,7 +117,7 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
     def walk():
         shown = 0
         with progress(total, "walking commitlog", fmt == "table" and count is None) as advance:
-            for slot in cl.scan(from_, to, check_crc=False, stop_at_end=not keep_going):
+            for slot in cl.scan(from_, to, check_crc=False, stop_at_end=not keep_going, accept_v2=accept_v2):
                 if slot.kind == MESSAGE or (slot.kind == HALF and keep_going):
                     advance(slot.end - start)
                     if not flt.header_ok(slot.header):

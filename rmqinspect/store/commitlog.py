@@ -463,10 +463,11 @@ class CommitLog:
             f = nxt
             pos = 0
 
-    def messages(self, start: int | None = None, end: int | None = None, *, keep_going: bool = False) -> Iterator:
+    def messages(self, start: int | None = None, end: int | None = None, *, keep_going: bool = False,
+                 accept_v2: bool = True) -> Iterator:
         """Decoded messages (body CRC always computed, reported in ``crc_ok``). Damage raises
         CorruptDataError unless ``keep_going`` (then the damaged file's rest is skipped)."""
-        for slot in self.scan(start, end, check_crc=False, stop_at_end=not keep_going):
+        for slot in self.scan(start, end, check_crc=False, stop_at_end=not keep_going, accept_v2=accept_v2):
             if slot.kind == MESSAGE or (slot.kind == HALF and keep_going):
                 msg = decode_slot(slot.file.buffer, slot.file.start, slot.position, slot.header, slot.body_pos,
                                   None, slot.file.path)
@@ -477,10 +478,11 @@ class CommitLog:
                 raise CorruptDataError(slot.reason, slot.file.path if slot.file else None, slot.offset,
                                        kind=slot.kind)
 
-    def read_message(self, offset: int):
-        """Decode the single record at ``offset``; raise a CorruptDataError naming file and offset."""
+    def read_message(self, offset: int, accept_v2: bool = True):
+        """Decode the single record at ``offset``; raise a CorruptDataError naming file and offset.
+        ``accept_v2=False`` reads like a 4.x broker, to which a V2 record is an illegal magic code."""
         f, pos = self.locate(offset)
-        for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer(f.buffer, pos, f.size, False, True):
+        for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer(f.buffer, pos, f.size, False, accept_v2):
             if kind in (MESSAGE, HALF):
                 msg = decode_slot(f.buffer, f.start, p, hdr, bpos, None, f.path)
                 if kind == HALF:
