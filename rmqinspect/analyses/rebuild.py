@@ -7,10 +7,12 @@ This module decides *what* is dispatched; where it goes is up to the sinks the c
 subclasses). ``rebuild`` and the project's ``StoreWriter`` both go through ``dispatch_commitlog``, so there
 is one implementation of the dispatch rules (which themselves live in ``analyses.dispatch``).
 
-Hot path: no ``Message`` objects. The record scan's header tuple gives sizes, queue id/offset, sysflag and
-store time; ``dispatch_properties`` pulls TAGS/KEYS/UNIQ_KEY/DELAY out of the raw properties bytes with
-the same "later duplicates win, empty values ignored" rule as ``parse_properties`` (proven equal on every
-oracle record in tests/test_rebuild_fastpath.py); index key hashes are computed in numpy batches.
+Hot path: no ``Message`` objects and no per-record Python. ``store.commitlog.scan_records_array`` yields runs
+of well-formed records as numpy arrays (compiled scanner) and hands every other position to ``scan_buffer``;
+``dispatch_fields`` (compiled in store/_fastscan.c, pure-Python fallback ``record_fields_py``) pulls
+TAGS/KEYS/UNIQ_KEY/DELAY out of the properties with ``parse_properties``' rule and computes tagsCode and the
+index key hashes; the consume-queue entries and index puts are then handed to the sinks in bulk (proven
+equal to the reference code in tests/test_rebuild_fastpath.py and tests/test_rebuild_compiled.py).
 Memory is bounded by the number of queues, the index slot table and one batch, never by the store size.
 """
 
