@@ -160,14 +160,14 @@ def test_compiled_java_hash_refuses_what_python_refuses(b):
 
 # --- end to end -----------------------------------------------------------------------------------------
 
-def _edge_store(root, delay_bad_at=None):
+def _edge_store(root, delay_bad_at=None, build=False):
     """A store exercising every dispatch rule the bulk path handles: several queues and topics, CJK / emoji /
     non-UTF-8 keys and tags, duplicate and empty properties, SCHEDULE_TOPIC_XXXX, PREPARED / ROLLBACK /
     COMMIT records, keyless records, an unsafe topic, INNER_MULTI_DISPATCH; small files so CQ and index files
     roll."""
     rng = random.Random(7)
     with StoreWriter(str(root), commitlog_file_size=64 << 10, cq_file_size=400, index_slots=16, index_max=97,
-                     build_cq=False, build_index=False) as w:
+                     build_cq=build, build_index=build) as w:
         for i in range(1500):
             kind = i % 11
             topic = ["TopicA", "TopicB", "%RETRY%g"][i % 3]
@@ -333,3 +333,40 @@ def test_scan_with_page_release_is_unchanged(name, monkeypatch):
     ref = slots()
     monkeypatch.setattr(clmod, "RELEASE_EVERY", 4096)
     assert slots() == ref
+
+
+def test_dry_run_document_does_not_depend_on_batching(tmp_path, monkeypatch):
+    """--dry-run lists differences in write order: the same document whatever the index batch size, and with
+    the compiled or the pure-Python dispatcher."""
+    import json
+
+    from click.testing import CliRunner
+
+    from rmqinspect.cli.main import cli
+
+    store = tmp_path / "store"
+    _edge_store(store, build=True)
+    cq_file = sorted((store / "consumequeue" / "TopicA" / "1").iterdir())[0]
+    data = bytearray(cq_file.read_bytes())
+    data[20 * 3 + 2] ^= 0x40  # physical offset of the 4th entry
+    cq_file.write_bytes(bytes(data))
+    ix_file = sorted((store / "index").iterdir())[1]
+    data = bytearray(ix_file.read_bytes())
+    data[40 + 16 * 4 + 20 * 5 + 1] ^= 0x10  # the 5th item's key hash
+    ix_file.write_bytes(bytes(data))
+
+    def run():
+        r = CliRunner().invoke(cli, ["rebuild", str(store), "--dry-run", "--format", "json", "--details", "50"],
+                               catch_exceptions=False)
+        assert r.exit_code == 1
+        return json.loads(r.stdout)
+
+    ref = run()
+    assert len(ref["reconciliation"]["differences"]) >= 2
+    with monkeypatch.context() as m:
+        m.setattr(rb, "_INDEX_BATCH", 5)
+        assert run() == ref
+    with monkeypatch.context() as m:
+        m.setattr(rb, "_fastscan", None)
+        m.setattr(clmod, "_fastscan", None)
+        assert run() == ref
