@@ -8,7 +8,8 @@ the same run, each phase in a fresh child process (so its peak RSS is its own):
 
 * crc   - one zlib.crc32 pass over the CommitLog bytes (the I/O + memory-bandwidth floor in Python);
 * verify - CommitLog.scan(check_crc=True) over every record (the verify-style walk);
-* dispatch-only - the rebuild walk and property extraction without any output (where the time goes);
+* dispatch-only - the rebuild walk (compiled record scan + compiled dispatch_fields: TAGS/KEYS/UNIQ_KEY/DELAY,
+  tagsCode, index key hashes) and the numpy dispatch bookkeeping, without any output;
 * rebuild - analyses.rebuild.dispatch_commitlog into ConsumeQueue + IndexFile writers (default geometry:
   6,000,000-byte CQ files, 5,000,000 slots / 20,000,000 items per index file), files closed.
 
@@ -88,10 +89,14 @@ def phase(name: str, root: str, out: str) -> dict:
                 end = slot.end
         nbytes = end - cl.min_offset
     elif name == "dispatch-only":
-        # the dispatcher's walk + property extraction with no sinks: the floor of the Python hot loop
+        # the dispatcher's walk + property extraction + key hashing with no sinks (CQ/index writers excluded)
         from rmqinspect.analyses.rebuild import dispatch_commitlog
 
-        rep = dispatch_commitlog(cl, None, None)
+        class _NullIndex:  # hashes computed, puts discarded
+            def put_batch(self, *a):
+                pass
+
+        rep = dispatch_commitlog(cl, None, _NullIndex())
         records = rep.messages
         nbytes = rep.bytes_walked
     elif name == "rebuild":

@@ -7,33 +7,31 @@ This module decides *what* is dispatched; where it goes is up to the sinks the c
 subclasses). ``rebuild`` and the project's ``StoreWriter`` both go through ``dispatch_commitlog``, so there
 is one implementation of the dispatch rules (which themselves live in ``analyses.dispatch``).
 
-Hot path: no ``Message`` objects. The record scan's header tuple gives sizes, queue id/offset, sysflag and
-store time; ``dispatch_properties`` pulls TAGS/KEYS/UNIQ_KEY/DELAY out of the raw properties bytes with
-the same "later duplicates win, empty values ignored" rule as ``parse_properties`` (proven equal on every
-oracle record in tests/test_rebuild_fastpath.py); index key hashes are computed in numpy batches.
+Hot path: no ``Message`` objects and no per-record Python. ``store.commitlog.scan_records_array`` yields runs
+of well-formed records as numpy arrays (compiled scanner) and hands every other position to ``scan_buffer``;
+``dispatch_fields`` (compiled in store/_fastscan.c, pure-Python fallback ``record_fields_py``) pulls
+TAGS/KEYS/UNIQ_KEY/DELAY out of the properties with ``parse_properties``' rule and computes tagsCode and the
+index key hashes; the consume-queue entries and index puts are then handed to the sinks in bulk (proven
+equal to the reference code in tests/test_rebuild_fastpath.py and tests/test_rebuild_compiled.py).
 Memory is bounded by the number of queues, the index slot table and one batch, never by the store size.
 """
 
 from __future__ import annotations
 
-import mmap
 import re
-import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..formats.commitlog import HEADER_STRUCTS, PREFIX
 from ..formats.constants import (
-    MESSAGE_MAGIC_CODE_V1,
-    MESSAGE_MAGIC_CODE_V2,
-    RECORD_SIZE_CAP,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TAGS,
     RMQ_SYS_SCHEDULE_TOPIC,
 )
 from ..formats.javahash import java_string_hash, tags_code
-from ..store.commitlog import BLANK, FILE_END, HALF, MESSAGE, MIN_RECORD_SIZE, scan_buffer
+from ..store.commitlog import (
+    BLANK, FILE_END, HALF, ILLEGAL, MESSAGE, PageReleaser, _tuple_to_row, scan_records_array,
+)
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
 
 # TopicValidator: the allowed characters. Length: 127 in 4.x, longer names exist in 5.x (V2 records); the
@@ -42,10 +40,12 @@ _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_LENGTH = 255
 
 _INDEX_BATCH = 1 << 16
-# Walked CommitLog pages are dropped from the process' map every this many bytes (read-only file-backed
-# pages: the data stays in the page cache), so RSS does not grow with the store size.
-_RELEASE_EVERY = 64 << 20
 _CACHE_LIMIT = 1 << 16
+
+try:  # the compiled dispatch_fields (optional; see setup.py)
+    from ..store import _fastscan
+except ImportError:  # pragma: no cover - exercised when the extension could not be built
+    _fastscan = None
 _SCHEDULE_B = RMQ_SYS_SCHEDULE_TOPIC.encode()
 _INNER_MULTI_DISPATCH = b"INNER_MULTI_DISPATCH\x01"
 
@@ -165,28 +165,277 @@ class RebuildReport:
         return asdict(self)
 
 
-def _fast_header(bits: int) -> struct.Struct:
-    """HEADER_STRUCTS layout with the host fields and other unused fields skipped as pad bytes: unpacks to
-    (total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts, store_ts, reconsume,
-    prepared, body_len) without creating bytes objects for the IPs."""
-    born = 16 if bits & 0x10 else 4
-    store = 16 if bits & 0x20 else 4
-    st = struct.Struct(">iiiiiqqiq%dxq%dxiqi" % (born + 4, store + 4))
-    assert st.size == HEADER_STRUCTS[bits].size
-    return st
+# Flags of the compiled dispatch_fields (store/_fastscan.c).
+DF_FALLBACK = 1  # a string is not strict UTF-8: recompute this record with the reference code
+DF_MULTI_DISPATCH = 2  # INNER_MULTI_DISPATCH property present
+_NOUT = 6  # topic_id, tags_code, nkeys, delay_pos, delay_len, flags
 
 
-_FAST = {bits: _fast_header(bits) for bits in (0x00, 0x10, 0x20, 0x30)}
+def record_fields_py(buf, row) -> tuple:
+    """The reference for one scanned record (a FAST_FIELDS row): (topic bytes, tags_code, index key hashes
+    (UNIQ_KEY then KEYS tokens), DELAY bytes or None, INNER_MULTI_DISPATCH present). Non-UTF-8 text is
+    decoded with Python's replacement rule, as the rest of rmqinspect does."""
+    tp, tl, pp, pl = int(row[11]), int(row[12]), int(row[13]), int(row[14])
+    tb = bytes(buf[tp:tp + tl])
+    raw = bytes(buf[pp:pp + pl]) if pl > 0 else b""
+    tags, keys, uniq, delay = dispatch_properties(raw)
+    code = tags_code(tags.decode("utf-8", "replace")) if tags is not None else 0
+    ks = []
+    pre = tb + b"#"
+    if uniq is not None:
+        ks.append(pre + uniq)
+    if keys:
+        ks.extend([pre + k for k in keys.split(b" ") if k])
+    return tb, code, index_key_hashes(ks).tolist() if ks else [], delay, _INNER_MULTI_DISPATCH in raw
+
+
+def dispatch_fields(buf, rows: np.ndarray, want_keys: bool = True, use_compiled: bool = True) -> tuple:
+    """For a batch of scanned records (int64 rows in FAST_FIELDS order): ``(fields, key_hashes, topics)``.
+
+    ``fields`` is int64 (n, 6): topic id (index into ``topics``, a list of topic bytes), tagsCode of TAGS
+    (0 when absent; not the SCHEDULE_TOPIC_XXXX delivery time), number of index keys, DELAY value position
+    and length (-1 when absent) and flags (DF_MULTI_DISPATCH). ``key_hashes`` (int64) holds each record's
+    IndexFile.indexKeyHashMethod values of ``topic#key``, record after record (empty when not ``want_keys``).
+
+    The compiled version computes everything for ASCII and strict UTF-8 text; a record with any other text
+    is recomputed here with ``record_fields_py`` (Java's and Python's replacement rules differ).
+    """
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    n = len(rows)
+    if _fastscan is not None and use_compiled and hasattr(_fastscan, "dispatch_fields"):
+        raw_f, raw_k, topics = _fastscan.dispatch_fields(buf, rows, want_keys)
+        fields = np.frombuffer(raw_f, dtype=np.int64).reshape(n, _NOUT)
+        keyh = np.frombuffer(raw_k, dtype=np.int64)
+        fb = np.flatnonzero(fields[:, 5] & DF_FALLBACK)
+        if len(fb):
+            fields = fields.copy()
+            keyh = keyh.copy()
+            koff = np.cumsum(fields[:, 2]) - fields[:, 2]
+            for i in fb.tolist():
+                _, code, hashes, _, _ = record_fields_py(buf, rows[i])
+                fields[i, 1] = code
+                fields[i, 5] &= ~DF_FALLBACK
+                if want_keys:
+                    k0 = int(koff[i])
+                    assert len(hashes) == fields[i, 2]
+                    keyh[k0:k0 + len(hashes)] = hashes
+        return fields, keyh, topics
+    fields = np.zeros((n, _NOUT), dtype=np.int64)
+    keyh: list[int] = []
+    topics: list[bytes] = []
+    ids: dict[bytes, int] = {}
+    for i in range(n):
+        row = rows[i]
+        tb, code, hashes, delay, multi = record_fields_py(buf, row)
+        tid = ids.get(tb)
+        if tid is None:
+            tid = ids[tb] = len(topics)
+            topics.append(tb)
+        f = fields[i]
+        f[0] = tid
+        f[1] = code
+        if want_keys:
+            f[2] = len(hashes)
+            keyh.extend(hashes)
+        f[3] = -1
+        if delay is not None:
+            # position of the last DELAY piece's value: the one dispatch_properties returned
+            pp, pl = int(row[13]), int(row[14])
+            raw = bytes(buf[pp:pp + pl])
+            at = raw.rfind(b"\x02DELAY\x01" + delay)
+            at = at + 7 if at >= 0 else len(b"DELAY\x01")  # the first piece has no leading separator
+            f[3] = pp + at
+            f[4] = len(delay)
+        f[5] = DF_MULTI_DISPATCH if multi else 0
+    return fields, np.array(keyh, dtype=np.int64), topics
+
+
+class _Dispatcher:
+    """The dispatchers' work for batches of scanned records, in numpy. Every effect happens in the order
+    the record-by-record loop would produce it where a sink can observe order: consume-queue puts go per
+    record, in file order, unless the sink declares ``bulk_puts`` (then per queue, in bulk); index puts
+    are handed over in batches cut at the same records as before (every ``_INDEX_BATCH`` keys)."""
+
+    def __init__(self, rep: RebuildReport, cq, index, delay_table: DelayTable):
+        self.rep = rep
+        self.cq = cq
+        self.index = index
+        self.delay_table = delay_table
+        self.bulk_cq = cq is not None and bool(getattr(cq, "bulk_puts", False))
+        self.topic_info: dict[bytes, tuple] = {}
+        self.queue_cache: dict = {}
+        self.pk: list[np.ndarray] = []
+        self.pp: list[np.ndarray] = []
+        self.pt: list[np.ndarray] = []
+        self.pending = 0
+        self.index_end_phy = -1
+        self.after_last_put = None
+        self.messages = 0
+        self.cq_entries = 0
+
+    def _topic(self, tb: bytes) -> tuple:
+        info = self.topic_info.get(tb)
+        if info is None:
+            if len(self.topic_info) > _CACHE_LIMIT:
+                self.topic_info.clear()
+            tstr = tb.decode("utf-8", "replace")
+            info = self.topic_info[tb] = (tstr, topic_is_safe(tstr), tb == _SCHEDULE_B)
+        return info
+
+    def dispatch(self, buf, base: int, rows: np.ndarray):
+        """Dispatch a batch of MESSAGE rows. Returns None, or (row index, reason) when a record makes the
+        broker's dispatch stop (non-numeric DELAY on SCHEDULE_TOPIC_XXXX): rows before it are dispatched."""
+        fields, keyh, topics = dispatch_fields(buf, rows, self.index is not None)
+        infos = [self._topic(tb) for tb in topics]
+        n = len(rows)
+        codes = fields[:, 1]
+        stop = None
+        sched_ids = [i for i, inf in enumerate(infos) if inf[2]]
+        if sched_ids:
+            cand = np.flatnonzero((fields[:, 3] >= 0) & np.isin(fields[:, 0], sched_ids))
+            if len(cand):
+                codes = codes.copy()
+                for i in cand.tolist():
+                    # checkMessageAndReturnSize computes this for every record; a bad DELAY makes it illegal
+                    pp, pl = int(rows[i, 13]), int(rows[i, 14])
+                    tags, _, _, delay = dispatch_properties(bytes(buf[pp:pp + pl]))
+                    props = {PROPERTY_DELAY_TIME_LEVEL: delay.decode("utf-8", "replace")}
+                    if tags is not None:
+                        props[PROPERTY_TAGS] = tags.decode("utf-8", "replace")
+                    try:
+                        codes[i], _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, int(rows[i, 9]),
+                                                         self.delay_table)
+                    except DelayLevelError as e:
+                        stop = (i, f"{e}: the broker's dispatch stops here")
+                        break
+        if stop is not None:
+            n = stop[0]
+            nk_all = fields[:, 2]
+            keyh = keyh[:int(nk_all[:n].sum())]
+            rows = rows[:n]
+            fields = fields[:n]
+            codes = codes[:n]
+        if n == 0:
+            return stop
+        self.messages += n
+        self.rep.multi_dispatch_records += int(np.count_nonzero(fields[:, 5] & DF_MULTI_DISPATCH))
+        tx = rows[:, 5] & 0xC
+        phys = rows[:, 0] + base
+        ts = rows[:, 9]
+        nkeys = fields[:, 2]
+        if self.index is not None:
+            inc = (tx != 0xC) & (phys >= self.index_end_phy)
+            eff = np.where(inc, nkeys, 0)
+            if not inc.all():
+                keyh = keyh[np.repeat(inc, nkeys)]
+            cum = np.cumsum(eff)
+            kstart = cum - eff
+        a = 0
+        while a < n:
+            b = n  # exclusive
+            flush = False
+            if self.index is not None:
+                base_k = int(kstart[a])
+                j = int(np.searchsorted(cum, base_k + _INDEX_BATCH - self.pending, side="left"))
+                if j < n:
+                    b = max(j + 1, a + 1)
+                    flush = True
+            self._cq(rows, fields, codes, tx, phys, infos, a, b)
+            if self.index is not None:
+                self._index(keyh, eff, phys, ts, tx, kstart, cum, a, b)
+                if flush:
+                    self.flush_index()
+            a = b
+        return stop
+
+    def _cq(self, rows, fields, codes, tx, phys, infos, a, b):
+        rep = self.rep
+        incq = (tx[a:b] == 0) | (tx[a:b] == 8)
+        nin = int(np.count_nonzero(incq))
+        rep.not_in_cq += (b - a) - nin
+        if self.cq is None or nin == 0:
+            return
+        idx = np.flatnonzero(incq) + a
+        tid = fields[idx, 0]
+        qid = rows[idx, 6]
+        if len(self.queue_cache) > _CACHE_LIMIT:
+            self.queue_cache.clear()
+        if not self.bulk_cq:
+            for i, t, q_id, qoff, p, size, code in zip(idx.tolist(), tid.tolist(), qid.tolist(),
+                                                       rows[idx, 7].tolist(), phys[idx].tolist(),
+                                                       rows[idx, 1].tolist(), codes[idx].tolist()):
+                q = self._queue(t, q_id, infos)
+                if q is False:
+                    name = infos[t][0]
+                    rep.skipped_topics[name] = rep.skipped_topics.get(name, 0) + 1
+                else:
+                    q.put(qoff, p, size, code)
+                    self.cq_entries += 1
+            return
+        key = (tid << 32) | (qid & 0xFFFFFFFF)
+        uk, first, inv, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+        order = np.argsort(inv, kind="stable")
+        bounds = np.concatenate(([0], np.cumsum(counts)))
+        for g in np.argsort(first, kind="stable").tolist():
+            members = idx[order[bounds[g]:bounds[g + 1]]]
+            t = int(fields[members[0], 0])
+            q = self._queue(t, int(rows[members[0], 6]), infos)
+            if q is False:
+                name = infos[t][0]
+                rep.skipped_topics[name] = rep.skipped_topics.get(name, 0) + len(members)
+            else:
+                q.put_many(rows[members, 7], phys[members], rows[members, 1], codes[members])
+                self.cq_entries += len(members)
+
+    def _queue(self, tid: int, qid: int, infos: list):
+        # topic ids are per batch: the cache is keyed by the topic itself
+        tstr, safe, _ = infos[tid]
+        key = (tstr, safe, qid)
+        q = self.queue_cache.get(key)
+        if q is None:
+            q = self.cq.queue(tstr, qid) if safe else False
+            self.queue_cache[key] = q
+        return q
+
+    def _index(self, keyh, eff, phys, ts, tx, kstart, cum, a, b):
+        rep = self.rep
+        e = eff[a:b]
+        rep.rollback_not_indexed += int(np.count_nonzero(tx[a:b] == 0xC))
+        has = np.flatnonzero(e)
+        if len(has):
+            rep.index_records += len(has)
+            last = int(has[-1]) + a
+            self.index_end_phy = int(phys[last])
+            self.after_last_put = int(ts[last + 1]) if last + 1 < b else None
+            k0, k1 = int(kstart[a]), int(cum[b - 1])
+            self.pk.append(keyh[k0:k1])
+            self.pp.append(np.repeat(phys[a:b], e))
+            self.pt.append(np.repeat(ts[a:b], e))
+            self.pending += k1 - k0
+        elif self.after_last_put is None:
+            self.after_last_put = int(ts[a])
+
+    def flush_index(self) -> None:
+        if self.pending:
+            k = np.concatenate(self.pk) if len(self.pk) > 1 else self.pk[0]
+            p = np.concatenate(self.pp) if len(self.pp) > 1 else self.pp[0]
+            t = np.concatenate(self.pt) if len(self.pt) > 1 else self.pt[0]
+            self.index.put_batch(k, p, t)
+            self.rep.index_puts += len(k)
+            self.pk, self.pp, self.pt = [], [], []
+            self.pending = 0
 
 
 def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions | None = None,
                        progress=None) -> RebuildReport:
-    """Walk ``commitlog`` like ReputMessageService and feed ``cq`` (``queue(topic, qid).put(...)``) and
-    ``index`` (``put_batch(hashes, phys, ts)``, ``close(record_after_last_put_ts)``).
+    """Walk ``commitlog`` like ReputMessageService and feed ``cq`` (``queue(topic, qid).put(...)``, or
+    ``put_many`` when the set has ``bulk_puts``) and ``index`` (``put_batch(hashes, phys, ts)``,
+    ``close(record_after_last_put_ts)``).
 
-    The walk accepts a record on an inline fast path only when every condition of ``scan_buffer``'s MESSAGE
-    outcome holds (same checks, narrower struct); anything else is handed to ``scan_buffer`` itself for that
-    position, so blank/end/illegal/half decisions are made by the one implementation of the broker's check.
+    The walk is ``scan_records_array`` (compiled scanner when built): runs of well-formed records come as
+    arrays and are dispatched in bulk; every other position is decided by ``scan_buffer``, the one
+    implementation of the broker's check (HALF: skip TOTALSIZE and go on; BLANK: next file; END/ILLEGAL:
+    stop).
 
     The sinks are not closed here except the index's pending batch, which is flushed; the caller closes both.
     ``progress(bytes_done)`` is called at each file boundary.
@@ -213,36 +462,7 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
         rep.stop_reason = f"no commitlog file covers offset {start}"
         return rep
 
-    topic_cache: dict[bytes, tuple] = {}
-    tags_cache: dict[bytes, int] = {}
-    queue_cache: dict = {}
-    ik: list[bytes] = []
-    ip: list[int] = []
-    it: list[int] = []
-    ic: list[int] = []  # puts per record (ip/it are per record)
-    after_last_put = None  # store time of the first record after the last index put
-    index_end_phy = -1
-    delay_table = opt.delay_table
-    V1 = MESSAGE_MAGIC_CODE_V1
-    V2 = MESSAGE_MAGIC_CODE_V2
-    prefix = PREFIX.unpack_from
-    fast = {k: v.unpack_from for k, v in _FAST.items()}
-    fast_size = {k: v.size for k, v in _FAST.items()}
-    props_of = dispatch_properties
-    messages = 0
-    cq_entries = 0
-
-    def flush_index():
-        if ik:
-            counts = np.array(ic, dtype=np.int64)
-            index.put_batch(index_key_hashes(ik), np.repeat(np.array(ip, dtype=np.int64), counts),
-                            np.repeat(np.array(it, dtype=np.int64), counts))
-            rep.index_puts += len(ik)
-            ik.clear()
-            ip.clear()
-            it.clear()
-            ic.clear()
-
+    d = _Dispatcher(rep, cq, index, opt.delay_table)
     pos = start - files[fi].start
     offset = start
     while True:
@@ -254,73 +474,12 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
         buf = f.buffer
         stop = None
         next_file = False
-        released = pos - pos % mmap.PAGESIZE
-        next_release = released + _RELEASE_EVERY
-        can_release = isinstance(buf, mmap.mmap) and hasattr(buf, "madvise")
-        while True:
-            # ---- fast path: the record passes every check scan_buffer makes for MESSAGE
-            ok = False
-            rem = limit - pos
-            if rem >= 8:
-                total, magic = prefix(buf, pos)
-                if (magic == V1 or magic == V2) and MIN_RECORD_SIZE <= total <= rem and total <= RECORD_SIZE_CAP:
-                    bits = buf[pos + 39] & 0x30
-                    hsize = fast_size[bits]
-                    if rem >= hsize + 3:
-                        h = fast[bits](buf, pos)
-                        blen = h[12]
-                        bpos = pos + hsize
-                        tpos = bpos
-                        if blen > 0:
-                            tpos = bpos + blen
-                            if blen > total or tpos > limit:
-                                tpos = -1
-                        if tpos >= 0:
-                            if magic == V1:
-                                if tpos + 1 <= limit:
-                                    tlen = buf[tpos]
-                                    if tlen > 127:
-                                        tlen = -1
-                                    tstart = tpos + 1
-                                else:
-                                    tlen = -1
-                            elif tpos + 2 <= limit:
-                                tlen = (buf[tpos] << 8) | buf[tpos + 1]
-                                if tlen > 32767:
-                                    tlen = -1
-                                tstart = tpos + 2
-                            else:
-                                tlen = -1
-                            if tlen >= 0:
-                                ppos = tstart + tlen
-                                if ppos + 2 <= limit:
-                                    plen = (buf[ppos] << 8) | buf[ppos + 1]
-                                    if plen > 32767:
-                                        plen = 0
-                                    if (ppos + 2 + plen <= limit
-                                            and ppos + 2 + plen - pos == total):
-                                        ok = True
-                                        qid = h[3]
-                                        qoff = h[5]
-                                        sys_flag = h[7]
-                                        store_ts = h[9]
-                                        size = total
-            if not ok:
-                # ---- the exact decision, from the record scan itself
-                kind, p, size, hdr, bpos, _crc, reason = next(scan_buffer(buf, pos, limit, False, True))
-                if kind == MESSAGE:  # not reached when the fast path mirrors scan_buffer; kept for safety
-                    qid, qoff, sys_flag, store_ts, blen = hdr[3], hdr[5], hdr[7], hdr[11], hdr[16]
-                    tpos = bpos + (blen if blen > 0 else 0)
-                    if hdr[1] == V1:
-                        tlen = buf[tpos]
-                        tstart = tpos + 1
-                    else:
-                        tlen = (buf[tpos] << 8) | buf[tpos + 1]
-                        tstart = tpos + 2
-                    ppos = tstart + tlen
-                    plen = (buf[ppos] << 8) | buf[ppos + 1]
-                    if plen > 32767:
-                        plen = 0
+        rel = PageReleaser(buf, pos)
+        for rows, one in scan_records_array(buf, pos, limit, False, True):
+            if rows is None:
+                kind, p, size, hdr, bpos, _crc, reason = one
+                if kind == MESSAGE:  # the compiled scanner declined a record scan_buffer accepts
+                    rows = _tuple_to_row(buf, one)
                 elif kind == HALF:
                     # ReputMessageService: size > 0 but not successful -> skip the record and go on
                     rep.half_records.append({"offset": base + p, "size": size, "file": f.path, "reason": reason})
@@ -338,102 +497,16 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
                 else:  # END, ILLEGAL
                     stop = (kind, base + p, reason)
                     break
-            # ---- one message: what the dispatchers do with it
-            phys = base + pos
-            messages += 1
-            if pos >= next_release and can_release:
-                upto = pos - pos % mmap.PAGESIZE
-                try:
-                    buf.madvise(mmap.MADV_DONTNEED, released, upto - released)
-                except (OSError, ValueError):
-                    can_release = False
-                released = upto
-                next_release = upto + _RELEASE_EVERY
-            topic_b = buf[tstart:ppos]
-            if plen:
-                raw = buf[ppos + 2:ppos + 2 + plen]
-                tags, keys, uniq, delay = props_of(raw)
-                if _INNER_MULTI_DISPATCH in raw:
-                    rep.multi_dispatch_records += 1
-            else:
-                tags = keys = uniq = delay = None
-            pos += size
+            halt = d.dispatch(buf, base, rows)
+            if halt is not None:
+                i, why = halt
+                stop = (ILLEGAL, base + int(rows[i, 0]), why)
+                break
+            pos = int(rows[-1, 0] + rows[-1, 1])
             offset = base + pos
-            tx = sys_flag & 0xC
-            sched_code = None
-            if delay is not None and topic_b == _SCHEDULE_B:
-                # checkMessageAndReturnSize computes this for every record; a bad DELAY makes it illegal
-                props = {PROPERTY_DELAY_TIME_LEVEL: delay.decode("utf-8", "replace")}
-                if tags is not None:
-                    props[PROPERTY_TAGS] = tags.decode("utf-8", "replace")
-                try:
-                    sched_code, _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, store_ts, delay_table)
-                except DelayLevelError as e:
-                    messages -= 1
-                    stop = ("illegal", phys, f"{e}: the broker's dispatch stops here")
-                    break
-            # --- consume queue (CommitLogDispatcherBuildConsumeQueue: NOT_TYPE and COMMIT only)
-            if tx == 0 or tx == 8:
-                if cq is not None:
-                    qkey = (topic_b, qid)
-                    q = queue_cache.get(qkey)
-                    if q is None:
-                        tinfo = topic_cache.get(topic_b)
-                        if tinfo is None:
-                            if len(topic_cache) > _CACHE_LIMIT:
-                                topic_cache.clear()
-                            tstr = topic_b.decode("utf-8", "replace")
-                            tinfo = topic_cache[topic_b] = (tstr, topic_is_safe(tstr))
-                        if tinfo[1]:
-                            if len(queue_cache) > _CACHE_LIMIT:
-                                queue_cache.clear()
-                            q = queue_cache[qkey] = cq.queue(tinfo[0], qid)
-                        else:
-                            rep.skipped_topics[tinfo[0]] = rep.skipped_topics.get(tinfo[0], 0) + 1
-                    if q is not None:
-                        if sched_code is not None:
-                            code = sched_code
-                        elif tags is None:
-                            code = 0
-                        else:
-                            code = tags_cache.get(tags)
-                            if code is None:
-                                if len(tags_cache) > _CACHE_LIMIT:
-                                    tags_cache.clear()
-                                code = tags_cache[tags] = tags_code(tags.decode("utf-8", "replace"))
-                        q.put(qoff, phys, size, code)
-                        cq_entries += 1
-            else:
-                rep.not_in_cq += 1
-            # --- index (IndexService.buildIndex)
-            if index is not None:
-                n0 = len(ik)
-                if tx != 0xC and phys >= index_end_phy:
-                    pre = topic_b + b"#"
-                    if uniq is not None:
-                        ik.append(pre + uniq)
-                    if keys:
-                        ik.extend([pre + k for k in keys.split(b" ") if k])
-                if len(ik) == n0:
-                    # no put; buildIndex still created a file if there was none or the last one was full
-                    if tx == 0xC:
-                        rep.rollback_not_indexed += 1
-                    if after_last_put is None:
-                        after_last_put = store_ts
-                else:
-                    rep.index_records += 1
-                    ip.append(phys)
-                    it.append(store_ts)
-                    ic.append(len(ik) - n0)
-                    index_end_phy = phys
-                    after_last_put = None
-                    if len(ik) >= _INDEX_BATCH:
-                        flush_index()
-        if can_release:
-            try:
-                buf.madvise(mmap.MADV_DONTNEED, released, max(f.size - released, 1))
-            except (OSError, ValueError):
-                pass
+            if pos >= rel.next:
+                rel.advance(pos)
+        rel.finish(f.size)
         if stop is not None:
             rep.stop_kind, offset, rep.stop_reason = stop
             rep.stop_file = f.path
@@ -465,11 +538,11 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
         pos = 0
         if progress is not None:
             progress(nxt.start - start)
-    rep.messages = messages
-    rep.cq_entries = cq_entries
+    rep.messages = d.messages
+    rep.cq_entries = d.cq_entries
     if index is not None:
-        flush_index()
-        rep.after_last_put_ts = after_last_put
+        d.flush_index()
+        rep.after_last_put_ts = d.after_last_put
     rep.end_offset = offset
     rep.bytes_walked = max(offset - start, 0)
     return rep

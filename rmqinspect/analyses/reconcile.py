@@ -164,6 +164,9 @@ class _CompareQueue(ConsumeQueueWriter):
 
 
 class CompareConsumeQueueSet(ConsumeQueueSet):
+    # differences are reported in write order across queues: keep the dispatcher's record-by-record puts
+    bulk_puts = False
+
     def __init__(self, store_consumequeue_dir: str, file_size: int, recon: Reconciliation, limit: int = 1000):
         super().__init__(store_consumequeue_dir, file_size)
         self.recon = recon

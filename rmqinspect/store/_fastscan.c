@@ -132,15 +132,302 @@ static PyObject *scan_messages(PyObject *self, PyObject *args) {
     return Py_BuildValue("Nnn", out, n, pos);
 }
 
+
+/*
+ * dispatch_fields: what the broker's dispatchers need from each record the scanner accepted, in bulk.
+ * Mirrors rmqinspect.analyses.rebuild.dispatch_properties (MessageDecoder.string2messageProperties: pieces
+ * split on \x02, name up to the first \x01, name and value non-empty, later duplicates win) and Java
+ * String.hashCode over the UTF-16 code units of the UTF-8 strings (formats/javahash.py). Strings that are
+ * not strict UTF-8 (Python's decoder rules) are flagged DF_FALLBACK: Java's and Python's replacement rules
+ * differ, so the Python side recomputes those records with the reference code.
+ *
+ * Input: buf, rows (int64 n x NFIELDS from scan_messages), want_keys.
+ * Output: (fields bytes: n x DF_NOUT int64, key_hashes bytes: int64, topics: list of bytes)
+ *   fields: topic_id, tags_code (0 absent), nkeys (index keys: UNIQ_KEY then non-empty KEYS tokens),
+ *           delay_pos (-1 absent), delay_len, flags (DF_FALLBACK | DF_MULTI_DISPATCH)
+ */
+#define DF_NOUT 6
+#define DF_FALLBACK 1
+#define DF_MULTI_DISPATCH 2
+
+/* Java hash of the UTF-16 code units of strict UTF-8 text; returns -1 on malformed input (h undefined). */
+static inline int jhash_utf8(const unsigned char *s, Py_ssize_t len, uint32_t *hp) {
+    uint32_t h = *hp;
+    Py_ssize_t i = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            h = 31 * h + c;
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= len || (s[i + 1] & 0xC0) != 0x80) return -1;
+            cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F);
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            if (i + 2 >= len) return -1;
+            unsigned c1 = s[i + 1], c2 = s[i + 2];
+            if ((c1 & 0xC0) != 0x80 || (c2 & 0xC0) != 0x80) return -1;
+            if (c == 0xE0 && c1 < 0xA0) return -1;  /* overlong */
+            if (c == 0xED && c1 > 0x9F) return -1;  /* surrogates are not valid UTF-8 */
+            cp = ((c & 0x0F) << 12) | ((c1 & 0x3F) << 6) | (c2 & 0x3F);
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            if (i + 3 >= len) return -1;
+            unsigned c1 = s[i + 1], c2 = s[i + 2], c3 = s[i + 3];
+            if ((c1 & 0xC0) != 0x80 || (c2 & 0xC0) != 0x80 || (c3 & 0xC0) != 0x80) return -1;
+            if (c == 0xF0 && c1 < 0x90) return -1;
+            if (c == 0xF4 && c1 > 0x8F) return -1;
+            cp = ((c & 0x07) << 18) | ((c1 & 0x3F) << 12) | ((c2 & 0x3F) << 6) | (c3 & 0x3F);
+            i += 4;
+        } else {
+            return -1;
+        }
+        if (cp < 0x10000) {
+            h = 31 * h + cp;
+        } else {
+            cp -= 0x10000;
+            h = 31 * h + (0xD800 + (cp >> 10));
+            h = 31 * h + (0xDC00 + (cp & 0x3FF));
+        }
+    }
+    *hp = h;
+    return 0;
+}
+
+static inline int64_t index_hash(uint32_t h) {
+    int32_t v = (int32_t)h;
+    if (v == INT32_MIN) return 0;
+    return v < 0 ? -(int64_t)v : (int64_t)v;
+}
+
+static inline uint64_t fnv1a(const unsigned char *s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ULL;
+    return h;
+}
+
+static const unsigned char MULTI_NAME[] = "INNER_MULTI_DISPATCH\x01";
+
+static int contains(const unsigned char *s, Py_ssize_t n, const unsigned char *pat, Py_ssize_t m) {
+    if (m > n) return 0;
+    const unsigned char *end = s + n - m;
+    for (const unsigned char *p = s; p <= end; p++) {
+        p = memchr(p, pat[0], (size_t)(end - p + 1));
+        if (!p) return 0;
+        if (memcmp(p, pat, (size_t)m) == 0) return 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    int64_t *data;
+    Py_ssize_t len, cap;
+} i64vec;
+
+static int vec_push(i64vec *v, int64_t x) {
+    if (v->len == v->cap) {
+        Py_ssize_t nc = v->cap ? v->cap * 2 : 4096;
+        int64_t *nd = realloc(v->data, (size_t)nc * sizeof(int64_t));
+        if (!nd) return -1;
+        v->data = nd;
+        v->cap = nc;
+    }
+    v->data[v->len++] = x;
+    return 0;
+}
+
+static PyObject *dispatch_fields(PyObject *self, PyObject *args) {
+    Py_buffer view, rv;
+    int want_keys;
+    if (!PyArg_ParseTuple(args, "y*y*p", &view, &rv, &want_keys)) return NULL;
+    Py_ssize_t n = rv.len / (Py_ssize_t)(NFIELDS * sizeof(int64_t));
+    const int64_t *rows = (const int64_t *)rv.buf;
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t blen = view.len;
+    PyObject *out = NULL, *keys_out = NULL, *topics = NULL;
+    i64vec keys = {NULL, 0, 0};
+    Py_ssize_t tcap = 16;
+    while (tcap < 2 * n) tcap <<= 1;
+    int32_t *table = malloc((size_t)tcap * sizeof(int32_t));
+    Py_ssize_t *tpos = malloc((size_t)(n + 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *tlen = malloc((size_t)(n + 1) * sizeof(Py_ssize_t));
+    uint64_t *thash = malloc((size_t)(n + 1) * sizeof(uint64_t));
+    Py_ssize_t ntopics = 0;
+    int bad = 0;
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * DF_NOUT * sizeof(int64_t)));
+    if (!table || !tpos || !tlen || !thash || !out) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    memset(table, 0xFF, (size_t)tcap * sizeof(int32_t));
+    int64_t *o = (int64_t *)PyBytes_AS_STRING(out);
+
+    Py_BEGIN_ALLOW_THREADS
+    int32_t last_id = -1;
+    for (Py_ssize_t r = 0; r < n && !bad; r++) {
+        const int64_t *row = rows + r * NFIELDS;
+        Py_ssize_t tp = (Py_ssize_t)row[11], tl = (Py_ssize_t)row[12], pp = (Py_ssize_t)row[13],
+                   pl = (Py_ssize_t)row[14];
+        if (tp < 0 || tl < 0 || pp < 0 || pl < 0 || tp + tl > blen || pp + pl > blen) {
+            bad = 1;
+            break;
+        }
+        const unsigned char *topic = buf + tp;
+        int32_t id;
+        if (last_id >= 0 && tlen[last_id] == tl && memcmp(buf + tpos[last_id], topic, (size_t)tl) == 0) {
+            id = last_id;
+        } else {
+            uint64_t th = fnv1a(topic, tl);
+            Py_ssize_t slot = (Py_ssize_t)(th & (uint64_t)(tcap - 1));
+            for (;;) {
+                int32_t e = table[slot];
+                if (e < 0) {
+                    id = (int32_t)ntopics++;
+                    table[slot] = id;
+                    tpos[id] = tp;
+                    tlen[id] = tl;
+                    thash[id] = th;
+                    break;
+                }
+                if (thash[e] == th && tlen[e] == tl && memcmp(buf + tpos[e], topic, (size_t)tl) == 0) {
+                    id = e;
+                    break;
+                }
+                slot = (slot + 1) & (tcap - 1);
+            }
+            last_id = id;
+        }
+        /* properties */
+        const unsigned char *props = buf + pp, *pend = props + pl;
+        const unsigned char *tags = NULL, *kv = NULL, *uniq = NULL, *delay = NULL;
+        Py_ssize_t tags_l = 0, kv_l = 0, uniq_l = 0, delay_l = 0;
+        const unsigned char *p = props;
+        if (pl > 0) {
+            for (;;) {
+                const unsigned char *q = memchr(p, 0x02, (size_t)(pend - p));
+                if (!q) q = pend;
+                const unsigned char *sep = memchr(p, 0x01, (size_t)(q - p));
+                if (sep && sep > p && sep < q - 1) {
+                    Py_ssize_t nl = sep - p, vl = q - sep - 1;
+                    const unsigned char *v = sep + 1;
+                    if (nl == 4 && memcmp(p, "TAGS", 4) == 0) {
+                        tags = v; tags_l = vl;
+                    } else if (nl == 4 && memcmp(p, "KEYS", 4) == 0) {
+                        kv = v; kv_l = vl;
+                    } else if (nl == 8 && memcmp(p, "UNIQ_KEY", 8) == 0) {
+                        uniq = v; uniq_l = vl;
+                    } else if (nl == 5 && memcmp(p, "DELAY", 5) == 0) {
+                        delay = v; delay_l = vl;
+                    }
+                }
+                if (q == pend) break;
+                p = q + 1;
+            }
+        }
+        int64_t flags = 0;
+        if (pl > 0 && contains(props, pl, MULTI_NAME, (Py_ssize_t)(sizeof(MULTI_NAME) - 1))) flags |= DF_MULTI_DISPATCH;
+        int64_t tcode = 0;
+        if (tags) {
+            uint32_t h = 0;
+            if (jhash_utf8(tags, tags_l, &h) < 0) flags |= DF_FALLBACK;
+            tcode = (int64_t)(int32_t)h;
+        }
+        int64_t nk = 0;
+        if (want_keys && (uniq || kv)) {
+            uint32_t hp = 0;
+            if (jhash_utf8(topic, tl, &hp) < 0) flags |= DF_FALLBACK;
+            hp = 31 * hp + '#';
+            if (uniq) {
+                uint32_t h = hp;
+                if (jhash_utf8(uniq, uniq_l, &h) < 0) flags |= DF_FALLBACK;
+                if (vec_push(&keys, index_hash(h)) < 0) { bad = 2; break; }
+                nk++;
+            }
+            if (kv) {
+                const unsigned char *k = kv, *kend = kv + kv_l;
+                while (k < kend) {
+                    const unsigned char *sp = memchr(k, ' ', (size_t)(kend - k));
+                    if (!sp) sp = kend;
+                    if (sp > k) {
+                        uint32_t h = hp;
+                        if (jhash_utf8(k, sp - k, &h) < 0) flags |= DF_FALLBACK;
+                        if (vec_push(&keys, index_hash(h)) < 0) { bad = 2; break; }
+                        nk++;
+                    }
+                    k = sp + 1;
+                }
+            }
+        }
+        int64_t *f = o + r * DF_NOUT;
+        f[0] = id;
+        f[1] = tcode;
+        f[2] = nk;
+        f[3] = delay ? (int64_t)(delay - buf) : -1;
+        f[4] = delay_l;
+        f[5] = flags;
+    }
+    Py_END_ALLOW_THREADS
+
+    if (bad == 1) {
+        PyErr_SetString(PyExc_ValueError, "row positions outside the buffer");
+        goto fail;
+    }
+    if (bad == 2) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    keys_out = PyBytes_FromStringAndSize(keys.data ? (const char *)keys.data : "",
+                                         (Py_ssize_t)(keys.len * sizeof(int64_t)));
+    topics = PyList_New(ntopics);
+    if (!keys_out || !topics) goto fail;
+    for (Py_ssize_t i = 0; i < ntopics; i++) {
+        PyObject *t = PyBytes_FromStringAndSize((const char *)buf + tpos[i], tlen[i]);
+        if (!t) goto fail;
+        PyList_SET_ITEM(topics, i, t);
+    }
+    free(table); free(tpos); free(tlen); free(thash); free(keys.data);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&rv);
+    return Py_BuildValue("NNN", out, keys_out, topics);
+fail:
+    free(table); free(tpos); free(tlen); free(thash); free(keys.data);
+    Py_XDECREF(out); Py_XDECREF(keys_out); Py_XDECREF(topics);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&rv);
+    return NULL;
+}
+
+static PyObject *java_hash_utf8(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    uint32_t h = 0;
+    int rc = jhash_utf8((const unsigned char *)view.buf, view.len, &h);
+    PyBuffer_Release(&view);
+    if (rc < 0) Py_RETURN_NONE;
+    return PyLong_FromLong((long)(int32_t)h);
+}
+
 static PyMethodDef methods[] = {
     {"scan_messages", scan_messages, METH_VARARGS,
      "scan_messages(buf, start, limit, check_crc, accept_v2, max_records, size_cap) -> (records, count, stop_pos)"},
+    {"dispatch_fields", dispatch_fields, METH_VARARGS,
+     "dispatch_fields(buf, rows, want_keys) -> (fields, key_hashes, topics)"},
+    {"java_hash_utf8", java_hash_utf8, METH_VARARGS,
+     "java_hash_utf8(data) -> Java String.hashCode of the UTF-8 text, or None when it is not strict UTF-8"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastscan", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__fastscan(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m) PyModule_AddIntConstant(m, "NFIELDS", NFIELDS);
+    if (m) {
+        PyModule_AddIntConstant(m, "NFIELDS", NFIELDS);
+        PyModule_AddIntConstant(m, "DF_NOUT", DF_NOUT);
+        PyModule_AddIntConstant(m, "DF_FALLBACK", DF_FALLBACK);
+        PyModule_AddIntConstant(m, "DF_MULTI_DISPATCH", DF_MULTI_DISPATCH);
+    }
     return m;
 }

@@ -146,19 +146,32 @@ def scan_records_array(buf, start: int, limit: int, check_crc: bool = True, acce
     None) for runs of well-formed records and (None, slot_tuple) for anything else, in file order."""
     import numpy as np
 
+    if _fastscan is None:
+        # pure-Python: the same runs, batched from scan_buffer's MESSAGE tuples
+        rows = []
+        for one in scan_buffer(buf, start, limit, check_crc, accept_v2):
+            if one[0] == MESSAGE:
+                rows.append(_tuple_row(buf, one))
+                if len(rows) >= 65536:
+                    yield np.array(rows, dtype=np.int64), None
+                    rows = []
+                continue
+            if rows:
+                yield np.array(rows, dtype=np.int64), None
+                rows = []
+            yield None, one
+        if rows:
+            yield np.array(rows, dtype=np.int64), None
+        return
     pos = start
     while True:
-        if _fastscan is not None:
-            raw, n, pos = _fastscan.scan_messages(buf, pos, limit, check_crc, accept_v2, 65536, RECORD_SIZE_CAP)
-            if n:
-                yield np.frombuffer(raw, dtype=np.int64).reshape(n, 16), None
-            if n == 65536:
-                continue
+        raw, n, pos = _fastscan.scan_messages(buf, pos, limit, check_crc, accept_v2, 65536, RECORD_SIZE_CAP)
+        if n:
+            yield np.frombuffer(raw, dtype=np.int64).reshape(n, 16), None
+        if n == 65536:
+            continue
         one = next(scan_buffer(buf, pos, limit, check_crc, accept_v2))
-        if one[0] == MESSAGE and _fastscan is None:
-            yield _tuple_to_row(buf, one), None
-        else:
-            yield None, one
+        yield None, one
         if one[0] not in (MESSAGE, HALF):
             return
         pos += one[2]
@@ -167,6 +180,10 @@ def scan_records_array(buf, start: int, limit: int, check_crc: bool = True, acce
 def _tuple_to_row(buf, t):
     import numpy as np
 
+    return np.array([_tuple_row(buf, t)], dtype=np.int64)
+
+
+def _tuple_row(buf, t) -> list:
     kind, pos, total, hdr, bpos, crc_ok, _ = t
     blen = hdr[16]
     _, props, ppos = _topic_and_properties(buf, hdr, bpos)
@@ -174,8 +191,8 @@ def _tuple_to_row(buf, t):
     tpos = bpos + max(blen, 0) + tsz
     tlen = ppos - tpos
     plen = len(props)
-    return np.array([[pos, total, bpos, blen, -1 if crc_ok is None else int(crc_ok), hdr[7], hdr[3], hdr[5], hdr[6],
-                      hdr[11], hdr[8], tpos, tlen, ppos + 2, plen, 1 if hdr[1] == _V1 else 2]], dtype=np.int64)
+    return [pos, total, bpos, blen, -1 if crc_ok is None else int(crc_ok), hdr[7], hdr[3], hdr[5], hdr[6],
+            hdr[11], hdr[8], tpos, tlen, ppos + 2, plen, 1 if hdr[1] == _V1 else 2]
 
 
 def scan_buffer(buf, start: int, limit: int, check_crc: bool = True, accept_v2: bool = True) -> Iterator[tuple]:
@@ -331,6 +348,51 @@ def decode_slot(buf, base: int, pos: int, hdr: tuple, bpos: int, crc_ok, path: s
     return msg
 
 
+# Walked CommitLog pages are dropped from the process' map every this many bytes.
+RELEASE_EVERY = 64 << 20
+
+
+class PageReleaser:
+    """Drops already-walked pages of a read-only file map (``MADV_DONTNEED``) every ``RELEASE_EVERY``
+    bytes, so a walk's RSS does not grow with the file size. The pages stay in the page cache and are
+    faulted back in from the file if a caller reads a released range again (a Slot kept for later)."""
+
+    __slots__ = ("buf", "released", "next", "ok")
+
+    def __init__(self, buf, pos: int):
+        import mmap
+
+        self.buf = buf
+        self.released = pos - pos % mmap.PAGESIZE
+        self.ok = isinstance(buf, mmap.mmap) and hasattr(buf, "madvise")
+        self.next = self.released + RELEASE_EVERY if self.ok else float("inf")
+
+    def advance(self, pos: int) -> None:
+        import mmap
+
+        if pos < self.next or not self.ok:
+            return
+        upto = pos - pos % mmap.PAGESIZE
+        try:
+            self.buf.madvise(mmap.MADV_DONTNEED, self.released, upto - self.released)
+        except (OSError, ValueError):
+            self.ok = False
+            self.next = float("inf")
+            return
+        self.released = upto
+        self.next = upto + RELEASE_EVERY
+
+    def finish(self, size: int) -> None:
+        import mmap
+
+        if self.ok and size > self.released:
+            try:
+                self.buf.madvise(mmap.MADV_DONTNEED, self.released, size - self.released)
+            except (OSError, ValueError):
+                pass
+        self.ok = False
+
+
 @dataclass
 class Gap:
     start: int
@@ -438,11 +500,16 @@ class CommitLog:
                 limit = max(end - base, 0)
             if pos < limit:
                 buf = f.buffer
+                rel = PageReleaser(buf, pos)
                 for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer_fast(buf, pos, limit, check_crc,
                                                                                   accept_v2):
                     if kind == FILE_END and limit < f.size:
                         return  # reached the caller's end offset
+                    if p >= rel.next:
+                        rel.advance(p)
                     yield Slot(kind, base + p, size, f, p, hdr, bpos, crc_ok, reason)
+                    if kind in (END, ILLEGAL, CRC_MISMATCH, BLANK, FILE_END):
+                        rel.finish(f.size)
                     if kind in (END, ILLEGAL, CRC_MISMATCH):
                         stop_here = True
                     elif kind == BLANK and not follow_blank:

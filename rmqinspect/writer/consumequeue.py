@@ -11,11 +11,14 @@ from __future__ import annotations
 import os
 import struct
 
+import numpy as np
+
 from ..formats.consumequeue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 
 _ENTRY = struct.Struct(">qiq")
 _PRE_BLANK = _ENTRY.pack(0, PRE_BLANK_SIZE, 0)
 _FLUSH_AT = 1 << 16
+_ENTRY_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("code", ">i8")])
 
 
 def round_cq_file_size(n: int) -> int:
@@ -74,6 +77,36 @@ class ConsumeQueueWriter:
         if len(self._buf) >= _FLUSH_AT:
             self.flush()
 
+    def put_many(self, cq_offsets, phys, sizes, tags_codes) -> None:
+        """``put`` for each entry in order (int64 arrays). The common case - dense queue offsets continuing
+        at the write position, physical offsets past everything built - is appended in one piece; anything
+        else (repeats, misplaced or first entries) goes through ``put`` entry by entry."""
+        m = len(cq_offsets)
+        i = 0
+        while i < m and self.write_pos < 0:
+            self.put(int(cq_offsets[i]), int(phys[i]), int(sizes[i]), int(tags_codes[i]))
+            i += 1
+        if i >= m:
+            return
+        qo = cq_offsets[i:]
+        ends = phys[i:] + sizes[i:]
+        k = len(qo)
+        if (int(qo[0]) * CQ_STORE_UNIT_SIZE == self.write_pos and int(ends[0]) > self.max_physic_offset
+                and (k == 1 or (bool(np.all(np.diff(qo) == 1)) and bool(np.all(np.diff(ends) > 0))))):
+            rec = np.empty(k, dtype=_ENTRY_DTYPE)
+            rec["phys"] = phys[i:]
+            rec["size"] = sizes[i:]
+            rec["code"] = tags_codes[i:]
+            self._buf += rec.tobytes()
+            self.max_physic_offset = int(ends[-1])
+            self.write_pos += k * CQ_STORE_UNIT_SIZE
+            self.entries += k
+            if len(self._buf) >= _FLUSH_AT:
+                self.flush()
+            return
+        for a, b, c, d in zip(qo.tolist(), phys[i:].tolist(), sizes[i:].tolist(), tags_codes[i:].tolist()):
+            self.put(a, b, c, d)
+
     def flush(self) -> None:
         if not self._buf:
             return
@@ -112,6 +145,9 @@ class ConsumeQueueSet:
     """All queues of one output directory ``<root>/consumequeue``."""
 
     writer_class = ConsumeQueueWriter
+    # the dispatcher may hand a queue its entries in bulk (``put_many``): the files' bytes do not depend on
+    # the order in which different queues are written
+    bulk_puts = True
 
     def __init__(self, root: str, file_size: int):
         self.root = root
