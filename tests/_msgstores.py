@@ -8,7 +8,7 @@ import os
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 
-FILE_SIZE = 4096
+FILE_SIZE = 2048
 T0 = 1_763_700_000_000  # 2025-11-21T04:40:00Z
 
 

@@ -63,9 +63,11 @@ def verify_file(task: FileTask) -> FileVerify:
             for kind, pos, size, hdr, bpos, _crc, reason in scan_buffer(buf, 0, mf.size, False, True):
                 if kind in (MESSAGE, HALF):
                     if kind == HALF:
+                        # lengths disagree: body bounds and offsets inside are not trustworthy
                         problem(pos, "structure", reason)
-                    else:
-                        res.messages += 1
+                        res.data_end = pos + size
+                        continue
+                    res.messages += 1
                     blen = hdr[16]
                     if blen > 0 and (zlib.crc32(mv[bpos:bpos + blen]) & 0x7FFFFFFF) != hdr[2]:
                         problem(pos, "body_crc", f"BODYCRC {hdr[2]} does not match the body")

@@ -103,9 +103,15 @@ def find(spark, stores: Sequence[str], values: Sequence[str], *, by: str = "any"
     out = []
     for r in rows:
         d = r.asDict()
-        d["matched"] = sorted({("key" if v in (d["keys"] or []) else None) for v in vals} |
-                              {("uniq_key" if v == d["uniq_key"] else None) for v in vals} |
-                              {("msgid" if v.upper() == d["offset_msg_id"] else None) for v in vals} - {None})
+        matched = set()
+        for v in vals:
+            if by in ("key", "any") and v in (d["keys"] or []):
+                matched.add("key")
+            if by in ("uniq", "any") and v == d["uniq_key"]:
+                matched.add("uniq_key")
+            if by in ("msgid", "any") and v.upper() == d["offset_msg_id"]:
+                matched.add("msgid")
+        d["matched"] = sorted(matched)
         out.append(d)
     return out
 
