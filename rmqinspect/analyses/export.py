@@ -13,6 +13,7 @@ pyarrow is imported lazily: the rest of rmqinspect never needs it.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import os
 import re
@@ -81,6 +82,7 @@ def column_names(with_body: bool = False) -> list[str]:
     return [c[0] for c in COLUMNS if with_body or c[0] != "body"]
 
 
+@functools.lru_cache(maxsize=4096)
 def topic_partition(topic: str) -> str:
     """A directory-name-safe stand-in for an untrusted topic.
 
@@ -97,8 +99,13 @@ def topic_partition(topic: str) -> str:
 
 def _date_of(ms: int) -> str:
     if _MIN_MS <= ms <= _MAX_MS:
-        return (_EPOCH + _dt.timedelta(days=ms // 86400000)).isoformat()
+        return _day(ms // 86400000)
     return "invalid"
+
+
+@functools.lru_cache(maxsize=4096)
+def _day(days: int) -> str:
+    return (_EPOCH + _dt.timedelta(days=days)).isoformat()
 
 
 # --- work units ------------------------------------------------------------------------------------
@@ -233,7 +240,7 @@ def append_message(cols: dict[str, list], msg, task: FileTask, record: bytes | m
     bts, sts = msg.born_timestamp, msg.store_timestamp
     cols["source"].append(task.source)
     cols["store_path"].append(task.store_path)
-    cols["file"].append(task.name)
+    cols["file"].append(msg.file)
     cols["file_position"].append(msg.position)
     cols["physical_offset"].append(msg.physical_offset)
     cols["physical_offset_field"].append(msg.physical_offset_field)
@@ -280,11 +287,12 @@ def file_column_chunks(task: FileTask, *, with_body: bool = False, flt: RowFilte
         mv = memoryview(buf)
         cols = _new_columns(with_body)
         n = 0
+        name = task.name
         for kind, pos, size, hdr, bpos, crc_ok, reason in scan_buffer(buf, 0, mf.size, False, True):
             if kind == MESSAGE:
                 if flt is not None and not flt.header_ok(hdr):
                     continue
-                msg = decode_slot(buf, task.start, pos, hdr, bpos, None, task.path)
+                msg = decode_slot(buf, task.start, pos, hdr, bpos, None, name)
                 if flt is not None and not flt.topic_ok(msg.topic):
                     continue
                 append_message(cols, msg, task, mv[pos:pos + size])
