@@ -1,0 +1,232 @@
+"""IndexFile output: what ``IndexService.buildIndex`` / ``IndexFile.putKey`` write (FORMATS.md §5).
+
+Puts arrive in batches of precomputed key hashes (numpy), so the chain insertion is vectorised: within a
+batch that fits the current file, an item's prevIndex is the previous item of the batch with the same slot,
+or the slot's value before the batch. This is exactly the sequential ``putKey`` result.
+
+Rules reproduced (checked file by file against the broker's rebuilt index in the oracle):
+
+* header: beginTimestamp/beginPhyOffset from the first put (``indexCount <= 1``), end* from every put,
+  ``hashSlotCount`` counts puts into an empty slot (4.9.x/5.x; ``count_every_put`` for 4.4.0, which
+  incremented it on every put), ``indexCount`` starts at 1; a file takes ``maxIndexNum - 1`` items;
+* a new file starts with begin/end timestamp and phy offset copied from the previous file's end values, and
+  its first item's timeDiff is computed against that copied beginTimestamp before it is overwritten (the
+  broker's quirk);
+* timeDiff = (storeTimestamp - beginTimestamp) / 1000 truncated, 0 if beginTimestamp <= 0, clamped to
+  [0, Integer.MAX_VALUE];
+* when the last file is full (or there is none) and another record is dispatched, the broker creates a new,
+  possibly empty, file (``retryGetAndCreateIndexFile``); ``IndexFileSet.close`` reproduces that at the end.
+
+File names: the broker uses the wall-clock creation time, which is not in the data. We name each file from
+its header's beginTimestamp (UTC, ``yyyyMMddHHmmssSSS``), bumped by 1 ms when needed so names strictly
+increase in creation order. Only content and order are comparable with a broker's index (see docs/rebuild.md).
+
+Memory: the slot table (``maxHashSlotNum`` int32) plus one batch; items are written as they are produced.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+
+import numpy as np
+
+from ..formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_ITEM_DTYPE, INDEX_ITEM_SIZE, index_file_size
+
+INT_MAX = 0x7FFFFFFF
+
+
+def index_file_name(ts_millis: int) -> str:
+    """UtilAll.timeMillisToHumanString layout, in UTC."""
+    if ts_millis < 0:
+        ts_millis = 0
+    d = _dt.datetime(1970, 1, 1) + _dt.timedelta(milliseconds=ts_millis)
+    return d.strftime("%Y%m%d%H%M%S") + "%03d" % (d.microsecond // 1000)
+
+
+class IndexFileWriter:
+    """One index file being filled."""
+
+    def __init__(self, path: str, slots: int, max_items: int, prev_end_phy: int = 0, prev_end_ts: int = 0,
+                 count_every_put: bool = False):
+        self.path = path
+        self.slots = slots
+        self.max_items = max_items
+        self.count_every_put = count_every_put
+        self.begin_ts = self.end_ts = prev_end_ts if prev_end_ts > 0 else 0
+        self.begin_phy = self.end_phy = prev_end_phy if prev_end_phy > 0 else 0
+        self.hash_slot_count = 0
+        self.index_count = 1
+        self.table = np.zeros(slots, dtype=np.int64)
+        self.items_base = INDEX_HEADER_SIZE + slots * 4
+        self._open()
+
+    # --- output (overridden by the dry-run comparison) ---------------------------------------------
+    def _open(self) -> None:
+        self._fh = open(self.path, "wb")
+        self._fh.truncate(index_file_size(self.slots, self.max_items))
+
+    def _write(self, pos: int, data: bytes) -> None:
+        self._fh.seek(pos)
+        self._fh.write(data)
+
+    def _finish(self) -> None:
+        self._fh.close()
+
+    # --- building ----------------------------------------------------------------------------------
+    @property
+    def full(self) -> bool:
+        return self.index_count >= self.max_items
+
+    @property
+    def room(self) -> int:
+        return max(self.max_items - self.index_count, 0)
+
+    def put_batch(self, key_hash: np.ndarray, phys: np.ndarray, ts: np.ndarray) -> None:
+        """Insert puts that all fit (caller splits at ``room``). Arrays are int64."""
+        m = len(key_hash)
+        if m == 0:
+            return
+        n0 = self.index_count
+        items = np.arange(n0, n0 + m, dtype=np.int64)
+        slot = key_hash % self.slots
+        # timeDiff, including the quirk for the first item of a file
+        td = np.empty(m, dtype=np.int64)
+        first = 0
+        if n0 <= 1:
+            td[0] = self._time_diff(int(ts[0]), self.begin_ts)
+            self.begin_ts = int(ts[0])
+            self.begin_phy = int(phys[0])
+            first = 1
+        if first < m:
+            if self.begin_ts <= 0:
+                td[first:] = 0
+            else:
+                d = ts[first:] - self.begin_ts
+                q = np.abs(d) // 1000 * np.sign(d)  # Java long division truncates toward zero
+                td[first:] = np.clip(q, 0, INT_MAX)
+        # prevIndex chains
+        order = np.argsort(slot, kind="stable")
+        s_sorted = slot[order]
+        it_sorted = items[order]
+        same_as_prev = np.zeros(m, dtype=bool)
+        same_as_prev[1:] = s_sorted[1:] == s_sorted[:-1]
+        old = self.table[s_sorted]
+        # a slot value <= 0 or > indexCount is treated as empty (IndexFile.putKey)
+        old_valid = np.where((old <= 0) | (old > n0), 0, old)
+        prev_sorted = np.where(same_as_prev, np.concatenate(([0], it_sorted[:-1])), old_valid)
+        prev = np.empty(m, dtype=np.int64)
+        prev[order] = prev_sorted
+        group_first = ~same_as_prev
+        if self.count_every_put:
+            self.hash_slot_count += m
+        else:
+            self.hash_slot_count += int(np.count_nonzero(group_first & (old_valid == 0)))
+        last_of_group = np.ones(m, dtype=bool)
+        last_of_group[:-1] = s_sorted[1:] != s_sorted[:-1]
+        self.table[s_sorted[last_of_group]] = it_sorted[last_of_group]
+        rec = np.empty(m, dtype=INDEX_ITEM_DTYPE)
+        rec["key_hash"] = key_hash
+        rec["phy_offset"] = phys
+        rec["time_diff"] = td
+        rec["prev_index"] = prev
+        self._write(self.items_base + n0 * INDEX_ITEM_SIZE, rec.tobytes())
+        self.index_count = n0 + m
+        self.end_phy = int(phys[-1])
+        self.end_ts = int(ts[-1])
+
+    @staticmethod
+    def _time_diff(ts: int, begin: int) -> int:
+        if begin <= 0:
+            return 0
+        d = ts - begin
+        q = abs(d) // 1000 * (1 if d >= 0 else -1)
+        return 0 if q < 0 else min(q, INT_MAX)
+
+    def header_bytes(self) -> bytes:
+        return INDEX_HEADER.pack(self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.hash_slot_count,
+                                 self.index_count)
+
+    def close(self) -> None:
+        self._write(0, self.header_bytes())
+        self._write(INDEX_HEADER_SIZE, self.table.astype(">i4").tobytes())
+        self._finish()
+        self.table = None
+
+
+class IndexFileSet:
+    """The ``index/`` directory being built: rolls files when full, names them from the data."""
+
+    writer_class = IndexFileWriter
+
+    def __init__(self, directory: str, slots: int, max_items: int, count_every_put: bool = False):
+        if slots <= 0 or max_items <= 1:
+            raise ValueError("index geometry needs slots >= 1 and maxIndexNum >= 2")
+        self.directory = directory
+        self.slots = slots
+        self.max_items = max_items
+        self.count_every_put = count_every_put
+        self.current: IndexFileWriter | None = None
+        self.names: list[str] = []
+        self.headers: list[tuple] = []
+        self.puts = 0
+        self._last_name = ""
+
+    def _name_for(self, ts: int) -> str:
+        name = index_file_name(ts)
+        while name <= self._last_name:
+            ts += 1
+            name = index_file_name(ts)
+        return name
+
+    def _roll(self, first_ts: int) -> None:
+        prev_phy = prev_ts = 0
+        if self.current is not None:
+            prev_phy, prev_ts = self.current.end_phy, self.current.end_ts
+            self._close_current()
+        self.current = self._make_writer(len(self.names), prev_phy, prev_ts)
+        self._pending_first_ts = first_ts
+
+    def _make_writer(self, ordinal: int, prev_phy: int, prev_ts: int) -> IndexFileWriter:
+        # provisional name; the final one comes from the header at close (see module docstring)
+        os.makedirs(self.directory, exist_ok=True)
+        path = os.path.join(self.directory, ".building-%d" % ordinal)
+        return self.writer_class(path, self.slots, self.max_items, prev_phy, prev_ts, self.count_every_put)
+
+    def _close_current(self) -> None:
+        cur = self.current
+        cur.close()
+        name = self._name_for(cur.begin_ts if cur.index_count > 1 else (cur.begin_ts or self._pending_first_ts))
+        self._last_name = name
+        final = os.path.join(self.directory, name)
+        self._rename(cur.path, final)
+        self.names.append(name)
+        self.headers.append((cur.begin_ts, cur.end_ts, cur.begin_phy, cur.end_phy, cur.hash_slot_count,
+                             cur.index_count))
+        self.current = None
+
+    def _rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self.current.end_phy if self.current is not None else 0
+
+    def put_batch(self, key_hash: np.ndarray, phys: np.ndarray, ts: np.ndarray) -> None:
+        i = 0
+        m = len(key_hash)
+        self.puts += m
+        while i < m:
+            if self.current is None or self.current.full:
+                self._roll(int(ts[i]))
+            n = min(self.current.room, m - i)
+            self.current.put_batch(key_hash[i:i + n], phys[i:i + n], ts[i:i + n])
+            i += n
+
+    def close(self, record_after_last_put_ts: int | None = None) -> None:
+        """``record_after_last_put_ts``: store time of the first record dispatched after the last put, if any.
+        buildIndex then found the last file full (or no file at all) and created a new, empty one."""
+        if record_after_last_put_ts is not None and (self.current is None or self.current.full):
+            self._roll(record_after_last_put_ts)
+        if self.current is not None:
+            self._close_current()
