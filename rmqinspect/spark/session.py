@@ -56,7 +56,8 @@ def get_session(master: str | None = None, app_name: str = "rmqinspect", conf: d
         os.environ["PYTHONPATH"] = root + (os.pathsep + pp if pp else "")
     builder = SparkSession.builder.appName(app_name)
     active = SparkSession.getActiveSession()
-    if master is None and active is None and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+    # under spark-submit the JVM gateway already exists (PYSPARK_GATEWAY_PORT) and carries --master
+    if master is None and active is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = DEFAULT_MASTER
     if master is not None:
         builder = builder.master(master)
