@@ -63,7 +63,9 @@ def test_spark_export_equals_local_and_expected(spark, name, tmp_path):
     store = str(path / "store")
     before = tree_hashes(store)
     res = export_spark(spark, [store], str(tmp_path / "spark"), with_body=True)
-    export_local([store], str(tmp_path / "local"), with_body=True)
+    loc = export_local([store], str(tmp_path / "local"), with_body=True)
+    assert [d.to_dict() for d in res.damage] == [d.to_dict() for d in loc.damage]
+    assert bool(res.damage) == ("torn" in name)
     srows = sorted_rows(read_dataset(str(tmp_path / "spark")))
     lrows = sorted_rows(read_dataset(str(tmp_path / "local")))
     assert res.rows == len(exp["messages"]) == len(srows)
@@ -214,8 +216,10 @@ def test_spark_cli(spark, two_replicas, tmp_path):
     assert r.exit_code == 0 and sum(x["messages"] for x in json.loads(r.output)) == 33
     out = tmp_path / "out"
     r = run(cli, ["export", a, b, "--out", str(out), "--engine", "spark", "--format", "json"])
-    assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["rows"] == 65
+    assert r.exit_code == 1, r.output  # the torn record of replica-b is named, not exported
+    assert f"@ {torn.physical_offset}: half:" in r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["rows"] == 65 and [d["physical_offset"] for d in doc["damage"]] == [torn.physical_offset]
     r = run(cli, ["export", a, "--out", os.path.join(a, "x"), "--engine", "spark"])
     assert r.exit_code == 6
     assert (tree_hashes(a), tree_hashes(b)) == before

@@ -159,7 +159,10 @@ def file_tasks(stores: Sequence[str], labels: Sequence[str] | None = None) -> li
 
 
 def check_output_dir(out: str, stores: Iterable[str]) -> None:
-    """Refuse an output directory inside any inspected store, or one that already holds files."""
+    """Refuse an output directory inside any inspected store, or one that already holds files. A Hadoop URI
+    (``hdfs://``, ``s3a://``; Spark engine only) cannot be inside a local store and is left to Spark."""
+    if "://" in out:
+        return
     for s in stores:
         lay = StoreLayout.open(s)
         if lay.within(out):
@@ -312,6 +315,22 @@ def file_column_chunks(task: FileTask, *, with_body: bool = False, flt: RowFilte
             yield cols
     finally:
         mf.close()
+
+
+def file_damage(task: FileTask) -> list[FileDamage]:
+    """Only the damage ``file_column_chunks`` would report for this file (record scan, no decoding): the
+    Spark engine gathers it in a side pass because a data source cannot hand anything but rows back."""
+    mf = MappedFile(task.path, task.start)
+    out = []
+    try:
+        for kind, pos, size, hdr, bpos, crc_ok, reason in scan_buffer(mf.buffer, 0, mf.size, False, True):
+            if kind in (ILLEGAL, HALF, CRC_MISMATCH):
+                out.append(FileDamage(task.source, task.path, task.start + pos, kind, reason))
+            elif kind in (BLANK, END):
+                break
+    finally:
+        mf.close()
+    return out
 
 
 # --- Arrow -----------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..analyses.export import PARTITION_COLUMNS, ExportResult, RowFilter, check_output_dir, file_tasks
+from ..analyses.export import PARTITION_COLUMNS, ExportResult, RowFilter, check_output_dir, file_damage, file_tasks
 from ..analyses.fileverify import verify_file
 
 
@@ -36,11 +36,14 @@ def export_spark(spark, stores: Sequence[str], out: str, *, labels=None, with_bo
     tasks = file_tasks(stores, labels)
     df = messages_df(spark, stores, labels=labels, with_body=with_body, flt=flt)
     # no shuffle: each task writes the rows of its own commitlog file
+    # a Hadoop URI (hdfs://, s3a://) is passed through; a local path is made absolute for the executors
+    target = out if "://" in out else os.path.abspath(out)
     df.write.mode("errorifexists" if not os.path.exists(out) else "append").partitionBy(*PARTITION_COLUMNS) \
-        .parquet(os.path.abspath(out))
-    rows = spark.read.parquet(os.path.abspath(out)).count()
-    return ExportResult("spark", os.path.abspath(out), [t.store_path for t in tasks if t.index == 0], len(tasks),
-                        rows)
+        .parquet(target)
+    rows = spark.read.parquet(target).count()
+    damage = spark.sparkContext.parallelize(tasks, max(len(tasks), 1)).flatMap(file_damage).collect()
+    return ExportResult("spark", target, [t.store_path for t in tasks if t.index == 0], len(tasks),
+                        rows, damage)
 
 
 # --- stats ----------------------------------------------------------------------------------------
