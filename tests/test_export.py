@@ -21,8 +21,8 @@ from rmqinspect.analyses.export import (
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
 from rmqinspect.store.commitlog import MESSAGE
-from tests._msgstores import common_specs, spec, write_store
-from tests.conftest import tree_hashes
+from _msgstores import common_specs, spec, write_store
+from conftest import tree_hashes
 
 pa = pytest.importorskip("pyarrow")
 

@@ -15,6 +15,7 @@ from ..analyses.fileverify import verify_file
 def messages_df(spark, stores: Sequence[str], *, labels: Sequence[str] | None = None, with_body: bool = False,
                 flt: RowFilter | None = None):
     """The ``rocketmq`` data source over several stores (one Spark partition per commitlog file)."""
+    file_tasks(stores, labels)  # a missing store or bad labels fail here, with file and exit code, not in Spark
     r = spark.read.format("rocketmq").option("paths", json.dumps([os.path.abspath(s) for s in stores]))
     if labels:
         r = r.option("labels", json.dumps(list(labels)))
