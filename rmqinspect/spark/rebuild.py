@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..analyses.rebuild import RebuildOptions, RebuildReport, dispatch_commitlog
+from ..formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
+from ..writer.consumequeue import _FLUSH_AT, ConsumeQueueWriter
 from ..store.commitlog import CommitLog
 from ..store.mapped import MappedFile
 
@@ -50,10 +52,22 @@ class RecordingCQ:
             self.keys.append((topic, queue_id))
         return q
 
-    def arrays(self) -> dict:
-        return {"keys": self.keys, "qidx": np.array(self.qidx, dtype=np.int32),
-                "qoff": np.array(self.qoff, dtype=np.int64), "phys": np.array(self.phys, dtype=np.int64),
-                "size": np.array(self.size, dtype=np.int32), "code": np.array(self.code, dtype=np.int64)}
+    def blocks(self) -> list[tuple]:
+        """Per queue, in first-seen order: (topic, queue_id, queue offsets, packed 20-byte entries). Within a
+        queue the entries keep commitlog order; queues are independent files, so their interleaving is moot."""
+        qidx = np.array(self.qidx, dtype=np.int32)
+        qoff = np.array(self.qoff, dtype=np.int64)
+        ent = np.empty(len(qidx), dtype=CQ_DTYPE)
+        ent["physical_offset"] = self.phys
+        ent["size"] = self.size
+        ent["tags_code"] = self.code
+        order = np.argsort(qidx, kind="stable")
+        bounds = np.searchsorted(qidx[order], np.arange(len(self.keys) + 1))
+        out = []
+        for i, (topic, qid) in enumerate(self.keys):
+            sel = order[bounds[i]:bounds[i + 1]]
+            out.append((topic, qid, qoff[sel], ent[sel].tobytes()))
+        return out
 
 
 class RecordingIndex:
@@ -81,7 +95,39 @@ def dispatch_file(args) -> dict:
         rep = dispatch_commitlog(cl, cq, ix, RebuildOptions(build_cq, build_index, delay_table=delay_table))
     finally:
         cl.close()
-    return {"start": start, "report": rep, "cq": cq.arrays() if cq else None, "index": ix.arrays() if ix else None}
+    return {"start": start, "report": rep, "cq": cq.blocks() if cq else None, "index": ix.arrays() if ix else None}
+
+
+def place_block(w, qoff: np.ndarray, packed: bytes) -> None:
+    """Put one file's entries of one queue. When they simply continue the queue (consecutive queue offsets
+    starting at the write position, the first one past maxPhysicOffset - always so for a sequential walk
+    past the queue's first entry) the packed bytes are appended in one go, with exactly the state changes
+    ``ConsumeQueueWriter.put`` makes entry by entry; otherwise (first entry of a queue, gaps, repeats, a
+    dry-run comparing writer) every entry goes through ``put``."""
+    n = len(qoff)
+    if n == 0:
+        return
+    ent = np.frombuffer(packed, dtype=CQ_DTYPE)
+    i = 0
+    if type(w) is ConsumeQueueWriter:
+        if w.write_pos < 0:
+            w.put(int(qoff[0]), int(ent["physical_offset"][0]), int(ent["size"][0]), int(ent["tags_code"][0]))
+            i = 1
+        if i < n:
+            q0 = int(qoff[i])
+            end_phys = ent["physical_offset"][i:].astype(np.int64) + ent["size"][i:].astype(np.int64)
+            if (q0 * CQ_STORE_UNIT_SIZE == w.write_pos and int(end_phys[0]) > w.max_physic_offset
+                    and bool(np.all(np.diff(qoff[i:]) == 1)) and bool(np.all(np.diff(end_phys) > 0))):
+                m = n - i
+                w._buf += packed[i * CQ_STORE_UNIT_SIZE:]
+                w.write_pos += m * CQ_STORE_UNIT_SIZE
+                w.entries += m
+                w.max_physic_offset = int(end_phys[-1])
+                if len(w._buf) >= _FLUSH_AT:
+                    w.flush()
+                return
+    for j in range(i, n):
+        w.put(int(qoff[j]), int(ent["physical_offset"][j]), int(ent["size"][j]), int(ent["tags_code"][j]))
 
 
 def rebuild_spark(spark, commitlog: CommitLog, cq, index, options: RebuildOptions | None = None,
@@ -103,17 +149,11 @@ def rebuild_spark(spark, commitlog: CommitLog, cq, index, options: RebuildOption
     for i, res in enumerate(rdd.toLocalIterator(prefetchPartitions=True)):
         f = files[i]
         rep: RebuildReport = res["report"]
-        c = res["cq"]
-        if c is not None and len(c["qidx"]):
-            writers = []
-            for key in c["keys"]:
-                w = queues.get(key)
-                if w is None:
-                    w = queues[key] = cq.queue(*key)
-                writers.append(w)
-            for qi, qo, ph, sz, cd in zip(c["qidx"].tolist(), c["qoff"].tolist(), c["phys"].tolist(),
-                                          c["size"].tolist(), c["code"].tolist()):
-                writers[qi].put(qo, ph, sz, cd)
+        for topic, qid, qoff, packed in res["cq"] or ():
+            w = queues.get((topic, qid))
+            if w is None:
+                w = queues[(topic, qid)] = cq.queue(topic, qid)
+            place_block(w, qoff, packed)
         x = res["index"]
         if x is not None and len(x["h"]):
             index.put_batch(x["h"], x["p"], x["t"])
