@@ -275,6 +275,8 @@ def test_rebuild_spark_multi_file_index_roll(spark, tmp_path):
     for i in (5, 50, 51):
         specs[i].sys_flag = 4  # PREPARED: no CQ entry, indexed
     specs[60].sys_flag = 12  # ROLLBACK: neither
+    specs[70].queue_offset = 40  # a jump in its queue (the broker appends it at the write position)
+    specs[90].queue_offset = 2  # a repeat (below the write position: ignored by the broker)
     write_store(str(store), specs)
     assert len(os.listdir(store / "commitlog")) >= 8
     geo = ["--cq-file-size", "200", "--index-slots", "8", "--index-max", "40"]
