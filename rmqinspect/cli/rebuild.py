@@ -107,10 +107,13 @@ def _check_out(store: Store, out: str) -> None:
               "files in STORE and report every difference, queue by queue.")
 @click.option("--details", type=int, default=1000, show_default=True,
               help="With --dry-run: how many individual differences to list (all are counted).")
+@click.option("--engine", type=click.Choice(("local", "spark")), default="local", show_default=True,
+              help="spark: one Spark task per commitlog file, results assembled in commitlog order (same bytes).")
+@click.option("--master", default=None, help="Spark master URL with --engine spark (default local[*]).")
 @format_option
 @handle_errors
 def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_max, broker_version, dry_run,
-                details, fmt):
+                details, engine, master, fmt):
     """Regenerate ConsumeQueue and IndexFile from the CommitLog exactly as the broker's dispatcher writes them
     (ReputMessageService), into a new directory; or, with --dry-run, reconcile them with STORE's files.
 
@@ -122,6 +125,8 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
         raise click.BadParameter("use cq, index or cq,index", param_hint="--what")
     if not dry_run and not out:
         raise click.UsageError("--out DIR is required (or use --dry-run)")
+    if engine == "spark" and (from_ is not None or to is not None):
+        raise click.UsageError("--from/--to are not supported with --engine spark")
     st = Store.open(store)
     try:
         geo = store_geometry(st, cq_file_size, index_slots, index_max)
@@ -142,8 +147,16 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
             cq = ConsumeQueueSet(os.path.join(out, "consumequeue"), geo["cq_file_size"]) if opts.build_cq else None
             index = IndexFileSet(os.path.join(out, "index"), geo["index_slots"], geo["index_max"], every) \
                 if opts.build_index else None
+        if engine == "spark":
+            from .spark import _session
+            from ..spark.rebuild import rebuild_spark
+
+            spark = _session(master)
         with progress(total, "rebuild", fmt == "table") as advance:
-            rep = dispatch_commitlog(cl, cq, index, opts, progress=advance)
+            if engine == "spark":
+                rep = rebuild_spark(spark, cl, cq, index, opts, progress=advance)
+            else:
+                rep = dispatch_commitlog(cl, cq, index, opts, progress=advance)
         if cq is not None:
             if dry_run:
                 cq.close(whole_commitlog=from_ is None and to is None)

@@ -1,0 +1,108 @@
+"""Export throughput: the local (pyarrow) engine vs the Spark engine with local[1] and local[2], same run,
+same data. Data: N commitlog files written by the project's CommitLogWriter into a temp directory.
+
+    python benchmarks/bench_export.py [--files 4] [--file-mb 256] [--dir /tmp/rmqinspect-bench-export]
+
+Reports rows/s and GB/s (commitlog bytes scanned per second) for each engine, and the local[2]/local[1]
+speed-up (target >= 1.8 on an idle 2-core machine). The machine load average is printed before and after:
+other processes on the cores distort the Spark ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from rmqinspect.analyses.export import export_local  # noqa: E402
+from rmqinspect.formats.commitlog import encode_properties  # noqa: E402
+from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec  # noqa: E402
+
+
+def make_store(root: str, files: int, file_size: int, seed: int = 7) -> int:
+    """Fill ``files`` commitlog files (the last one ends with a blank record, like the others). Returns rows."""
+    rnd = random.Random(seed)
+    bodies = [bytes(rnd.getrandbits(8) for _ in range(512)) * k for k in range(1, 17)]  # 0.5 .. 8 KiB
+    topics = [f"Topic{i}" for i in range(8)]
+    n = 0
+    t0 = 1_763_700_000_000
+    with CommitLogWriter(os.path.join(root, "commitlog"), file_size=file_size) as w:
+        while True:
+            i = n
+            props = encode_properties({"TAGS": f"tag{i % 5}", "KEYS": f"order-{i} user-{i % 977}",
+                                       "UNIQ_KEY": f"C0A8000100002A9F0000{i:012X}", "CLUSTER": "DefaultCluster"})
+            spec = MessageSpec(topic=topics[i % 8], queue_id=i % 4, body=bodies[rnd.randrange(16)],
+                               properties=props, born_timestamp=t0 + i * 10, store_timestamp=t0 + i * 10 + i % 50)
+            if w.write_offset + 9000 > files * file_size:
+                break
+            w.append(spec)
+            n += 1
+    return n
+
+
+def load() -> str:
+    return "load average %.2f %.2f %.2f" % os.getloadavg()
+
+
+def bench_spark(master: str, store: str, out: str):
+    from rmqinspect.spark.jobs import export_spark, messages_df
+    from rmqinspect.spark.session import get_session
+
+    spark = get_session(master, "bench-export", {"spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    messages_df(spark, [store]).limit(1).count()  # start the JVM side and the Python workers
+    t = time.perf_counter()
+    res = export_spark(spark, [store], out)
+    dt = time.perf_counter() - t
+    spark.stop()
+    return dt, res.rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=4)
+    ap.add_argument("--file-mb", type=int, default=256)
+    ap.add_argument("--dir", default="/tmp/rmqinspect-bench-export")
+    ap.add_argument("--keep", action="store_true", help="keep the generated store for the next run")
+    a = ap.parse_args()
+    store = os.path.join(a.dir, "store")
+    size = a.file_mb << 20
+    marker = os.path.join(a.dir, f"rows-{a.files}x{a.file_mb}")
+    if os.path.exists(marker):
+        rows = int(open(marker).read())
+    else:
+        shutil.rmtree(a.dir, ignore_errors=True)
+        t = time.perf_counter()
+        rows = make_store(store, a.files, size)
+        open(marker, "w").write(str(rows))
+        print(f"wrote {rows} messages in {a.files} x {a.file_mb} MiB commitlog files in {time.perf_counter() - t:.1f} s")
+    scanned = sum(os.path.getsize(os.path.join(store, "commitlog", f)) for f in os.listdir(os.path.join(store,
+                                                                                                      "commitlog")))
+    print(f"{os.cpu_count()} CPUs; {load()}")
+    results = {}
+    for name in ("local", "spark local[1]", "spark local[2]"):
+        out = os.path.join(a.dir, "out-" + name.replace(" ", "_").replace("[", "").replace("]", ""))
+        shutil.rmtree(out, ignore_errors=True)
+        if name == "local":
+            t = time.perf_counter()
+            res = export_local([store], out)
+            dt, n = time.perf_counter() - t, res.rows
+        else:
+            dt, n = bench_spark(name.split()[1], store, out)
+        assert n == rows, (name, n, rows)
+        results[name] = dt
+        print(f"{name:15s} {dt:7.2f} s  {n / dt:10.0f} rows/s  {scanned / dt / 1e9:6.3f} GB/s   ({load()})")
+        shutil.rmtree(out, ignore_errors=True)
+    print(f"spark local[2] vs local[1]: {results['spark local[1]'] / results['spark local[2]']:.2f}x")
+    print(f"spark local[2] vs local engine: {results['local'] / results['spark local[2]']:.2f}x")
+    if not a.keep:
+        shutil.rmtree(a.dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,433 @@
+"""Messages as table rows: the per-commitlog-file scan shared by the local (pyarrow) and Spark engines.
+
+Every commitlog file starts at a record boundary (the broker pads the end of a file with a blank record and
+starts the next record at position 0 of the next file), so one file is a self-contained unit of work: a local
+loop and a Spark task both call ``file_batches(task)`` and therefore produce the same rows. Rows are the
+records the broker accepts (scan kind MESSAGE, exactly what ``CommitLog.messages`` decodes); torn or illegal
+records are reported as ``FileDamage`` and the scan of the file goes on past a HALF record like the
+dispatcher, and stops at an ILLEGAL one.
+
+pyarrow is imported lazily: the rest of rmqinspect never needs it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import hashlib
+import os
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Sequence
+
+from ..store.commitlog import BLANK, CRC_MISMATCH, END, HALF, ILLEGAL, MESSAGE, decode_slot, scan_buffer
+from ..store.errors import StoreNotFoundError, UnsafeOutputError
+from ..store.layout import StoreLayout
+from ..store.mapped import MappedFile
+from .dispatch import DelayLevelError, dispatch_tags_code
+
+# (name, arrow type name, nullable, description) - the documented schema, in column order. The two
+# partition columns come last; they are directory names in the dataset, not columns of its files.
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("source", "string", "store label (broker/replica); default the store directory name"),
+    ("store_path", "string", "absolute path of the store root"),
+    ("file", "string", "commitlog file name (20-digit start offset)"),
+    ("file_position", "int64", "position of the record in its file"),
+    ("physical_offset", "int64", "file start + position"),
+    ("physical_offset_field", "int64", "PHYSICALOFFSET stored in the record"),
+    ("total_size", "int32", "TOTALSIZE"),
+    ("magic_version", "int32", "1 (0xDAA320A7) or 2 (0xDAA320AB, 2-byte topic length)"),
+    ("topic", "string", "topic as stored (SCHEDULE_TOPIC_XXXX / RMQ_SYS_TRANS_HALF_TOPIC for delayed/half msgs)"),
+    ("queue_id", "int32", "QUEUEID"),
+    ("queue_offset", "int64", "QUEUEOFFSET (consume-queue index)"),
+    ("flag", "int32", "FLAG"),
+    ("sys_flag", "int32", "SYSFLAG"),
+    ("transaction_type", "string", "NOT_TYPE | PREPARED | COMMIT | ROLLBACK (sysFlag & 0xC)"),
+    ("born_timestamp", "timestamp", "BORNTIMESTAMP (UTC, null when outside years 1..9999)"),
+    ("born_timestamp_ms", "int64", "BORNTIMESTAMP raw epoch ms"),
+    ("born_host", "string", "ip:port ([ipv6]:port)"),
+    ("store_timestamp", "timestamp", "STORETIMESTAMP (UTC, null when outside years 1..9999)"),
+    ("store_timestamp_ms", "int64", "STORETIMESTAMP raw epoch ms"),
+    ("store_host", "string", "ip:port ([ipv6]:port)"),
+    ("reconsume_times", "int32", "RECONSUMETIMES"),
+    ("prepared_transaction_offset", "int64", "PREPAREDTRANSACTIONOFFSET"),
+    ("tags", "string", "TAGS property"),
+    ("tags_code", "int64", "tagsCode the dispatcher writes into the consume queue (delivery time for "
+                           "SCHEDULE_TOPIC_XXXX); null when DELAY is not a number"),
+    ("keys", "list<string>", "KEYS split on single spaces, empty tokens dropped"),
+    ("uniq_key", "string", "UNIQ_KEY (client msgId)"),
+    ("offset_msg_id", "string", "offsetMsgId: store host + PHYSICALOFFSET field, upper-case hex"),
+    ("properties", "map<string,string>", "all properties"),
+    ("body_size", "int32", "BODYLEN (stored, possibly compressed)"),
+    ("body_crc", "int64", "BODYCRC"),
+    ("crc_ok", "bool", "body CRC check (null for an empty body)"),
+    ("record_crc32", "int64", "zlib crc32 of the whole record (replica comparison)"),
+    ("problems", "list<string>", "decode problems (bad __CRC32#, malformed properties, CRC mismatch)"),
+    ("body", "binary", "stored body bytes (only with --with-body)"),
+    ("store_date", "string", "partition: UTC date of STORETIMESTAMP (YYYY-MM-DD, 'invalid' when out of range)"),
+    ("topic_partition", "string", "partition: topic made safe as a directory name (see docs/spark.md)"),
+)
+PARTITION_COLUMNS = ("topic_partition", "store_date")
+BATCH_ROWS = 4096
+
+_MIN_MS = -62135596800000  # 0001-01-01T00:00:00Z
+_MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
+_SAFE_TOPIC = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+_EPOCH = _dt.date(1970, 1, 1)
+
+
+def column_names(with_body: bool = False) -> list[str]:
+    return [c[0] for c in COLUMNS if with_body or c[0] != "body"]
+
+
+@functools.lru_cache(maxsize=4096)
+def topic_partition(topic: str) -> str:
+    """A directory-name-safe stand-in for an untrusted topic.
+
+    RocketMQ topic names are ``[%|a-zA-Z0-9_-]``, at most 127 chars (V1) - but a damaged or hostile store can
+    hold anything, e.g. ``../../evil``. Safe names pass through unchanged; any other gets its unsafe characters
+    replaced by ``_``, is cut to 60 characters and gets an 8-hex-digit sha1 suffix so two different topics can
+    never share a partition. The real topic is always in the ``topic`` column.
+    """
+    if _SAFE_TOPIC.match(topic) and not topic.startswith("-"):
+        return topic
+    digest = hashlib.sha1(topic.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return "_" + _UNSAFE_CHARS.sub("_", topic)[:60] + "-" + digest
+
+
+def _date_of(ms: int) -> str:
+    if _MIN_MS <= ms <= _MAX_MS:
+        return _day(ms // 86400000)
+    return "invalid"
+
+
+@functools.lru_cache(maxsize=4096)
+def _day(days: int) -> str:
+    return (_EPOCH + _dt.timedelta(days=days)).isoformat()
+
+
+# --- work units ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """One commitlog file of one store: the unit a Spark task (or one local loop iteration) handles."""
+
+    source: str
+    store_path: str
+    path: str
+    start: int  # physical offset of position 0 (the file name)
+    size: int
+    index: int = 0  # position of the file in its store
+    last: bool = False  # the newest file of its store
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+
+def store_labels(stores: Sequence[str], labels: Sequence[str] | None = None) -> list[str]:
+    """Labels for the ``source`` column: the given ones, else each store directory's name, disambiguated with
+    the parent directory (``broker-a/store``) and finally the full path when names collide."""
+    if labels:
+        if len(labels) != len(stores):
+            raise ValueError(f"{len(labels)} labels for {len(stores)} stores")
+        return list(labels)
+    roots = [StoreLayout.open(s).root for s in stores]
+    out = [os.path.basename(r) or r for r in roots]
+    if len(set(out)) < len(out):
+        out = [os.path.join(os.path.basename(os.path.dirname(r)), os.path.basename(r)) for r in roots]
+    if len(set(out)) < len(out):
+        out = roots
+    return out
+
+
+def file_tasks(stores: Sequence[str], labels: Sequence[str] | None = None) -> list[FileTask]:
+    """Every commitlog file of every store, in store order then commitlog order."""
+    labels = store_labels(stores, labels)
+    tasks = []
+    for store, label in zip(stores, labels):
+        lay = StoreLayout.open(store)
+        entries = lay.commitlog_file_paths()
+        if not entries:
+            raise StoreNotFoundError("no commitlog files", lay.commitlog_dirs[0] if lay.commitlog_dirs else lay.root)
+        for i, (start, path) in enumerate(entries):
+            tasks.append(FileTask(label, lay.root, path, start, os.stat(path).st_size, i, i == len(entries) - 1))
+    return tasks
+
+
+def check_output_dir(out: str, stores: Iterable[str]) -> None:
+    """Refuse an output directory inside any inspected store, or one that already holds files. A Hadoop URI
+    (``hdfs://``, ``s3a://``; Spark engine only) cannot be inside a local store and is left to Spark."""
+    if "://" in out:
+        return
+    for s in stores:
+        lay = StoreLayout.open(s)
+        if lay.within(out):
+            raise UnsafeOutputError(f"output directory is inside the store {lay.root}; refusing to write there",
+                                    out)
+        # a store *inside* the output directory would be overwritten / mixed with output just the same
+        if StoreLayout(os.path.realpath(out), [], "", "", "", "", "").within(lay.root):
+            raise UnsafeOutputError(f"the store {lay.root} lies inside the output directory; refusing", out)
+    if os.path.isdir(out) and os.listdir(out):
+        raise UnsafeOutputError("output directory exists and is not empty; refusing to overwrite", out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UnsafeOutputError("output path exists and is not a directory", out)
+
+
+# --- filters ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class RowFilter:
+    """Filters cheap enough to apply inside the scan: topic set and a store-time range (inclusive)."""
+
+    topics: frozenset[str] | None = None
+    since: int | None = None
+    until: int | None = None
+
+    def header_ok(self, hdr) -> bool:
+        ts = hdr[11]
+        if self.since is not None and ts < self.since:
+            return False
+        if self.until is not None and ts > self.until:
+            return False
+        return True
+
+    def topic_ok(self, topic: str) -> bool:
+        return self.topics is None or topic in self.topics
+
+    @property
+    def empty(self) -> bool:
+        return self.topics is None and self.since is None and self.until is None
+
+
+@dataclass
+class FileDamage:
+    source: str
+    file: str
+    physical_offset: int
+    kind: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "file": self.file, "physical_offset": self.physical_offset,
+                "kind": self.kind, "reason": self.reason}
+
+
+@dataclass
+class FileResult:
+    """What the scan of one file saw besides rows (for reports)."""
+
+    task: FileTask
+    rows: int = 0
+    damage: list[FileDamage] = field(default_factory=list)
+
+
+# --- rows ------------------------------------------------------------------------------------------
+
+
+def _new_columns(with_body: bool) -> dict[str, list]:
+    return {name: [] for name in column_names(with_body)}
+
+
+def append_message(cols: dict[str, list], msg, task: FileTask, record: bytes | memoryview) -> None:
+    """Append one decoded ``Message`` to the column lists."""
+    props = msg.properties
+    try:
+        tcode = dispatch_tags_code(msg.topic, props, msg.store_timestamp)[0]
+    except DelayLevelError:
+        tcode = None
+    bts, sts = msg.born_timestamp, msg.store_timestamp
+    cols["source"].append(task.source)
+    cols["store_path"].append(task.store_path)
+    cols["file"].append(msg.file)
+    cols["file_position"].append(msg.position)
+    cols["physical_offset"].append(msg.physical_offset)
+    cols["physical_offset_field"].append(msg.physical_offset_field)
+    cols["total_size"].append(msg.total_size)
+    cols["magic_version"].append(msg.magic_version)
+    cols["topic"].append(msg.topic)
+    cols["queue_id"].append(msg.queue_id)
+    cols["queue_offset"].append(msg.queue_offset)
+    cols["flag"].append(msg.flag)
+    cols["sys_flag"].append(msg.sys_flag)
+    cols["transaction_type"].append(msg.transaction_type.name)
+    cols["born_timestamp"].append(bts * 1000 if _MIN_MS <= bts <= _MAX_MS else None)
+    cols["born_timestamp_ms"].append(bts)
+    cols["born_host"].append(msg.born_host)
+    cols["store_timestamp"].append(sts * 1000 if _MIN_MS <= sts <= _MAX_MS else None)
+    cols["store_timestamp_ms"].append(sts)
+    cols["store_host"].append(msg.store_host)
+    cols["reconsume_times"].append(msg.reconsume_times)
+    cols["prepared_transaction_offset"].append(msg.prepared_transaction_offset)
+    cols["tags"].append(msg.tags)
+    cols["tags_code"].append(tcode)
+    cols["keys"].append(msg.keys)
+    cols["uniq_key"].append(msg.uniq_key)
+    cols["offset_msg_id"].append(msg.offset_msg_id)
+    cols["properties"].append(list(props.items()))
+    cols["body_size"].append(len(msg.body))
+    cols["body_crc"].append(msg.body_crc)
+    cols["crc_ok"].append(msg.crc_ok)
+    cols["record_crc32"].append(zlib.crc32(record))
+    cols["problems"].append(list(msg.problems))
+    if "body" in cols:
+        cols["body"].append(msg.body)
+    cols["store_date"].append(_date_of(sts))
+    cols["topic_partition"].append(topic_partition(msg.topic))
+
+
+def file_column_chunks(task: FileTask, *, with_body: bool = False, flt: RowFilter | None = None,
+                       result: FileResult | None = None, batch_rows: int = BATCH_ROWS) -> Iterator[dict[str, list]]:
+    """Scan one commitlog file from position 0 to its blank record / zero tail / end and yield column dicts
+    of at most ``batch_rows`` rows. ``result`` (optional) receives the row count and the damage seen."""
+    mf = MappedFile(task.path, task.start)
+    try:
+        buf = mf.buffer
+        mv = memoryview(buf)
+        cols = _new_columns(with_body)
+        n = 0
+        name = task.name
+        for kind, pos, size, hdr, bpos, crc_ok, reason in scan_buffer(buf, 0, mf.size, False, True):
+            if kind == MESSAGE:
+                if flt is not None and not flt.header_ok(hdr):
+                    continue
+                msg = decode_slot(buf, task.start, pos, hdr, bpos, None, name)
+                if flt is not None and not flt.topic_ok(msg.topic):
+                    continue
+                append_message(cols, msg, task, mv[pos:pos + size])
+                n += 1
+                if result is not None:
+                    result.rows += 1
+                if n >= batch_rows:
+                    yield cols
+                    cols = _new_columns(with_body)
+                    n = 0
+            elif kind in (ILLEGAL, HALF, CRC_MISMATCH) and result is not None:
+                result.damage.append(FileDamage(task.source, task.path, task.start + pos, kind, reason))
+            elif kind in (BLANK, END):
+                break
+        mv.release()
+        if n:
+            yield cols
+    finally:
+        mf.close()
+
+
+def file_damage(task: FileTask) -> list[FileDamage]:
+    """Only the damage ``file_column_chunks`` would report for this file (record scan, no decoding): the
+    Spark engine gathers it in a side pass because a data source cannot hand anything but rows back."""
+    mf = MappedFile(task.path, task.start)
+    out = []
+    try:
+        for kind, pos, size, hdr, bpos, crc_ok, reason in scan_buffer(mf.buffer, 0, mf.size, False, True):
+            if kind in (ILLEGAL, HALF, CRC_MISMATCH):
+                out.append(FileDamage(task.source, task.path, task.start + pos, kind, reason))
+            elif kind in (BLANK, END):
+                break
+    finally:
+        mf.close()
+    return out
+
+
+# --- Arrow -----------------------------------------------------------------------------------------
+
+
+def arrow_type(name: str):
+    import pyarrow as pa
+
+    return {
+        "string": pa.string(), "int64": pa.int64(), "int32": pa.int32(), "bool": pa.bool_(),
+        "binary": pa.binary(), "timestamp": pa.timestamp("us", tz="UTC"), "list<string>": pa.list_(pa.string()),
+        "map<string,string>": pa.map_(pa.string(), pa.string()),
+    }[name]
+
+
+def arrow_schema(with_body: bool = False, partition_columns: bool = True):
+    import pyarrow as pa
+
+    return pa.schema([pa.field(n, arrow_type(t)) for n, t, _ in COLUMNS
+                      if (with_body or n != "body") and (partition_columns or n not in PARTITION_COLUMNS)])
+
+
+def spark_ddl(with_body: bool = False) -> str:
+    """The same schema as a Spark DDL string (for the Python Data Source)."""
+    sql = {"string": "STRING", "int64": "BIGINT", "int32": "INT", "bool": "BOOLEAN", "binary": "BINARY",
+           "timestamp": "TIMESTAMP", "list<string>": "ARRAY<STRING>", "map<string,string>": "MAP<STRING,STRING>"}
+    return ", ".join(f"`{n}` {sql[t]}" for n, t, _ in COLUMNS if with_body or n != "body")
+
+
+def columns_to_batch(cols: dict[str, list], schema):
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays([pa.array(cols[f.name], type=f.type) for f in schema], schema=schema)
+
+
+def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | None = None,
+                 result: FileResult | None = None, batch_rows: int = BATCH_ROWS):
+    """Arrow RecordBatches for one commitlog file (the unit of work of both engines)."""
+    schema = arrow_schema(with_body)
+    for cols in file_column_chunks(task, with_body=with_body, flt=flt, result=result, batch_rows=batch_rows):
+        yield columns_to_batch(cols, schema)
+
+
+# --- local engine ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ExportResult:
+    engine: str
+    out: str
+    stores: list[str]
+    files: int
+    rows: int
+    damage: list[FileDamage] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"engine": self.engine, "out": self.out, "stores": self.stores, "files": self.files,
+                "rows": self.rows, "damage": [d.to_dict() for d in self.damage]}
+
+
+def export_local(stores: Sequence[str], out: str, *, labels: Sequence[str] | None = None, with_body: bool = False,
+                 flt: RowFilter | None = None, advance=None) -> ExportResult:
+    """Write the Parquet dataset with pyarrow, one file after another (hive partitions topic_partition/store_date)."""
+    import pyarrow.dataset as ds
+
+    check_output_dir(out, stores)
+    tasks = file_tasks(stores, labels)
+    results = [FileResult(t) for t in tasks]
+    schema = arrow_schema(with_body)
+    done = [0]
+
+    def batches():
+        for t, r in zip(tasks, results):
+            yield from file_batches(t, with_body=with_body, flt=flt, result=r)
+            done[0] += t.size
+            if advance:
+                advance(done[0])
+
+    part = ds.partitioning(schema=arrow_schema_of(schema, PARTITION_COLUMNS), flavor="hive")
+    os.makedirs(out, exist_ok=True)
+    ds.write_dataset(batches(), out, schema=schema, format="parquet", partitioning=part,
+                     existing_data_behavior="overwrite_or_ignore", basename_template="part-{i}.parquet",
+                     max_rows_per_group=1 << 17, max_partitions=1 << 16)
+    return ExportResult("local", os.path.abspath(out), [t.store_path for t in tasks if t.index == 0], len(tasks),
+                        sum(r.rows for r in results), [d for r in results for d in r.damage])
+
+
+def arrow_schema_of(schema, names: Sequence[str]):
+    import pyarrow as pa
+
+    return pa.schema([schema.field(n) for n in names])
+
+
+def read_dataset(out: str):
+    """Read an exported dataset back as one Arrow table (partition columns restored as strings)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    part = ds.partitioning(pa.schema([pa.field(n, pa.string()) for n in PARTITION_COLUMNS]), flavor="hive")
+    return ds.dataset(out, format="parquet", partitioning=part).to_table()

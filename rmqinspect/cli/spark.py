@@ -1,0 +1,154 @@
+"""`spark stats|find|verify|diff`: fleet-scale analytics over many stores on Apache Spark."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..analyses.export import RowFilter
+from ..store.errors import EXIT_NOT_FOUND, EXIT_PROBLEMS
+from ._params import TIME
+from .export import EngineUnavailableError
+from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, print_kv
+
+stores_argument = click.argument("stores", nargs=-1, required=True, type=click.Path(exists=False))
+master_option = click.option("--master", default=None,
+                             help="Spark master URL (default local[*], or what spark-submit configured).")
+label_option = click.option("--label", "labels", multiple=True,
+                            help="Name of each STORE in the output (source column), in order.")
+
+
+def _session(master):
+    from ..spark.session import SparkUnavailableError
+
+    try:
+        from ..spark.session import get_session
+
+        return get_session(master)
+    except (ImportError, SparkUnavailableError) as e:
+        raise EngineUnavailableError(str(e)) from e
+
+
+def _labels(labels, stores):
+    if labels and len(labels) != len(stores):
+        raise click.UsageError(f"{len(labels)} --label for {len(stores)} stores")
+    return list(labels) or None
+
+
+@click.group("spark")
+def spark_group() -> None:
+    """Fleet analytics on Apache Spark (pip install 'rmqinspect[spark]', Java 17+).
+
+    Every STORE path must be readable by the executors (local disk for local[*]; a shared filesystem
+    mounted at the same path on every node for a cluster). One Spark task per commitlog file.
+    """
+
+
+@spark_group.command("stats")
+@stores_argument
+@master_option
+@label_option
+@click.option("--topic", "topics", multiple=True, help="Only these topics (repeatable).")
+@click.option("--since", type=TIME, help="Store time >= this.")
+@click.option("--until", type=TIME, help="Store time <= this.")
+@format_option
+@handle_errors
+def stats_cmd(stores, master, labels, topics, since, until, fmt):
+    """Per source, topic, queue and store hour: messages, bytes, store lag (store - born time) percentiles."""
+    from ..spark.jobs import stats
+
+    rows = stats(_session(master), stores, labels=_labels(labels, stores),
+                 flt=RowFilter(frozenset(topics) if topics else None, since, until))
+    emit(rows, fmt, ("source", "topic", "queue_id", "hour", "messages", "bytes", "lag_p50_ms", "lag_p90_ms",
+                     "lag_p99_ms", "lag_max_ms"))
+
+
+@spark_group.command("find")
+@stores_argument
+@click.option("--value", "values", multiple=True, required=True,
+              help="Key, UNIQ_KEY or offsetMsgId to look for (repeatable).")
+@click.option("--by", type=click.Choice(("any", "key", "uniq", "msgid")), default="any", show_default=True)
+@click.option("--topic", "topics", multiple=True, help="Only these topics (repeatable).")
+@master_option
+@label_option
+@format_option
+@handle_errors
+def find_cmd(stores, values, by, topics, master, labels, fmt):
+    """Messages carrying a key (KEYS token), UNIQ_KEY (client msgId) or offsetMsgId, across every STORE.
+    Exit 3 when nothing is found."""
+    from ..spark.jobs import FIND_COLUMNS, find
+
+    rows = find(_session(master), stores, values, by=by, labels=_labels(labels, stores),
+                flt=RowFilter(frozenset(topics)) if topics else None)
+    for r in rows:
+        r["store_time"] = ms_to_iso(r["store_timestamp_ms"])
+    emit(rows, fmt, tuple(c for c in FIND_COLUMNS if c not in ("store_timestamp_ms", "file")) + ("store_time",
+                                                                                                   "matched"))
+    if not rows:
+        sys.exit(EXIT_NOT_FOUND)
+
+
+@spark_group.command("verify")
+@stores_argument
+@master_option
+@label_option
+@format_option
+@handle_errors
+def verify_cmd(stores, master, labels, fmt):
+    """Record checks of every commitlog file as parallel tasks (structure, body CRC, stored PHYSICALOFFSET,
+    blank record and zero tail) plus file geometry, as one report. Exit 1 when problems are found."""
+    from ..spark.jobs import verify
+
+    rep = verify(_session(master), stores, labels=_labels(labels, stores))
+    emit_document(rep, fmt, _render_verify)
+    if not rep["ok"]:
+        sys.exit(EXIT_PROBLEMS)
+
+
+def _render_verify(rep) -> None:
+    emit(rep["files"], "table", ("source", "file", "messages", "data_end", "end_kind", "problems"),
+         title="CommitLog files")
+    if rep["problems"]:
+        emit(rep["problems"], "table", ("source", "physical_offset", "check", "detail", "file"), title="Problems")
+    print_kv("Verify", [("messages", rep["messages"]), ("problems", len(rep["problems"])),
+                        ("result", "OK" if rep["ok"] else "PROBLEMS FOUND")])
+
+
+@spark_group.command("diff")
+@stores_argument
+@master_option
+@label_option
+@click.option("--limit", type=int, default=None, help="At most this many differing offsets / UNIQ_KEYs.")
+@format_option
+@handle_errors
+def diff_cmd(stores, master, labels, limit, fmt):
+    """Replicas of one broker (master and slaves): where their commitlogs diverge, and which messages exist on
+    one and not another, by physical offset and by UNIQ_KEY. Exit 1 when they differ."""
+    from ..spark.jobs import diff
+
+    if len(stores) < 2:
+        raise click.UsageError("diff needs at least two replica stores")
+    rep = diff(_session(master), stores, labels=_labels(labels, stores), limit=limit).to_dict()
+    emit_document(rep, fmt, _render_diff)
+    if rep["by_offset"] or rep["by_uniq_key"]:
+        sys.exit(EXIT_PROBLEMS)
+
+
+def _render_diff(rep) -> None:
+    emit(rep["replicas"], "table", ("source", "messages", "min_offset", "data_end"), title="Replicas")
+    print_kv("Divergence", [("first differing physical offset",
+                             rep["first_divergence"] if rep["first_divergence"] is not None else "none")])
+    rows = [{"physical_offset": r["physical_offset"], "missing_on": r["missing_on"],
+             "variants": "; ".join(f"{','.join(v['sources'])}: {v['topic']} q{v['queue_id']}@{v['queue_offset']} "
+                                   f"{v['uniq_key']} crc={v['record_crc32']}" for v in r["variants"])}
+            for r in rep["by_offset"]]
+    if rows:
+        emit(rows, "table", ("physical_offset", "missing_on", "variants"), title="By physical offset",
+             cell_width=120)
+    if rep["by_uniq_key"]:
+        emit(rep["by_uniq_key"], "table", ("uniq_key", "topic", "physical_offset", "on", "missing_on"),
+             title="By UNIQ_KEY")
+
+
+COMMANDS = [spark_group]

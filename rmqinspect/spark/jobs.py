@@ -1,0 +1,214 @@
+"""Fleet jobs on Spark: export, stats, find, verify, diff. Each takes a SparkSession and store paths, returns
+plain data (lists of dicts / dataclasses); the CLI renders them."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..analyses.export import PARTITION_COLUMNS, ExportResult, RowFilter, check_output_dir, file_damage, file_tasks
+from ..analyses.fileverify import verify_file
+
+
+def messages_df(spark, stores: Sequence[str], *, labels: Sequence[str] | None = None, with_body: bool = False,
+                flt: RowFilter | None = None):
+    """The ``rocketmq`` data source over several stores (one Spark partition per commitlog file)."""
+    file_tasks(stores, labels)  # a missing store or bad labels fail here, with file and exit code, not in Spark
+    r = spark.read.format("rocketmq").option("paths", json.dumps([os.path.abspath(s) for s in stores]))
+    if labels:
+        r = r.option("labels", json.dumps(list(labels)))
+    r = r.option("withBody", "true" if with_body else "false")
+    if flt is not None:
+        if flt.topics is not None:
+            r = r.option("topics", json.dumps(sorted(flt.topics)))
+        if flt.since is not None:
+            r = r.option("since", str(flt.since))
+        if flt.until is not None:
+            r = r.option("until", str(flt.until))
+    return r.load()
+
+
+def export_spark(spark, stores: Sequence[str], out: str, *, labels=None, with_body: bool = False,
+                 flt: RowFilter | None = None) -> ExportResult:
+    """The same Parquet dataset as ``export_local``, written by Spark: N commitlog files = N tasks."""
+    check_output_dir(out, stores)
+    tasks = file_tasks(stores, labels)
+    df = messages_df(spark, stores, labels=labels, with_body=with_body, flt=flt)
+    # no shuffle: each task writes the rows of its own commitlog file
+    # a Hadoop URI (hdfs://, s3a://) is passed through; a local path is made absolute for the executors
+    target = out if "://" in out else os.path.abspath(out)
+    df.write.mode("errorifexists" if not os.path.exists(out) else "append").partitionBy(*PARTITION_COLUMNS) \
+        .parquet(target)
+    rows = spark.read.parquet(target).count()
+    damage = spark.sparkContext.parallelize(tasks, max(len(tasks), 1)).flatMap(file_damage).collect()
+    return ExportResult("spark", target, [t.store_path for t in tasks if t.index == 0], len(tasks),
+                        rows, damage)
+
+
+# --- stats ----------------------------------------------------------------------------------------
+
+STATS_PERCENTILES = (0.5, 0.9, 0.99)
+
+
+def stats(spark, stores: Sequence[str], *, labels=None, flt: RowFilter | None = None) -> list[dict]:
+    """Per source, topic, queue and store hour: messages, bytes, and store lag (store - born time, ms)
+    percentiles (exact, linear interpolation like numpy.percentile)."""
+    from pyspark.sql import functions as F
+
+    df = messages_df(spark, stores, labels=labels, flt=flt)
+    lag = (F.col("store_timestamp_ms") - F.col("born_timestamp_ms"))
+    hour = F.date_format(F.date_trunc("hour", F.col("store_timestamp")), "yyyy-MM-dd'T'HH:00'Z'")
+    g = (df.withColumn("lag_ms", lag).withColumn("hour", hour)
+         .groupBy("source", "topic", "queue_id", "hour")
+         .agg(F.count(F.lit(1)).alias("messages"), F.sum("total_size").alias("bytes"),
+              F.sum("body_size").alias("body_bytes"),
+              F.percentile("lag_ms", list(STATS_PERCENTILES)).alias("lag_pct"),
+              F.max("lag_ms").alias("lag_max_ms"), F.min("queue_offset").alias("min_queue_offset"),
+              F.max("queue_offset").alias("max_queue_offset"))
+         .orderBy("source", "topic", "queue_id", "hour"))
+    out = []
+    for r in g.collect():
+        d = r.asDict()
+        pct = d.pop("lag_pct")
+        for p, v in zip(STATS_PERCENTILES, pct):
+            d[f"lag_p{int(p * 100)}_ms"] = v
+        d["lag_max_ms"] = d.pop("lag_max_ms")
+        out.append(d)
+    return out
+
+
+# --- find -----------------------------------------------------------------------------------------
+
+FIND_COLUMNS = ("source", "file", "physical_offset", "topic", "queue_id", "queue_offset", "store_timestamp_ms",
+                "tags", "keys", "uniq_key", "offset_msg_id", "body_size", "crc_ok")
+
+
+def find(spark, stores: Sequence[str], values: Sequence[str], *, by: str = "any", labels=None,
+         flt: RowFilter | None = None) -> list[dict]:
+    """Messages whose KEYS token (key), UNIQ_KEY (uniq) or offsetMsgId (msgid) equals one of ``values``,
+    across every store; ``any`` tries all three. Sorted by source and physical offset."""
+    from pyspark.sql import functions as F
+
+    df = messages_df(spark, stores, labels=labels, flt=flt)
+    vals = list(values)
+    conds = []
+    if by in ("key", "any"):
+        conds.append(F.arrays_overlap(F.col("keys"), F.array(*[F.lit(v) for v in vals])))
+    if by in ("uniq", "any"):
+        conds.append(F.col("uniq_key").isin(vals))
+    if by in ("msgid", "any"):
+        conds.append(F.col("offset_msg_id").isin([v.upper() for v in vals]))
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = cond | c
+    rows = df.where(cond).select(*FIND_COLUMNS).orderBy("source", "physical_offset").collect()
+    out = []
+    for r in rows:
+        d = r.asDict()
+        matched = set()
+        for v in vals:
+            if by in ("key", "any") and v in (d["keys"] or []):
+                matched.add("key")
+            if by in ("uniq", "any") and v == d["uniq_key"]:
+                matched.add("uniq_key")
+            if by in ("msgid", "any") and v.upper() == d["offset_msg_id"]:
+                matched.add("msgid")
+        d["matched"] = sorted(matched)
+        out.append(d)
+    return out
+
+
+# --- verify ---------------------------------------------------------------------------------------
+
+
+def verify(spark, stores: Sequence[str], *, labels=None) -> dict:
+    """The per-file record checks (``analyses.fileverify``) as one Spark task per commitlog file, plus the
+    store-level geometry checks on the driver, gathered into one report."""
+    from ..analyses.fileverify import store_level_problems
+
+    tasks = file_tasks(stores, labels)
+    rdd = spark.sparkContext.parallelize(tasks, max(len(tasks), 1))
+    files = rdd.map(verify_file).collect()
+    problems = []
+    for first in (t for t in tasks if t.index == 0):
+        problems.extend(store_level_problems([t for t in tasks if t.store_path == first.store_path]))
+    for f in files:
+        problems.extend(f.problems)
+    return {"files": [f.to_dict() for f in files], "problems": problems,
+            "messages": sum(f.messages for f in files), "ok": not problems}
+
+
+# --- diff -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class DiffReport:
+    replicas: list[dict]
+    first_divergence: int | None  # smallest physical offset where the replicas disagree
+    by_offset: list[dict] = field(default_factory=list)  # offsets where they differ
+    by_uniq_key: list[dict] = field(default_factory=list)  # UNIQ_KEYs not on every replica
+
+    def to_dict(self) -> dict:
+        return {"replicas": self.replicas, "first_divergence": self.first_divergence,
+                "by_offset": self.by_offset, "by_uniq_key": self.by_uniq_key}
+
+
+def diff(spark, stores: Sequence[str], *, labels=None, limit: int | None = None) -> DiffReport:
+    """Replicas of one broker (master/slaves): HA copies commitlog bytes, so the same physical offset must hold
+    the same record (compared by whole-record crc32). Reports per offset which replicas hold which record, the
+    first offset where they stop agreeing, and per UNIQ_KEY the replicas missing it."""
+    from pyspark.sql import functions as F
+
+    if len(stores) < 2:
+        raise ValueError("diff needs at least two replicas")
+    df = messages_df(spark, stores, labels=labels).select(
+        "source", "physical_offset", "total_size", "record_crc32", "topic", "queue_id", "queue_offset",
+        "uniq_key").cache()
+    try:
+        labels_ = [t.source for t in file_tasks(stores, labels) if t.index == 0]
+        n = len(labels_)
+        per = {r["source"]: r.asDict() for r in df.groupBy("source").agg(
+            F.count(F.lit(1)).alias("messages"),
+            F.max(F.col("physical_offset") + F.col("total_size")).alias("data_end"),
+            F.min("physical_offset").alias("min_offset")).collect()}
+        replicas = [{"source": s, "messages": per.get(s, {}).get("messages", 0),
+                     "min_offset": per.get(s, {}).get("min_offset"), "data_end": per.get(s, {}).get("data_end")}
+                    for s in labels_]
+        grouped = (df.groupBy("physical_offset")
+                   .agg(F.sort_array(F.collect_list(F.struct("source", "record_crc32", "total_size", "topic",
+                                                              "queue_id", "queue_offset", "uniq_key"))).alias("h"))
+                   .where((F.size("h") < n) |
+                          (F.size(F.array_distinct(F.transform("h", lambda x: x["record_crc32"]))) > 1))
+                   .orderBy("physical_offset"))
+        if limit:
+            grouped = grouped.limit(limit)
+        by_offset = []
+        first = None
+        for r in grouped.toLocalIterator():
+            holders = [h.asDict() for h in r["h"]]
+            have = {h["source"] for h in holders}
+            variants: dict[int, dict] = {}
+            for h in holders:
+                v = variants.setdefault(h["record_crc32"], {k: h[k] for k in (
+                    "record_crc32", "total_size", "topic", "queue_id", "queue_offset", "uniq_key")} | {"sources": []})
+                v["sources"].append(h["source"])
+            by_offset.append({"physical_offset": r["physical_offset"], "missing_on": [s for s in labels_ if s not in
+                                                                                      have],
+                              "variants": list(variants.values())})
+            if first is None:
+                first = r["physical_offset"]
+        uk = (df.where(F.col("uniq_key").isNotNull())
+              .groupBy("uniq_key").agg(F.sort_array(F.collect_set("source")).alias("on"),
+                                       F.min("physical_offset").alias("physical_offset"),
+                                       F.first("topic").alias("topic"))
+              .where(F.size("on") < n).orderBy("physical_offset", "uniq_key"))
+        if limit:
+            uk = uk.limit(limit)
+        by_uniq = [{"uniq_key": r["uniq_key"], "topic": r["topic"], "physical_offset": r["physical_offset"],
+                    "on": list(r["on"]), "missing_on": [s for s in labels_ if s not in r["on"]]}
+                   for r in uk.toLocalIterator()]
+        return DiffReport(replicas, first, by_offset, by_uniq)
+    finally:
+        df.unpersist()

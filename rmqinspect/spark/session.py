@@ -1,0 +1,86 @@
+"""Creating (or reusing) a SparkSession configured for rmqinspect."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import zipfile
+
+DEFAULT_MASTER = "local[*]"
+
+
+class SparkUnavailableError(RuntimeError):
+    """pyspark is not installed or Java cannot be started."""
+
+
+def _package_root() -> str:
+    import rmqinspect
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(rmqinspect.__file__)))
+
+
+def _zip_package() -> str:
+    """rmqinspect as a zip for executors that do not have it installed (sc.addPyFile)."""
+    import rmqinspect
+
+    pkg = os.path.dirname(os.path.abspath(rmqinspect.__file__))
+    fd, path = tempfile.mkstemp(prefix="rmqinspect-", suffix=".zip")
+    os.close(fd)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for dirpath, _, names in os.walk(pkg):
+            for n in names:
+                if n.endswith(".py"):
+                    full = os.path.join(dirpath, n)
+                    z.write(full, os.path.relpath(full, os.path.dirname(pkg)))
+    return path
+
+
+def get_session(master: str | None = None, app_name: str = "rmqinspect", conf: dict | None = None,
+                ship_package: bool | None = None):
+    """A SparkSession with the ``rocketmq`` data source registered.
+
+    ``master`` None keeps whatever spark-submit configured, else ``local[*]``. Local masters make the
+    Python workers import the same rmqinspect as the driver (PYTHONPATH); for cluster masters the package
+    is shipped as a zip with ``addPyFile`` unless ``ship_package`` is False (e.g. installed on every node).
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise SparkUnavailableError("pyspark is not installed: pip install 'rmqinspect[spark]'") from e
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    root = _package_root()
+    pp = os.environ.get("PYTHONPATH", "")
+    if root not in pp.split(os.pathsep):
+        # workers must import the driver's rmqinspect, not another installed copy
+        os.environ["PYTHONPATH"] = root + (os.pathsep + pp if pp else "")
+    builder = SparkSession.builder.appName(app_name)
+    active = SparkSession.getActiveSession()
+    # under spark-submit the JVM gateway already exists (PYSPARK_GATEWAY_PORT) and carries --master
+    if master is None and active is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = DEFAULT_MASTER
+    if master is not None:
+        builder = builder.master(master)
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.sql.python.filterPushdown.enabled": "true",
+        "spark.sql.sources.partitionOverwriteMode": "static",
+        "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
+    }
+    settings.update(conf or {})
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as e:  # noqa: BLE001 - Java missing / failing to start surfaces as many types
+        raise SparkUnavailableError(f"cannot start Spark (Java 17+ required; check `java -version`): {e}") from e
+    eff_master = spark.sparkContext.master
+    if ship_package or (ship_package is None and not eff_master.startswith("local")):
+        spark.sparkContext.addPyFile(_zip_package())
+    from .datasource import RocketMQDataSource
+
+    spark.dataSource.register(RocketMQDataSource)
+    return spark
