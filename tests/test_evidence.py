@@ -36,6 +36,10 @@ def invocations(store, exp, out):
         "gc": [["gc", store, "--dry-run", "--now", str(exp["messages"][-1]["storeTimestamp"] + 10**9)]],
         "tiered-index-lookup": [["tiered-index-lookup", store, "--topic", topic, "--key", key]],
         "compact-index": [["compact-index", store, "--out", str(out / "compacted")]],
+        "export": [["export", store, "--out", str(out / "parquet"), "--with-body"]],
+        # every `spark` subcommand is run (local[2]) with store hashes checked in tests/test_spark.py;
+        # starting a JVM here as well would double the suite's Spark time
+        "spark": [["spark", "--help"]],
     }
 
 

@@ -251,7 +251,7 @@ def test_rebuild_engine_spark_same_bytes(spark, name, tmp_path):
         r = CliRunner().invoke(cli, ["rebuild", str(sc / "store"), "--out", str(out), *GEOMETRY, "--engine", engine,
                                      "--format", "json"])
         assert r.exit_code in (0, 1), r.output
-        docs[engine] = json.loads(r.output)
+        docs[engine] = json.loads(r.stdout)
     if "rebuild" in name:
         assert docs["spark"]["messages"] > 0 and docs["spark"]["half_records"] == []
         assert_same_cq(sc / "expected" / "consumequeue", tmp_path / "spark" / "consumequeue")
