@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shutil
 
 import click
 
@@ -17,6 +18,7 @@ from ..store.consumequeue import list_queues
 from ..store.errors import EXIT_PROBLEMS, UnsafeOutputError
 from ..store.indexfile import IndexFile
 from ..store.layout import is_offset_file_name
+from ..writer.rocksdb_cq import file_cq_to_rocksdb
 from ..writer.consumequeue import ConsumeQueueSet, round_cq_file_size
 from ..writer.indexfile import IndexFileSet
 from ._params import OFFSET, store_argument
@@ -110,10 +112,13 @@ def _check_out(store: Store, out: str) -> None:
 @click.option("--engine", type=click.Choice(("local", "spark")), default="local", show_default=True,
               help="spark: one Spark task per commitlog file, results assembled in commitlog order (same bytes).")
 @click.option("--master", default=None, help="Spark master URL with --engine spark (default local[*]).")
+@click.option("--cq-format", type=click.Choice(("file", "rocksdb")), default="file", show_default=True,
+              help="rocksdb: write OUT/consumequeue as the 5.x RocksDB consume queue (storeType=defaultRocksDB) "
+                   "instead of files; same dispatch, entries carry the record's store timestamp.")
 @format_option
 @handle_errors
 def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_max, broker_version, dry_run,
-                details, engine, master, fmt):
+                details, engine, master, cq_format, fmt):
     """Regenerate ConsumeQueue and IndexFile from the CommitLog exactly as the broker's dispatcher writes them
     (ReputMessageService), into a new directory; or, with --dry-run, reconcile them with STORE's files.
 
@@ -164,6 +169,14 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
                 cq.close()
         if index is not None:
             index.close(rep.after_last_put_ts)
+        rocks_result = None
+        if cq_format == "rocksdb" and cq is not None and not dry_run:
+            files_dir = os.path.join(out, ".consumequeue-files")
+            os.rename(os.path.join(out, "consumequeue"), files_dir)
+            try:
+                rocks_result = file_cq_to_rocksdb(files_dir, os.path.join(out, "consumequeue"), cl)
+            finally:
+                shutil.rmtree(files_dir, ignore_errors=True)
     finally:
         st.close()
     doc = {
@@ -171,7 +184,10 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
         "geometry": geo, "broker_version": broker_version, **rep.to_dict(),
         "queues": len(cq.queues) if cq is not None else 0,
         "index_files": list(index.names) if index is not None else [],
+        "cq_format": cq_format,
     }
+    if rocks_result is not None:
+        doc["rocksdb"] = rocks_result
     doc.pop("after_last_put_ts", None)
     problems = bool(rep.skipped_topics or rep.half_records or rep.stop_kind in ("illegal", "gap"))
     if rep.skipped_topics:

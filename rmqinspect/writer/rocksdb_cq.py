@@ -12,6 +12,7 @@ from typing import Iterable
 
 from ..formats.rocksdb_cq import (CF_OFFSET, CHECKPOINT_TOPIC, MAX, MIN, cq_key, encode_checkpoint_value,
                                   encode_cq_value, encode_offset_value, offset_key)
+from ..store.commitlog import unpack_header
 from ..store.errors import UnsafeOutputError
 
 # rocksdict keeps its own settings next to the database; RocketMQ does not need it and it is not RocksDB's.
@@ -84,33 +85,54 @@ def rows_from_consume_queues(queues, commitlog=None) -> Iterable[tuple]:
             ts = 0
             if commitlog is not None:
                 try:
-                    ts = commitlog.read_message(phy).store_timestamp
+                    f, pos = commitlog.locate(phy)
+                    ts = unpack_header(f.buffer, pos)[11]
                 except Exception:  # deleted/damaged record: the broker would also lack the time
                     ts = 0
             yield q.topic, q.queue_id, off, phy, size, tags, ts
 
 
-def rows_from_commitlog(commitlog, start: int | None = None, end: int | None = None, delay_table=None):
-    """CQ rows the broker's dispatcher (CommitLogDispatcherBuildConsumeQueue) derives from the commit log:
-    NOT_TYPE/COMMIT records, queue offset from the record, tagsCode by analyses.dispatch (delivery time
-    for SCHEDULE_TOPIC_XXXX). Records with an unparseable DELAY are illegal to the broker and skipped."""
-    from ..analyses.dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, dispatch_tags_code, goes_to_consume_queue
-
-    table = delay_table or DEFAULT_DELAY_TABLE
-    for m in commitlog.messages(start, end):
-        if not goes_to_consume_queue(m.sys_flag):
-            continue
-        try:
-            tags, _ = dispatch_tags_code(m.topic, m.properties, m.store_timestamp, table)
-        except DelayLevelError:
-            continue
-        yield m.topic, m.queue_id, m.queue_offset, m.physical_offset, m.total_size, tags, m.store_timestamp
-
-
 def rebuild_rocksdb_consume_queue(store, out_dir: str, end_offset: int | None = None, delay_table=None) -> dict:
     """``rebuild --cq-format rocksdb``: a RocksDB consume queue for ``store`` regenerated from its commit
     log (up to ``end_offset``, e.g. the recovery truncation point) into ``out_dir`` (the new store's
-    ``consumequeue/``), which must not be inside ``store``."""
+    ``consumequeue/``), which must not be inside ``store``.
+
+    The entries come from the one dispatcher (``analyses.rebuild.dispatch_commitlog``, the same walk and
+    rules as the file rebuild), written as file consume queues into a scratch directory beside ``out_dir``
+    and then loaded into RocksDB with each record's store timestamp."""
+    import shutil
+    import tempfile
+
+    from ..analyses.dispatch import DEFAULT_DELAY_TABLE
+    from ..analyses.rebuild import RebuildOptions, dispatch_commitlog
+    from .consumequeue import ConsumeQueueSet
+
     if store.layout.within(out_dir):
         raise UnsafeOutputError("output would be written into the inspected store", out_dir)
-    return write_rocksdb_consume_queue(out_dir, rows_from_commitlog(store.commitlog, None, end_offset, delay_table))
+    if os.path.exists(out_dir) and os.listdir(out_dir):
+        raise UnsafeOutputError("output directory for the RocksDB consume queue is not empty", out_dir)
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=".rmqinspect-cq-", dir=parent)
+    try:
+        cq = ConsumeQueueSet(scratch, 6_000_000)
+        opts = RebuildOptions(build_cq=True, build_index=False, to_offset=end_offset,
+                              delay_table=delay_table or DEFAULT_DELAY_TABLE)
+        dispatch_commitlog(store.commitlog, cq, None, opts)
+        cq.close()
+        return file_cq_to_rocksdb(scratch, out_dir, store.commitlog)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def file_cq_to_rocksdb(file_cq_dir: str, out_dir: str, commitlog) -> dict:
+    """Load file consume queues (``<dir>/<topic>/<queueId>/…``) into a new RocksDB consume queue, taking
+    each entry's store timestamp from its commitlog record."""
+    from ..store.consumequeue import ConsumeQueue, list_queues
+
+    queues = [ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(file_cq_dir)]
+    try:
+        return write_rocksdb_consume_queue(out_dir, rows_from_consume_queues(queues, commitlog))
+    finally:
+        for q in queues:
+            q.close()
