@@ -27,7 +27,9 @@ from recover_fixtures import build_store  # noqa: E402
 from rmqinspect.analyses.recover import plan_recovery  # noqa: E402
 from rmqinspect.analyses.salvage import salvage, walk_with_resync  # noqa: E402
 from rmqinspect.analyses.verify import ALL_CHECKS, verify  # noqa: E402
+from rmqinspect.formats.commitlog import encode_properties  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402
+from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec  # noqa: E402
 
 ORACLE = "/work/shared/oracle"
 
@@ -127,6 +129,21 @@ def doctored(tmp: str):
     in_first = [x for x in f.records if f.file_of(x.offset) == first]
     f.zero(in_first[-1].end, int(f.file_names()[1]))
     yield "blank_zeroed", f.root
+    for bad in ("zz", "3"):  # SCHEDULE_TOPIC_XXXX records; "zz" stops the recovery (Integer.parseInt)
+        d = os.path.join(tmp, f"delay_{bad}")
+        with CommitLogWriter(os.path.join(d, "commitlog"), 8192) as w:
+            for i in range(60):
+                sched = i in (20, 33)
+                props = {"KEYS": f"k{i}", "TAGS": "T"}
+                if sched:
+                    props.update({"DELAY": bad if i == 33 else "2", "REAL_TOPIC": "Real", "REAL_QID": "0"})
+                w.append(MessageSpec(topic="SCHEDULE_TOPIC_XXXX" if sched else "T" + "x" * (i % 3),
+                                     queue_id=1 if sched else i % 2, body=b"b" * (i * 3),
+                                     properties=encode_properties(props), store_timestamp=1795000000000 + i,
+                                     append_property_crc=i % 5 == 0, born_ip=b"\0" * 16 if i == 7 else b"\x7f\0\0\1",
+                                     sys_flag=0x10 if i == 7 else 0))
+        open(os.path.join(d, "abort"), "wb").close()
+        yield f"delay_{bad}", d
     rng = random.Random(4)
     for k in range(6):
         f = fx(f"random{k}")
