@@ -712,11 +712,11 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
                     u8 = np.frombuffer(buf, dtype=np.uint8)
                 slow = want | _is_topic(u8, rows, _SCHEDULE_TOPIC_B)
                 stop_at = None
-                for j in np.flatnonzero(slow).tolist():
-                    p, size, bpos = int(rows[j, 0]), int(rows[j, 1]), int(rows[j, 2])
+                sl = np.flatnonzero(slow)
+                for j, p, size, bpos, w in zip(sl.tolist(), rows[sl, 0].tolist(), rows[sl, 1].tolist(),
+                                               rows[sl, 2].tolist(), want[sl].tolist()):
                     hdr = unpack_header(buf, p)
                     off = f.start + p
-                    w = bool(want[j])
                     topic, praw, _ = _topic_and_properties(buf, hdr, bpos)
                     props = parse_properties(praw)
                     if topic == RMQ_SYS_SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in props:

@@ -96,8 +96,12 @@ def _data_end(buf, lo: int, hi: int) -> int:
     end = hi
     while end > lo:
         a = max(lo, end - chunk)
-        arr = np.frombuffer(buf, dtype=np.uint8, count=end - a, offset=a)
+        # eight bytes at a time while the chunk is a whole number of words (any() is per element)
+        words = (end - a) % 8 == 0
+        arr = np.frombuffer(buf, dtype=np.uint64 if words else np.uint8, count=(end - a) // 8 if words else end - a,
+                            offset=a)
         if arr.any():
+            arr = np.frombuffer(buf, dtype=np.uint8, count=end - a, offset=a)
             nz = np.flatnonzero(arr)
             return a + int(nz[-1]) + 1
         end = a
