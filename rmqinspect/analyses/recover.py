@@ -38,10 +38,10 @@ from ..store.commitlog import (
     _tuple_to_row,
     scan_buffer,
     scan_records_array,
-    unpack_header,
 )
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.indexfile import INDEX_HEADER
+from ._bulk import topic_ids
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
 
 # ---------------------------------------------------------------------------------------------------
@@ -691,6 +691,7 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     dt = delay_table if bv.delay_levels_at_recovery else DelayTable({})
     saw_crc_prop = False
     saw_v2 = False
+    topic_names: dict[str, int] = {}  # topic ids of the dispatched rows (analyses._bulk.topic_ids)
     i = idx
     while start_file is not None:
         f = files[i]
@@ -713,35 +714,39 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
                 slow = want | _is_topic(u8, rows, _SCHEDULE_TOPIC_B)
                 stop_at = None
                 sl = np.flatnonzero(slow)
-                for j, p, size, bpos, w in zip(sl.tolist(), rows[sl, 0].tolist(), rows[sl, 1].tolist(),
-                                               rows[sl, 2].tolist(), want[sl].tolist()):
-                    hdr = unpack_header(buf, p)
+                sr = rows[sl]
+                tids = topic_ids(u8, sr, topic_names).tolist() if sl.size else []
+                names = list(topic_names)
+                for j, p, size, tid, pp, pl, sf, qid, qoff, ts, w in zip(
+                        sl.tolist(), sr[:, 0].tolist(), sr[:, 1].tolist(), tids, sr[:, 13].tolist(),
+                        sr[:, 14].tolist(), sr[:, 5].tolist(), sr[:, 6].tolist(), sr[:, 7].tolist(),
+                        sr[:, 9].tolist(), want[sl].tolist()):
                     off = f.start + p
-                    topic, praw, _ = _topic_and_properties(buf, hdr, bpos)
-                    props = parse_properties(praw)
+                    topic = names[tid]
+                    props = parse_properties(bytes(buf[pp:pp + pl]) if pl > 0 else b"")
                     if topic == RMQ_SYS_SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in props:
                         try:
-                            code, _ = dispatch_tags_code(topic, props, hdr[11], dt)
+                            code, _ = dispatch_tags_code(topic, props, ts, dt)
                         except DelayLevelError as e:
                             stop_kind, stop_reason = ILLEGAL, f"{e} (Integer.parseInt fails: illegal record)"
                             stop_file, stop_pos = f.name, p
                             stop_at = j
                             break
                     elif w:
-                        code, _ = dispatch_tags_code(topic, props, hdr[11], dt)
+                        code, _ = dispatch_tags_code(topic, props, ts, dt)
                     if w:
                         if not saw_crc_prop and PROPERTY_CRC32 in props:
                             saw_crc_prop = True
                         # DefaultMessageStore.doDispatch during the scan, before truncateDirtyLogicFiles
                         if keep_redispatch:
-                            redispatch.append(Redispatch(off, size, topic, hdr[3], hdr[5], code, hdr[7], hdr[11]))
+                            redispatch.append(Redispatch(off, size, topic, qid, qoff, code, sf, ts))
                         redispatch_count += 1
                         if redispatch_first is None:
                             redispatch_first = off
                         redispatch_last = off
-                        if not rocksdb and goes_to_consume_queue(hdr[7]):
-                            qs = queue_state(topic, hdr[3])
-                            if qs.dispatch(off, size, hdr[5], code):
+                        if not rocksdb and goes_to_consume_queue(sf):
+                            qs = queue_state(topic, qid)
+                            if qs.dispatch(off, size, qoff, code):
                                 qs.rec.redispatched += 1
                 k = len(rows) if stop_at is None else stop_at
                 if k:
