@@ -36,10 +36,13 @@ from ..store.commitlog import (
     ILLEGAL,
     MESSAGE,
     _topic_and_properties,
+    _tuple_to_row,
     scan_buffer,
+    scan_records_array,
 )
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.indexfile import INDEX_HEADER
+from ._bulk import topic_ids
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
 
 # ---------------------------------------------------------------------------------------------------
@@ -465,6 +468,18 @@ class RecoveryPlan:
         return d
 
 
+_SCHEDULE_TOPIC_B = np.frombuffer(RMQ_SYS_SCHEDULE_TOPIC.encode(), dtype=np.uint8)
+
+
+def _is_topic(u8: np.ndarray, rows: np.ndarray, name: np.ndarray) -> np.ndarray:
+    """Rows (scan_records_array) whose topic bytes are ``name``."""
+    out = rows[:, 12] == name.size
+    cand = np.flatnonzero(out)
+    if cand.size:
+        out[cand] = (u8[rows[cand, 11][:, None] + np.arange(name.size)] == name).all(axis=1)
+    return out
+
+
 def _first_record_store_ts(buf, version: BrokerVersion) -> int:
     if version.store_ts_fixed_56:
         return struct.unpack_from(">q", buf, 56)[0]
@@ -648,49 +663,76 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     dt = delay_table if bv.delay_levels_at_recovery else DelayTable({})
     saw_crc_prop = False
     saw_v2 = False
+    topic_names: dict[str, int] = {}  # topic ids of the dispatched rows (analyses._bulk.topic_ids)
     i = idx
     while start_file is not None:
         f = files[i]
         buf = f.buffer
         moved = False
-        for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer(buf, 0, f.size, check_crc, bv.accepts_v2):
-            if kind == MESSAGE:
-                off = f.start + p
-                want = dispatch_all or (dispatch_from is not None and off + size > dispatch_from)
-                topic = None
-                props = None
-                topic, praw, _ = _topic_and_properties(buf, hdr, bpos)
-                if topic == RMQ_SYS_SCHEDULE_TOPIC or want:
-                    props = parse_properties(praw)
-                if props is not None and topic == RMQ_SYS_SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in props:
-                    try:
-                        code, _ = dispatch_tags_code(topic, props, hdr[11], dt)
-                    except DelayLevelError as e:
-                        stop_kind, stop_reason = ILLEGAL, f"{e} (Integer.parseInt fails: illegal record)"
-                        stop_file, stop_pos, t = f.name, p, off
-                        break
-                elif want:
-                    code, _ = dispatch_tags_code(topic, props, hdr[11], dt)
-                if hdr[1] == MESSAGE_MAGIC_CODE_V2:
-                    saw_v2 = True
-                if want:
-                    if not saw_crc_prop and PROPERTY_CRC32 in props:
-                        saw_crc_prop = True
-                    # DefaultMessageStore.doDispatch during the scan, before truncateDirtyLogicFiles
-                    if keep_redispatch:
-                        redispatch.append(Redispatch(off, size, topic, hdr[3], hdr[5], code, hdr[7], hdr[11]))
-                    redispatch_count += 1
-                    if redispatch_first is None:
-                        redispatch_first = off
-                    redispatch_last = off
-                    if not rocksdb and goes_to_consume_queue(hdr[7]):
-                        qs = queue_state(topic, hdr[3])
-                        if qs.dispatch(off, size, hdr[5], code):
-                            qs.rec.redispatched += 1
-                count += 1
-                scanned += size
-                t = off + size
+        u8 = None
+        for rows, one in scan_records_array(buf, 0, f.size, check_crc, bv.accepts_v2):
+            if rows is None and one[0] == MESSAGE:
+                rows = _tuple_to_row(buf, one)
+            if rows is not None:
+                # only the records the recovery dispatches, or whose delay level it parses, need Python
+                if dispatch_all:
+                    want = np.ones(len(rows), dtype=bool)
+                elif dispatch_from is not None:
+                    want = rows[:, 0] + rows[:, 1] + f.start > dispatch_from
+                else:
+                    want = np.zeros(len(rows), dtype=bool)
+                if u8 is None:
+                    u8 = np.frombuffer(buf, dtype=np.uint8)
+                slow = want | _is_topic(u8, rows, _SCHEDULE_TOPIC_B)
+                stop_at = None
+                sl = np.flatnonzero(slow)
+                sr = rows[sl]
+                tids = topic_ids(u8, sr, topic_names).tolist() if sl.size else []
+                names = list(topic_names)
+                for j, p, size, tid, pp, pl, sf, qid, qoff, ts, w in zip(
+                        sl.tolist(), sr[:, 0].tolist(), sr[:, 1].tolist(), tids, sr[:, 13].tolist(),
+                        sr[:, 14].tolist(), sr[:, 5].tolist(), sr[:, 6].tolist(), sr[:, 7].tolist(),
+                        sr[:, 9].tolist(), want[sl].tolist()):
+                    off = f.start + p
+                    topic = names[tid]
+                    props = parse_properties(bytes(buf[pp:pp + pl]) if pl > 0 else b"")
+                    if topic == RMQ_SYS_SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in props:
+                        try:
+                            code, _ = dispatch_tags_code(topic, props, ts, dt)
+                        except DelayLevelError as e:
+                            stop_kind, stop_reason = ILLEGAL, f"{e} (Integer.parseInt fails: illegal record)"
+                            stop_file, stop_pos = f.name, p
+                            stop_at = j
+                            break
+                    elif w:
+                        code, _ = dispatch_tags_code(topic, props, ts, dt)
+                    if w:
+                        if not saw_crc_prop and PROPERTY_CRC32 in props:
+                            saw_crc_prop = True
+                        # DefaultMessageStore.doDispatch during the scan, before truncateDirtyLogicFiles
+                        if keep_redispatch:
+                            redispatch.append(Redispatch(off, size, topic, qid, qoff, code, sf, ts))
+                        redispatch_count += 1
+                        if redispatch_first is None:
+                            redispatch_first = off
+                        redispatch_last = off
+                        if not rocksdb and goes_to_consume_queue(sf):
+                            qs = queue_state(topic, qid)
+                            if qs.dispatch(off, size, qoff, code):
+                                qs.rec.redispatched += 1
+                k = len(rows) if stop_at is None else stop_at
+                if k:
+                    done = rows[:k]
+                    if not saw_v2 and bool((done[:, 15] == 2).any()):
+                        saw_v2 = True
+                    count += k
+                    scanned += int(done[:, 1].sum())
+                    t = f.start + int(done[-1, 0] + done[-1, 1])
+                if stop_at is not None:
+                    t = f.start + int(rows[stop_at, 0])
+                    break
                 continue
+            kind, p, size, hdr, bpos, crc_ok, reason = one
             if kind == BLANK:
                 if i + 1 < n:
                     i += 1

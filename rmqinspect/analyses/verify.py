@@ -30,13 +30,13 @@ from ..formats.commitlog import decode_crc32_property
 from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
 from ..formats.javahash import build_index_key, index_key_hash
 from ..store import Store
-from ..store.commitlog import MESSAGE, _topic_and_properties
 from ..store.consumequeue import ConsumeQueue, list_queues, pre_blank_mask
 from ..store.errors import RmqInspectError
 from ..store.indexfile import IndexFile
 from .dispatch import goes_to_consume_queue, index_keys
 from .recover import rocksdb_consume_queue
-from .salvage import Damage, walk_with_resync
+from ._bulk import topic_ids as _topic_ids
+from .salvage import Batch, Damage, walk_batches
 
 ALL_CHECKS = ("structure", "crc", "cq", "index", "checkpoint")
 _CRC_NEEDLE = (PROPERTY_CRC32 + "\x01").encode()
@@ -104,24 +104,21 @@ class _Records:
     """Compact per-record columns collected during the walk (bounded memory: ~30 bytes per record)."""
 
     def __init__(self):
-        self.offset = array("q")
-        self.size = array("i")
-        self.qid = array("i")
-        self.qoff = array("q")
-        self.topic = array("i")
-        self.sysflag = array("i")
-        self.store_ts = array("q")
+        self._cols: list[tuple[np.ndarray, ...]] = []
         self.topics: dict[str, int] = {}
         self.damaged = array("q")  # starts of damaged ranges
         self.damaged_end = array("q")
 
+    def append(self, base: int, rows: np.ndarray, tids: np.ndarray) -> None:
+        self._cols.append((rows[:, 0] + base, rows[:, 1].astype(np.int32), rows[:, 6].astype(np.int32),
+                           rows[:, 7].copy(), tids.astype(np.int32), rows[:, 5].astype(np.int32)))
+
     def finish(self):
-        self.np_offset = np.frombuffer(self.offset, dtype=np.int64) if len(self.offset) else np.zeros(0, np.int64)
-        self.np_size = np.frombuffer(self.size, dtype=np.int32) if len(self.size) else np.zeros(0, np.int32)
-        self.np_qid = np.frombuffer(self.qid, dtype=np.int32) if len(self.qid) else np.zeros(0, np.int32)
-        self.np_qoff = np.frombuffer(self.qoff, dtype=np.int64) if len(self.qoff) else np.zeros(0, np.int64)
-        self.np_topic = np.frombuffer(self.topic, dtype=np.int32) if len(self.topic) else np.zeros(0, np.int32)
-        self.np_sysflag = np.frombuffer(self.sysflag, dtype=np.int32) if len(self.sysflag) else np.zeros(0, np.int32)
+        cols = list(zip(*self._cols)) if self._cols else [()] * 6
+        self._cols = []
+        dts = (np.int64, np.int32, np.int32, np.int64, np.int32, np.int32)
+        (self.np_offset, self.np_size, self.np_qid, self.np_qoff, self.np_topic, self.np_sysflag) = (
+            np.concatenate(c) if c else np.zeros(0, dt) for c, dt in zip(cols, dts))
 
     def find(self, offsets: np.ndarray) -> np.ndarray:
         """Index of the record starting at each offset, -1 when none does."""
@@ -156,8 +153,11 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     n_msgs = 0
     max_ts = None
     last_file = None
-    for item in walk_with_resync(cl, None, check_crc=do_crc, accept_v2=accept_v2):
-        if isinstance(item, Damage):
+    needle = np.frombuffer(_CRC_NEEDLE, dtype=np.uint8)
+    trailer = np.arange(len(_CRC_NEEDLE), dtype=np.int64) - CRC32_RESERVED_LEN
+    u8 = None
+    for item in walk_batches(cl, None, check_crc=do_crc, accept_v2=accept_v2):
+        if type(item) is Damage:
             recs.damaged.append(item.start)
             recs.damaged_end.append(item.end)
             check = "crc" if (item.kind == "crc_mismatch" or item.cause == "crc_mismatch") else "structure"
@@ -168,40 +168,36 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
                             item.reason + (f" ({item.cause})" if item.cause and item.cause not in item.reason else "")),
                     merge=False)
             continue
-        if item.kind != MESSAGE:
-            continue
-        n_msgs += 1
-        hdr = item.header
+        if type(item) is not Batch:
+            continue  # a blank end-of-file record
+        rows = item.rows
         f = item.file
-        if progress is not None and f is not last_file:
-            progress(f.start)
+        n_msgs += len(rows)
+        if f is not last_file:
+            if progress is not None:
+                progress(f.start)
             last_file = f
-        buf = f.buffer
+            buf = f.buffer
+            u8 = np.frombuffer(buf, dtype=np.uint8)
         if do_crc:
-            end = item.position + item.size
             # 5.2.0+ __CRC32#: the last 20 bytes of the record are the trailer
-            if bytes(buf[end - CRC32_RESERVED_LEN:end - CRC32_RESERVED_LEN + 9]) == _CRC_NEEDLE:
+            ends = rows[:, 0] + rows[:, 1]
+            has = np.flatnonzero((u8[ends[:, None] + trailer] == needle).all(axis=1))
+            for j in has.tolist():
+                end = int(ends[j])
+                pos = int(rows[j, 0])
                 digits = bytes(buf[end - 11:end - 1]).decode("ascii", "replace")
                 stored = decode_crc32_property(digits)
-                actual = zlib.crc32(buf[item.position:end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+                actual = zlib.crc32(buf[pos:end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
                 if stored != actual:
-                    rep.add(Problem("crc", "property_crc", item.offset, item.offset + item.size,
-                                    os.path.join("commitlog", f.name), item.position,
+                    rep.add(Problem("crc", "property_crc", f.start + pos, f.start + end,
+                                    os.path.join("commitlog", f.name), pos,
                                     f"__CRC32# says {stored}, the record's CRC is {actual}"), merge=False)
-        ts = hdr[11]
+        ts = int(rows[:, 9].max())
         if max_ts is None or ts > max_ts:
             max_ts = ts
         if need_records:
-            topic, _, _ = _topic_and_properties(buf, hdr, item.body_pos)
-            tid = topics.get(topic)
-            if tid is None:
-                tid = topics[topic] = len(topics)
-            recs.offset.append(item.offset)
-            recs.size.append(item.size)
-            recs.qid.append(hdr[3])
-            recs.qoff.append(hdr[5])
-            recs.topic.append(tid)
-            recs.sysflag.append(hdr[7])
+            recs.append(f.start, rows, _topic_ids(u8, rows, topics))
     rep.counts["records"] = n_msgs
     recs.finish()
     data_end = int(recs.np_offset[-1] + recs.np_size[-1]) if recs.np_offset.size else cl.min_offset
@@ -294,23 +290,28 @@ def _verify_cq(store: Store, rep: VerifyReport, recs: _Records, data_end: int, r
     rep.counts["cq_entries"] = checked
     # CQ behind: dispatchable records whose queue offset is at or past the queue's end
     if recs.np_offset.size:
-        disp = np.array([goes_to_consume_queue(int(s)) for s in np.unique(recs.np_sysflag)], dtype=bool)
         flags = np.unique(recs.np_sysflag)
-        dmask = np.isin(recs.np_sysflag, flags[disp])
-        by_queue: dict[tuple[int, int], list[int]] = {}
-        for i in np.flatnonzero(dmask).tolist():
-            key = (int(recs.np_topic[i]), int(recs.np_qid[i]))
-            hi = seen_max.get(key, 0)
-            if int(recs.np_qoff[i]) >= hi and int(recs.np_offset[i]) >= store.commitlog.min_offset:
-                by_queue.setdefault(key, []).append(i)
-        for (tid, qid), idxs in sorted(by_queue.items()):
-            t = topic_names.get(tid, "?")
-            first, last = idxs[0], idxs[-1]
-            rep.add(Problem("cq", "cq_behind", int(recs.np_offset[first]),
-                            int(recs.np_offset[last] + recs.np_size[last]), f"consumequeue/{t}/{qid}", None,
-                            f"{len(idxs)} record(s) of {t}/{qid} from queue offset {int(recs.np_qoff[first])} have "
-                            f"no consume-queue entry (queue ends at {seen_max.get((tid, qid), 0)}): the consume "
-                            "queue is behind the commit log", count=len(idxs)), merge=False)
+        disp = np.array([goes_to_consume_queue(int(s)) for s in flags], dtype=bool)
+        key = (recs.np_topic.astype(np.int64) << 32) | (recs.np_qid.astype(np.int64) & 0xFFFFFFFF)
+        ukeys, inv = np.unique(key, return_inverse=True)
+        hi_u = np.array([seen_max.get((int(k) >> 32, int(np.int32(np.uint32(int(k) & 0xFFFFFFFF)))), 0)
+                         for k in ukeys.tolist()], dtype=np.int64)
+        sel = np.flatnonzero(np.isin(recs.np_sysflag, flags[disp]) & (recs.np_qoff >= hi_u[inv.ravel()])
+                             & (recs.np_offset >= store.commitlog.min_offset))
+        if sel.size:
+            # grouped by (topic id, queue id), each group in commit-log order
+            sel = sel[np.lexsort((recs.np_qid[sel], recs.np_topic[sel]))]
+            t_sel, q_sel = recs.np_topic[sel], recs.np_qid[sel]
+            cut = np.flatnonzero((t_sel[1:] != t_sel[:-1]) | (q_sel[1:] != q_sel[:-1])) + 1
+            for lo, hi in zip([0] + cut.tolist(), cut.tolist() + [sel.size]):
+                first, last = int(sel[lo]), int(sel[hi - 1])
+                tid, qid = int(recs.np_topic[first]), int(recs.np_qid[first])
+                t = topic_names.get(tid, "?")
+                rep.add(Problem("cq", "cq_behind", int(recs.np_offset[first]),
+                                int(recs.np_offset[last] + recs.np_size[last]), f"consumequeue/{t}/{qid}", None,
+                                f"{hi - lo} record(s) of {t}/{qid} from queue offset {int(recs.np_qoff[first])} "
+                                f"have no consume-queue entry (queue ends at {seen_max.get((tid, qid), 0)}): the "
+                                "consume queue is behind the commit log", count=hi - lo), merge=False)
 
 
 def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
@@ -332,6 +333,8 @@ def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
         h = idx.header
         items = idx.items()
         base = idx.items_base
+        # the record behind every item, found in bulk (searchsorted on the record offsets)
+        rec_of = recs.find(items[items.dtype.names[1]].astype(np.int64)).tolist() if len(items) else []
         for n, (kh, phy, tdiff, prev) in enumerate(items.tolist(), start=1):
             checked += 1
             pos = base + n * 20
@@ -339,7 +342,7 @@ def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
                 continue  # expired data (retention), normal
             info = keys_cache.get(phy)
             if info is None:
-                j = int(recs.find(np.array([phy], dtype=np.int64))[0])
+                j = rec_of[n - 1]
                 if j < 0:
                     dmg = recs.in_damage(phy)
                     kind = "index_points_to_damage" if dmg else "index_dangling"
