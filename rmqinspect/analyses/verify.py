@@ -30,11 +30,11 @@ from ..formats.commitlog import decode_crc32_property
 from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
 from ..formats.javahash import build_index_key, index_key_hash
 from ..store import Store
-from ..store.consumequeue import ConsumeQueue, list_queues, pre_blank_mask
+from ..store.consumequeue import pre_blank_mask
+from ..store.rocksdb_cq import ConsumeQueues
 from ..store.errors import RmqInspectError
 from ..store.indexfile import IndexFile
 from .dispatch import goes_to_consume_queue, index_keys
-from .recover import rocksdb_consume_queue
 from ._bulk import topic_ids as _topic_ids
 from .salvage import Batch, Damage, walk_batches
 
@@ -211,15 +211,29 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     return rep
 
 
+def _queue_chunks(cq, rel):
+    """(first logical offset, valid CQ_DTYPE entries, path, file start or None) of a file or RocksDB queue."""
+    if cq.files:
+        for f in cq.files:
+            arr = cq.file_entries(f)
+            yield f.start // CQ_STORE_UNIT_SIZE, arr[:cq.valid_length(arr)], rel(f.path), f.start
+    else:  # RocksDB: rows as stored, no file positions
+        for base, arr in cq.chunks():
+            yield base, arr, f"consumequeue (RocksDB) {cq.topic}/{cq.queue_id}", None
+
+
 def _verify_cq(store: Store, rep: VerifyReport, recs: _Records, data_end: int, rel) -> None:
     cqdir = store.layout.consumequeue_dir
     if not os.path.isdir(cqdir):
         rep.notes.append("no consumequeue/ directory: the broker rebuilds every queue from the commit log")
         return
-    if rocksdb_consume_queue(store):
-        rep.notes.append("RocksDB consume queue: entries not checked (no RocksDB reader here)")
-        return
-    queues = list_queues(cqdir)
+    with ConsumeQueues(cqdir) as queues:
+        if queues.kind == "rocksdb":
+            rep.notes.append("RocksDB consume queue (5.x): entries read from a private snapshot of consumequeue/")
+        _verify_queues(store, rep, recs, data_end, rel, list(queues))
+
+
+def _verify_queues(store: Store, rep: VerifyReport, recs: _Records, data_end: int, rel, queues) -> None:
     if not queues:
         rep.notes.append("consumequeue/ holds no queue: the broker rebuilds every queue from the commit log")
         return
@@ -227,15 +241,11 @@ def _verify_cq(store: Store, rep: VerifyReport, recs: _Records, data_end: int, r
     topic_names = {v: k for k, v in recs.topics.items()}
     checked = 0
     seen_max: dict[tuple[int, int], int] = {}
-    for q in queues:
-        cq = ConsumeQueue(q.topic, q.queue_id, q.path)
-        tid = recs.topics.get(q.topic, -2)
+    for cq in queues:
+        tid = recs.topics.get(cq.topic, -2)
         hi = 0
-        for f in cq.files:
-            arr = cq.file_entries(f)
-            n = cq.valid_length(arr)
-            base = f.start // CQ_STORE_UNIT_SIZE
-            arr = arr[:n]
+        for base, arr, path, fstart in _queue_chunks(cq, rel):
+            n = len(arr)
             if n == 0:
                 continue
             hi = base + n
@@ -251,12 +261,11 @@ def _verify_cq(store: Store, rep: VerifyReport, recs: _Records, data_end: int, r
             ok = ri >= 0
             rr = np.where(ok, ri, 0)
             bad_size = ok & (recs.np_size[rr] != sz) if recs.np_size.size else np.zeros(len(po), bool)
-            bad_topic = ok & ((recs.np_topic[rr] != tid) | (recs.np_qid[rr] != q.queue_id)) if recs.np_size.size \
+            bad_topic = ok & ((recs.np_topic[rr] != tid) | (recs.np_qid[rr] != cq.queue_id)) if recs.np_size.size \
                 else np.zeros(len(po), bool)
             logical = idx + base
             bad_qoff = ok & ~bad_topic & (recs.np_qoff[rr] != logical) if recs.np_size.size \
                 else np.zeros(len(po), bool)
-            path = rel(f.path)
             for mask, kind, why in ((ahead, "cq_ahead", "entry points at or beyond the end of valid commit-log data "
                                      f"({data_end}): the consume queue is ahead of the commit log"),
                                     (missing, "cq_dangling", "entry points where no valid record starts"),
@@ -284,9 +293,10 @@ def _verify_cq(store: Store, rep: VerifyReport, recs: _Records, data_end: int, r
                         reason = (f"record at {phys} is {topic_names.get(int(recs.np_topic[r]), '?')}/"
                                   f"{int(recs.np_qid[r])}")
                     rep.add(Problem("cq", kind2, lo * CQ_STORE_UNIT_SIZE, (lo + 1) * CQ_STORE_UNIT_SIZE, path,
-                                    lo * CQ_STORE_UNIT_SIZE - f.start, f"{reason} (queue offset {lo}, "
+                                    None if fstart is None else lo * CQ_STORE_UNIT_SIZE - fstart,
+                                    f"{reason} (queue offset {lo}, "
                                     f"physical offset {phys})"))
-        seen_max[(tid, q.queue_id)] = hi
+        seen_max[(tid, cq.queue_id)] = hi
     rep.counts["cq_entries"] = checked
     # CQ behind: dispatchable records whose queue offset is at or past the queue's end
     if recs.np_offset.size:
