@@ -96,3 +96,22 @@ def test_verify_checks_rocksdb_consume_queue_entries():
                                            for q in t.values())
     assert rep.problems == [] and any("RocksDB" in n for n in rep.notes)
     assert tree_hashes(p / "store") == before
+
+
+def test_verify_broker_version_4x_flags_v2_records():
+    """Under 4.x rules every V2 record of the 5.3.3 store is an illegal record (the walk resyncs past each)."""
+    from click.testing import CliRunner
+
+    from rmqinspect.cli.main import cli
+
+    name = "rocketmq-all-5.3.3/clean"
+    p = require_oracle(name)
+    exp = load_expected(name)
+    r = CliRunner().invoke(cli, ["verify", str(p / "store"), "--checks", "structure", "--format", "json",
+                                 "--broker-version", "4.9.8"])
+    assert r.exit_code == 1
+    d = json.loads(r.stdout)
+    flagged = sum(x["bytes"] for x in d["summary"] if x["kind"] == "illegal")
+    assert flagged == sum(e["storeSize"] for e in exp["messages"] if e["magicCode"] == "0xDAA320AB")
+    r = CliRunner().invoke(cli, ["verify", str(p / "store"), "--checks", "structure", "--broker-version", "5.3.3"])
+    assert r.exit_code == 0

@@ -9,7 +9,7 @@ import click
 from ..analyses.verify import ALL_CHECKS, verify
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
-from ._params import store_argument
+from ._params import accepts_v2, store_argument
 from .output import dumps, emit, format_option, handle_errors, print_kv, progress
 
 PROBLEM_COLUMNS = ("check", "kind", "start", "end", "count", "file", "position", "reason")
@@ -31,9 +31,12 @@ def _checks(ctx, param, value):
               help=f"Comma-separated subset of {','.join(ALL_CHECKS)} (default: all).")
 @click.option("--max-errors", type=click.IntRange(min=1), default=None,
               help="List at most N problem ranges (the rest are counted).")
+@click.option("--broker-version", default=None, metavar="V",
+              help="Check as this RocketMQ version reads: before 5.1.0 V2 records (magic 0xDAA320AB) are damage. "
+                   "Default: V1 and V2 are valid.")
 @format_option
 @handle_errors
-def verify_cmd(store, checks, max_errors, fmt):
+def verify_cmd(store, checks, max_errors, broker_version, fmt):
     """Check every record (layout, body CRC, __CRC32#, stored physical offset), consecutive file names,
     every consume-queue entry and index item against its record, and the checkpoint against the data.
 
@@ -49,7 +52,8 @@ def verify_cmd(store, checks, max_errors, fmt):
     st = Store.open(store)
     cl = st.commitlog
     with progress(cl.end_offset - cl.min_offset, "verifying", fmt == "table") as advance:
-        rep = verify(st, checks, max_errors=max_errors, progress=lambda off: advance(off - cl.min_offset))
+        rep = verify(st, checks, max_errors=max_errors, accept_v2=accepts_v2(broker_version),
+                     progress=lambda off: advance(off - cl.min_offset))
     if fmt == "ndjson":
         for p in rep.problems:
             sys.stdout.write(dumps(p.to_dict()) + "\n")
