@@ -35,14 +35,14 @@ from ..store.commitlog import (
     FILE_END,
     ILLEGAL,
     MESSAGE,
-    _topic_and_properties,
     _tuple_to_row,
     scan_buffer,
     scan_records_array,
 )
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.indexfile import INDEX_HEADER
-from ._bulk import topic_ids
+from ..store.record_runs import scan_record_runs
+from .rebuild import dispatch_fields
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
 
 # ---------------------------------------------------------------------------------------------------
@@ -350,14 +350,7 @@ class _QueueState:
             arr["physical_offset"][:k] = 0
             arr["size"][:k] = PRE_BLANK_SIZE
             arr["tags_code"][:k] = 0
-        last = self.starts[-1]
-        if self.wrote[last] >= self.size:
-            nxt = last + self.size
-            self.starts.append(nxt)
-            self.names[nxt] = "%020d" % nxt
-            self.wrote[nxt] = 0
-            self.arrays.pop(nxt, None)
-            last = nxt
+        last = self._roll_if_full()
         current = last + self.wrote[last]
         if cq_offset != 0:
             if expect < current:
@@ -370,6 +363,60 @@ class _QueueState:
         arr[self.wrote[last] // unit] = (phys, size, tags_code)
         self.wrote[last] += unit
         return True
+
+    def dispatch_many(self, phys: np.ndarray, size: np.ndarray, cq_offset: np.ndarray, tags_code: np.ndarray) -> int:
+        """``dispatch`` for many records of this queue, in order, with the same effect as calling it once per
+        record. Runs where every entry is accepted and appended exactly at the queue's write position
+        (end physical offset increasing, queue offsets consecutive from the current one) are written in bulk;
+        any other record goes through ``dispatch``. Returns the number of entries written."""
+        n = len(phys)
+        unit = CQ_STORE_UNIT_SIZE
+        if n == 0:
+            return 0
+        ends = phys + size
+        if self.size % unit:
+            return sum(self.dispatch(int(a), int(b), int(c), int(d)) for a, b, c, d in
+                       zip(phys.tolist(), size.tolist(), cq_offset.tolist(), tags_code.tolist()))
+        # i -> first index after i where the run property breaks (ends not increasing or offsets not consecutive)
+        breaks = np.flatnonzero((ends[1:] <= ends[:-1]) | (cq_offset[1:] != cq_offset[:-1] + 1)) + 1
+        written = 0
+        i = 0
+        while i < n:
+            current = self.starts[-1] + self.wrote[self.starts[-1]] if self.starts else -1
+            if (not self.starts or current % unit or int(cq_offset[i]) * unit != current
+                    or int(ends[i]) <= self.max_phys):
+                written += self.dispatch(int(phys[i]), int(size[i]), int(cq_offset[i]), int(tags_code[i]))
+                i += 1
+                continue
+            k = np.searchsorted(breaks, i, side="right")
+            j = int(breaks[k]) if k < len(breaks) else n
+            pos = i
+            while pos < j:
+                last = self._roll_if_full()
+                arr = self._writable(last)
+                w = self.wrote[last] // unit
+                take = min(j - pos, (self.size - self.wrote[last]) // unit)
+                arr["physical_offset"][w:w + take] = phys[pos:pos + take]
+                arr["size"][w:w + take] = size[pos:pos + take]
+                arr["tags_code"][w:w + take] = tags_code[pos:pos + take]
+                self.wrote[last] += take * unit
+                pos += take
+            self.max_phys = int(ends[j - 1])
+            written += j - i
+            i = j
+        return written
+
+    def _roll_if_full(self) -> int:
+        """getLastMappedFile: a full last file makes the next one (same rule as ``dispatch``)."""
+        last = self.starts[-1]
+        if self.wrote[last] >= self.size:
+            nxt = last + self.size
+            self.starts.append(nxt)
+            self.names[nxt] = "%020d" % nxt
+            self.wrote[nxt] = 0
+            self.arrays.pop(nxt, None)
+            last = nxt
+        return last
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -478,6 +525,101 @@ def _is_topic(u8: np.ndarray, rows: np.ndarray, name: np.ndarray) -> np.ndarray:
     if cand.size:
         out[cand] = (u8[rows[cand, 11][:, None] + np.arange(name.size)] == name).all(axis=1)
     return out
+
+
+# goes_to_consume_queue by the low sysFlag bits (it only looks at the transaction type)
+_CQ_TX = np.array([goes_to_consume_queue(f) for f in range(16)], dtype=bool)
+
+
+class _RecordBatch:
+    """What dispatch needs of a batch of scanned records (rows in FAST_FIELDS order), from the rebuild
+    dispatcher's compiled ``dispatch_fields`` (TAGS tagsCode, topic interning); only SCHEDULE_TOPIC_XXXX
+    records go through ``dispatch_tags_code`` one by one."""
+
+    def __init__(self, buf, rows: np.ndarray, names: dict[bytes, str]):
+        self.buf = buf
+        self.rows = rows
+        fields, _, topics = dispatch_fields(buf, rows, want_keys=False)
+        self.tid = fields[:, 0]
+        self.codes = fields[:, 1].copy()
+        self.topics = []
+        for tb in topics:
+            name = names.get(tb)
+            if name is None:
+                name = names[tb] = tb.decode("utf-8", "replace")
+            self.topics.append(name)
+
+    def schedule_codes(self, delay_table: DelayTable):
+        """tagsCode of SCHEDULE_TOPIC_XXXX records with a DELAY property (delivery time with the table's
+        levels). Returns (index, DelayLevelError) for the first record whose DELAY Integer.parseInt rejects
+        (codes after it are not computed), else None."""
+        sched = [i for i, t in enumerate(self.topics) if t == RMQ_SYS_SCHEDULE_TOPIC]
+        if not sched:
+            return None
+        buf = self.buf
+        for j in np.flatnonzero(np.isin(self.tid, sched)).tolist():
+            r = self.rows[j]
+            pp, pl = int(r[13]), int(r[14])
+            props = parse_properties(bytes(buf[pp:pp + pl]) if pl > 0 else b"")
+            if PROPERTY_DELAY_TIME_LEVEL in props:
+                try:
+                    self.codes[j], _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, int(r[9]), delay_table)
+                except DelayLevelError as e:
+                    return j, e
+        return None
+
+    def redispatch_records(self, idx: np.ndarray, base: int) -> list:
+        r = self.rows[idx]
+        topics = self.topics
+        return [Redispatch(p + base, size, topics[t], qid, qoff, code, sf, ts) for p, size, t, qid, qoff, code, sf, ts in
+                zip(r[:, 0].tolist(), r[:, 1].tolist(), self.tid[idx].tolist(), r[:, 6].tolist(), r[:, 7].tolist(),
+                    self.codes[idx].tolist(), r[:, 5].tolist(), r[:, 9].tolist())]
+
+    def dispatch_to_queues(self, idx: np.ndarray, base: int, queue_state, count: bool = True) -> None:
+        """CommitLogDispatcherBuildConsumeQueue for the records ``idx`` (in order): per queue in bulk;
+        queues are touched (and created) in order of their first record, as record-by-record dispatch does."""
+        sel = idx[_CQ_TX[self.rows[idx, 5] & 0xF]]
+        if not sel.size:
+            return
+        r = self.rows[sel]
+        tid = self.tid[sel]
+        qid = r[:, 6]
+        key = (tid << 32) + (qid & 0xFFFFFFFF)
+        order = np.argsort(key, kind="stable")
+        ks = key[order]
+        cuts = (np.flatnonzero(ks[1:] != ks[:-1]) + 1).tolist()
+        bounds = list(zip([0] + cuts, cuts + [len(sel)]))
+        bounds.sort(key=lambda ab: int(order[ab[0]]))
+        phys = r[:, 0] + base
+        size = r[:, 1]
+        qoff = r[:, 7]
+        codes = self.codes[sel]
+        for a, b in bounds:
+            o = order[a:b]
+            first = int(o[0])
+            st = queue_state(self.topics[int(tid[first])], int(qid[first]))
+            n = st.dispatch_many(phys[o], size[o], qoff[o], codes[o])
+            if count:  # entries the recovery (not the ReputMessageService after start) re-dispatched
+                st.rec.redispatched += n
+
+
+def _has_property(buf, rows: np.ndarray, name: str) -> bool:
+    """Whether any record's properties (``parse_properties``) hold ``name``: candidates are found by
+    searching the raw bytes, then parsed exactly."""
+    pat = name.encode() + b"\x01"
+    pp = rows[:, 13]
+    pe = pp + rows[:, 14]
+    find = getattr(buf, "find", None)
+    if find is None:
+        return any(name in parse_properties(bytes(buf[a:b])) for a, b in zip(pp.tolist(), pe.tolist()) if b > a)
+    lo, hi = int(pp.min()), int(pe.max())
+    at = find(pat, lo, hi)
+    while at >= 0:
+        k = int(np.searchsorted(pp, at, side="right")) - 1
+        if k >= 0 and at < pe[k] and name in parse_properties(bytes(buf[int(pp[k]):int(pe[k])])):
+            return True
+        at = find(pat, at + 1, hi)
+    return False
 
 
 def _first_record_store_ts(buf, version: BrokerVersion) -> int:
@@ -663,7 +805,7 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     dt = delay_table if bv.delay_levels_at_recovery else DelayTable({})
     saw_crc_prop = False
     saw_v2 = False
-    topic_names: dict[str, int] = {}  # topic ids of the dispatched rows (analyses._bulk.topic_ids)
+    gtopics: dict[bytes, str] = {}  # topic bytes -> name, shared by every batch
     i = idx
     while start_file is not None:
         f = files[i]
@@ -674,7 +816,7 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
             if rows is None and one[0] == MESSAGE:
                 rows = _tuple_to_row(buf, one)
             if rows is not None:
-                # only the records the recovery dispatches, or whose delay level it parses, need Python
+                # only the records the recovery dispatches, or whose delay level it parses, need their fields
                 if dispatch_all:
                     want = np.ones(len(rows), dtype=bool)
                 elif dispatch_from is not None:
@@ -686,40 +828,32 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
                 slow = want | _is_topic(u8, rows, _SCHEDULE_TOPIC_B)
                 stop_at = None
                 sl = np.flatnonzero(slow)
-                sr = rows[sl]
-                tids = topic_ids(u8, sr, topic_names).tolist() if sl.size else []
-                names = list(topic_names)
-                for j, p, size, tid, pp, pl, sf, qid, qoff, ts, w in zip(
-                        sl.tolist(), sr[:, 0].tolist(), sr[:, 1].tolist(), tids, sr[:, 13].tolist(),
-                        sr[:, 14].tolist(), sr[:, 5].tolist(), sr[:, 6].tolist(), sr[:, 7].tolist(),
-                        sr[:, 9].tolist(), want[sl].tolist()):
-                    off = f.start + p
-                    topic = names[tid]
-                    props = parse_properties(bytes(buf[pp:pp + pl]) if pl > 0 else b"")
-                    if topic == RMQ_SYS_SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in props:
-                        try:
-                            code, _ = dispatch_tags_code(topic, props, ts, dt)
-                        except DelayLevelError as e:
-                            stop_kind, stop_reason = ILLEGAL, f"{e} (Integer.parseInt fails: illegal record)"
-                            stop_file, stop_pos = f.name, p
-                            stop_at = j
-                            break
-                    elif w:
-                        code, _ = dispatch_tags_code(topic, props, ts, dt)
-                    if w:
-                        if not saw_crc_prop and PROPERTY_CRC32 in props:
-                            saw_crc_prop = True
+                if sl.size:
+                    b = _RecordBatch(buf, rows[sl], gtopics)
+                    # checkMessageAndReturnSize parses DELAY of SCHEDULE_TOPIC_XXXX records (Integer.parseInt)
+                    err = b.schedule_codes(dt)
+                    w = want[sl]
+                    if err is not None:
+                        j, e = err
+                        stop_kind, stop_reason = ILLEGAL, f"{e} (Integer.parseInt fails: illegal record)"
+                        stop_file, stop_pos = f.name, int(b.rows[j, 0])
+                        stop_at = int(sl[j])
+                        w = w.copy()
+                        w[j:] = False
+                    wi = np.flatnonzero(w)
+                    if wi.size:
                         # DefaultMessageStore.doDispatch during the scan, before truncateDirtyLogicFiles
+                        if not saw_crc_prop and _has_property(buf, b.rows[wi], PROPERTY_CRC32):
+                            saw_crc_prop = True
+                        offs = b.rows[wi, 0] + f.start
                         if keep_redispatch:
-                            redispatch.append(Redispatch(off, size, topic, qid, qoff, code, sf, ts))
-                        redispatch_count += 1
+                            redispatch.extend(b.redispatch_records(wi, f.start))
+                        redispatch_count += int(wi.size)
                         if redispatch_first is None:
-                            redispatch_first = off
-                        redispatch_last = off
-                        if not rocksdb and goes_to_consume_queue(sf):
-                            qs = queue_state(topic, qid)
-                            if qs.dispatch(off, size, qoff, code):
-                                qs.rec.redispatched += 1
+                            redispatch_first = int(offs[0])
+                        redispatch_last = int(offs[-1])
+                        if not rocksdb:
+                            b.dispatch_to_queues(wi, f.start, queue_state)
                 k = len(rows) if stop_at is None else stop_at
                 if k:
                     done = rows[:k]
@@ -796,19 +930,22 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     reput_from = None
     if not rocksdb and files and model_start:
         reput_from = max([cl.min_offset] + [s.max_phys for s in states])
-        for slot in cl.scan(reput_from, t, check_crc=False, accept_v2=bv.accepts_v2, stop_at_end=True):
-            if slot.kind != MESSAGE:
+        for f, rows, _ in scan_record_runs(cl, reput_from, t, check_crc=False, accept_v2=bv.accepts_v2,
+                                           stop_at_end=True):
+            if rows is None:
                 continue
-            hdr = slot.header
-            if not goes_to_consume_queue(hdr[7]):
+            sel = np.flatnonzero(_CQ_TX[rows[:, 5] & 0xF])
+            if not sel.size:
                 continue
-            topic, praw, _ = _topic_and_properties(slot.file.buffer, hdr, slot.body_pos)
-            st = queue_state(topic, hdr[3])
-            try:
-                code, _ = dispatch_tags_code(topic, parse_properties(praw), hdr[11], delay_table)
-            except DelayLevelError:
+            b = _RecordBatch(f.buffer, rows[sel], gtopics)
+            err = b.schedule_codes(delay_table)
+            k = len(sel) if err is None else err[0]
+            if k:
+                b.dispatch_to_queues(np.arange(k), f.start, queue_state, count=False)
+            if err is not None:
+                r = b.rows[k]
+                queue_state(b.topics[int(b.tid[k])], int(r[6]))
                 break  # the dispatcher's check fails (-1): ReputMessageService stops
-            st.dispatch(slot.offset, slot.size, hdr[5], code)
         after_start = {f"{s.cq.topic}/{s.cq.queue_id}": s.max_offset() for s in
                        sorted(states, key=lambda s: (s.cq.topic, s.cq.queue_id))}
 
