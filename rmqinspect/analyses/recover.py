@@ -133,45 +133,92 @@ def rocksdb_consume_queue(store: Store) -> bool:
     return os.path.isfile(os.path.join(d, "CURRENT")) and any(n.startswith("MANIFEST-") for n in os.listdir(d))
 
 
-ROCKSDB_COPY_LIMIT = 1 << 30
+@dataclass
+class RocksDBQueues:
+    """What recovery needs of a RocksDB consume queue (FORMATS.md §10.1), read with ``store.rocksdb_cq``
+    (a private snapshot; the store's directory is never opened by RocksDB)."""
+
+    checkpoint: int | None  # CHECKPOINT_TOPIC max: the dispatch-from offset
+    max: dict  # (topic, queueId) -> (physical offset of the last entry, max offset (exclusive))
+    problems: list[str] = field(default_factory=list)
 
 
-def rocksdb_max_phys_offset(store: Store) -> tuple[int | None, str]:
-    """The RocksDB consume queue's dispatch-from offset: the 8-byte value of the CHECKPOINT_TOPIC ``max``
-    key in column family ``offset`` (FORMATS.md §10.1). RocksDB writes LOG/LOCK files even when opened
-    read-only, so the database files are copied to a temporary directory first; the store is never opened."""
-    import shutil
-    import tempfile
+def read_rocksdb_queues(store: Store) -> tuple[RocksDBQueues | None, str]:
+    """The offset table of the RocksDB consume queue: per queue the ``max`` row (RocksDBConsumeQueue
+    getMaxOffsetInQueue = cq offset + 1; a queue without one falls back to its last row) and the
+    CHECKPOINT_TOPIC value. Returns (None, why) when the database cannot be read."""
+    from ..store.errors import RmqInspectError
+    from ..store.rocksdb_cq import RocksDBConsumeQueueStore
 
-    src = store.layout.consumequeue_dir
-    names = [n for n in os.listdir(src) if os.path.isfile(os.path.join(src, n)) and n != "LOCK"
-             and not n.startswith("LOG")]
-    total = sum(os.path.getsize(os.path.join(src, n)) for n in names)
-    if total > ROCKSDB_COPY_LIMIT:
-        return None, f"RocksDB consume queue is {total} bytes; not copied for reading (limit {ROCKSDB_COPY_LIMIT})"
     try:
-        from rocksdict import AccessType, Options, Rdict
-    except ImportError:
-        return None, "rocksdict is not installed: cannot read the RocksDB consume queue"
-    tmp = tempfile.mkdtemp(prefix="rmqinspect-rocksdb-")
-    try:
-        for n in names:
-            shutil.copy2(os.path.join(src, n), os.path.join(tmp, n))
-        db = Rdict(tmp, options=Options(raw_mode=True), access_type=AccessType.read_only())
-        try:
-            cf = db.get_column_family("offset")
-            topic = b"CHECKPOINT_TOPIC"
-            key = struct.pack(">i", len(topic)) + b"\x01" + topic + b"\x01max\x01" + struct.pack(">i", 0)
-            v = cf.get(key)
-        finally:
-            db.close()
-        if v is None or len(v) < 8:
-            return None, "RocksDB consume queue has no CHECKPOINT_TOPIC max offset"
-        return struct.unpack_from(">q", v, 0)[0], "RocksDB CHECKPOINT_TOPIC max (read from a temporary copy)"
-    except Exception as e:  # a damaged database must not abort the plan
+        with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+            table = db.offset_table
+            out = {}
+            for q in db.queue_ids():
+                mx = table.max.get((q.topic, q.queue_id))
+                if mx is not None:
+                    out[(q.topic, q.queue_id)] = (mx[0], mx[1] + 1)
+                else:
+                    qq = db.queue(q.topic, q.queue_id)
+                    out[(q.topic, q.queue_id)] = (qq.max_physical_offset, qq.bounds()[1])
+            for (topic, qid), mx in table.max.items():
+                out.setdefault((topic, qid), (mx[0], mx[1] + 1))
+            return RocksDBQueues(table.checkpoint, out, list(table.problems)), \
+                "RocksDB consume queue read from a private snapshot (store.rocksdb_cq)"
+    except RmqInspectError as e:
         return None, f"cannot read the RocksDB consume queue: {e}"
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except Exception as e:  # a damaged database must not abort the plan
+        return None, f"cannot read the RocksDB consume queue: {type(e).__name__}: {e}"
+
+
+def _rocksdb_truncate(store: Store, states: list, t: int) -> str | None:
+    """truncateDirtyLogicFiles(T) on RocksDB queues whose last entry starts at or after T: the queue's max
+    offset goes back to just after its last entry starting before T."""
+    from ..store.rocksdb_cq import RocksDBConsumeQueueStore
+
+    hit = [s for s in states if s.max_phys >= t]
+    if not hit:
+        return None
+    try:
+        with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+            for s in hit:
+                keep = 0
+                for base, arr in db.queue(s.cq.topic, s.cq.queue_id).raw_chunks():
+                    ok = np.flatnonzero(arr["physical_offset"] < t)
+                    if ok.size:
+                        keep = base + int(ok[-1]) + 1
+                        s.max_phys = int(arr["physical_offset"][ok[-1]])
+                s.truncate_to(keep)
+    except Exception as e:  # noqa: BLE001 - reported, not fatal
+        return f"RocksDB truncateDirtyLogicFiles not modelled: {e}"
+    return None
+
+
+class _RocksQueueState:
+    """One RocksDB consume queue while recovery runs: rows are keyed by the dispatched queue offset and the
+    offset table keeps the last dispatched entry (FORMATS.md §10.1), so only the max offset is modelled."""
+
+    def __init__(self, topic: str, queue_id: int, max_phys: int = -1, max_offset: int = 0):
+        from ..store.rocksdb_cq import RocksQueueId
+
+        self.cq = RocksQueueId(topic, queue_id)
+        self.max_phys = max_phys
+        self.max_off = max_offset
+        self.rec = QueueRecovery(topic, queue_id, 0, [], max_offset_on_disk=max_offset, max_physic_offset=max_phys)
+
+    def max_offset(self) -> int:
+        return self.max_off
+
+    def dispatch_many(self, phys: np.ndarray, size: np.ndarray, cq_offset: np.ndarray, tags_code: np.ndarray) -> int:
+        if len(phys):
+            self.max_off = int(cq_offset[-1]) + 1
+            self.max_phys = int(phys[-1])
+        return len(phys)
+
+    def truncate_to(self, max_offset: int) -> None:
+        self.rec.entries_cut = max(0, self.max_off - max_offset)
+        self.max_off = max_offset
+        self.rec.max_offset_after_truncate = max_offset
 
 
 def detect_version(store: Store) -> VersionAssumption:
@@ -481,8 +528,8 @@ class RecoveryPlan:
         """The queue's files as the broker holds them after start() (recovery + re-dispatch), file name ->
         bytes up to the write position. Entries written by the model live in memory, never in the store."""
         st = getattr(self, "_queue_states", {}).get(key)
-        if st is None:
-            return {}
+        if not isinstance(st, _QueueState):
+            return {}  # absent, or a RocksDB queue (no files)
         return {st.names[s]: st.arrays[s][: st.wrote[s] // CQ_STORE_UNIT_SIZE].tobytes() for s in st.starts}
 
     def to_dict(self, with_redispatch: bool = False) -> dict:
@@ -703,7 +750,7 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     rocksdb = os.path.isdir(store.layout.consumequeue_dir) and rocksdb_consume_queue(store)
 
     # 1. consume queues: ConsumeQueue.recover for each, then maxPhyOffsetOfConsumeQueue
-    states: list[_QueueState] = []
+    states: list = []  # _QueueState (file consume queues) or _RocksQueueState
     if not rocksdb:
         for q in list_queues(store.layout.consumequeue_dir):
             cq = ConsumeQueue(q.topic, q.queue_id, q.path, cq_file_size)
@@ -711,18 +758,27 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
             st.recover()
             states.append(st)
     max_phy_cq = max((s.max_phys for s in states), default=-1)
+    rq = None
     if rocksdb:
-        if rocksdb_max_phys is None:
-            rocksdb_max_phys, how = rocksdb_max_phys_offset(store)
-            notes.append(how)
+        rq, how = read_rocksdb_queues(store)
+        notes.append(how)
+        if rq is not None:
+            notes.extend(f"RocksDB offset table: {p}" for p in rq.problems[:5])
+            for (topic, qid), (mp, mo) in sorted(rq.max.items()):
+                states.append(_RocksQueueState(topic, qid, mp, mo))
+            if rocksdb_max_phys is None:
+                rocksdb_max_phys = rq.checkpoint
+                if rq.checkpoint is None:
+                    notes.append("RocksDB consume queue has no CHECKPOINT_TOPIC max offset")
         if rocksdb_max_phys is not None:
             max_phy_cq = rocksdb_max_phys
-            notes.append(f"RocksDB consume queue: maxPhyOffsetOfConsumeQueue = {rocksdb_max_phys}; per-queue "
-                         "max offsets live in RocksDB and are not reported")
+            notes.append(f"RocksDB consume queue: maxPhyOffsetOfConsumeQueue = {rocksdb_max_phys} (CHECKPOINT_TOPIC "
+                         "max, the dispatch-from offset)")
         else:
             notes.append("RocksDB consume queue: its max physical offset cannot be read here; the start-file rule "
-                         "that depends on it is replaced by the file-based fallback and per-queue results are "
-                         "not computed")
+                         "that depends on it is replaced by the file-based fallback")
+        if rq is None:
+            notes.append("RocksDB consume queue: per-queue results are not computed")
     before = {s.rec.key: s.rec.max_offset_on_disk for s in states}
 
     # 2. the start file
@@ -790,8 +846,11 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     def queue_state(topic: str, qid: int) -> _QueueState:
         st = by_key.get((topic, qid))
         if st is None:
-            cq = ConsumeQueue(topic, qid, os.path.join(store.layout.consumequeue_dir, topic, str(qid)))
-            st = _QueueState(cq, bv, cq_file_size or _default_cq_size(states))
+            if rocksdb:
+                st = _RocksQueueState(topic, qid)
+            else:
+                cq = ConsumeQueue(topic, qid, os.path.join(store.layout.consumequeue_dir, topic, str(qid)))
+                st = _QueueState(cq, bv, cq_file_size or _default_cq_size(states))
             states.append(st)
             by_key[(topic, qid)] = st
         return st
@@ -806,6 +865,7 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     saw_crc_prop = False
     saw_v2 = False
     gtopics: dict[bytes, str] = {}  # topic bytes -> name, shared by every batch
+    last_end = -1  # end of the last record the recovery dispatched
     i = idx
     while start_file is not None:
         f = files[i]
@@ -852,7 +912,8 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
                         if redispatch_first is None:
                             redispatch_first = int(offs[0])
                         redispatch_last = int(offs[-1])
-                        if not rocksdb:
+                        last_end = int(offs[-1] + b.rows[wi[-1], 1])
+                        if not rocksdb or rq is not None:
                             b.dispatch_to_queues(wi, f.start, queue_state)
                 k = len(rows) if stop_at is None else stop_at
                 if k:
@@ -914,8 +975,15 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     # the broker logs and runs truncateDirtyLogicFiles whenever maxPhyOffsetOfConsumeQueue >= T (RocksDB too)
     cq_truncated = max_phy_cq >= t
     if cq_truncated:
+        if rocksdb:
+            why = _rocksdb_truncate(store, states, t)
+            if why:
+                notes.append(why)
         for s in states:
-            s.truncate_dirty(t)
+            if not rocksdb:
+                s.truncate_dirty(t)
+            elif not s.rec.entries_cut:
+                s.rec.max_offset_after_truncate = s.max_offset()
     else:
         for s in states:
             s.rec.max_offset_after_truncate = s.max_offset()
@@ -928,8 +996,12 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     # commit log's min offset) up to T, with checkCRC=false (DefaultMessageStore.start)
     after_start = None
     reput_from = None
-    if not rocksdb and files and model_start:
-        reput_from = max([cl.min_offset] + [s.max_phys for s in states])
+    if (not rocksdb or rq is not None) and files and model_start:
+        if rocksdb:
+            # the RocksDB store's max physical offset: CHECKPOINT_TOPIC, advanced by the recovery's dispatch
+            reput_from = max(cl.min_offset, rocksdb_max_phys if rocksdb_max_phys is not None else -1, last_end)
+        else:
+            reput_from = max([cl.min_offset] + [s.max_phys for s in states])
         for f, rows, _ in scan_record_runs(cl, reput_from, t, check_crc=False, accept_v2=bv.accepts_v2,
                                            stop_at_end=True):
             if rows is None:
@@ -1007,4 +1079,4 @@ def _default_cq_size(states: list[_QueueState]) -> int:
 
 
 __all__ = ["BrokerVersion", "VersionAssumption", "detect_version", "plan_recovery", "RecoveryPlan",
-           "QueueRecovery", "Redispatch", "rocksdb_max_phys_offset"]
+           "QueueRecovery", "Redispatch", "RocksDBQueues", "read_rocksdb_queues"]
