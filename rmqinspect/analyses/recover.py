@@ -19,6 +19,7 @@ import numpy as np
 
 from ..formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 from ..formats.constants import (
+    CRC32_RESERVED_LEN,
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
     PROPERTY_CRC32,
@@ -650,22 +651,21 @@ class _RecordBatch:
                 st.rec.redispatched += n
 
 
-def _has_property(buf, rows: np.ndarray, name: str) -> bool:
-    """Whether any record's properties (``parse_properties``) hold ``name``: candidates are found by
-    searching the raw bytes, then parsed exactly."""
-    pat = name.encode() + b"\x01"
-    pp = rows[:, 13]
-    pe = pp + rows[:, 14]
-    find = getattr(buf, "find", None)
-    if find is None:
-        return any(name in parse_properties(bytes(buf[a:b])) for a, b in zip(pp.tolist(), pe.tolist()) if b > a)
-    lo, hi = int(pp.min()), int(pe.max())
-    at = find(pat, lo, hi)
-    while at >= 0:
-        k = int(np.searchsorted(pp, at, side="right")) - 1
-        if k >= 0 and at < pe[k] and name in parse_properties(bytes(buf[int(pp[k]):int(pe[k])])):
+_CRC_TRAILER = np.frombuffer((PROPERTY_CRC32 + "\x01").encode(), dtype=np.uint8)
+_CRC_TRAILER_AT = np.arange(-CRC32_RESERVED_LEN, -CRC32_RESERVED_LEN + _CRC_TRAILER.size)
+
+
+def _has_crc32_property(buf, rows: np.ndarray) -> bool:
+    """Whether a record carries the 5.2.0+ ``__CRC32#`` property. The broker writes it only as the
+    record's last CRC32_RESERVED_LEN bytes (FORMATS.md §1.8, as verify reads it): records with that
+    trailer are candidates, confirmed with ``parse_properties``."""
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    ends = rows[:, 0] + rows[:, 1]
+    cand = np.flatnonzero((u8[ends[:, None] + _CRC_TRAILER_AT] == _CRC_TRAILER).all(axis=1))
+    for j in cand.tolist():
+        pp, pl = int(rows[j, 13]), int(rows[j, 14])
+        if pl > 0 and PROPERTY_CRC32 in parse_properties(bytes(buf[pp:pp + pl])):
             return True
-        at = find(pat, at + 1, hi)
     return False
 
 
@@ -903,7 +903,7 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
                     wi = np.flatnonzero(w)
                     if wi.size:
                         # DefaultMessageStore.doDispatch during the scan, before truncateDirtyLogicFiles
-                        if not saw_crc_prop and _has_property(buf, b.rows[wi], PROPERTY_CRC32):
+                        if not saw_crc_prop and _has_crc32_property(buf, b.rows[wi]):
                             saw_crc_prop = True
                         offs = b.rows[wi, 0] + f.start
                         if keep_redispatch:
