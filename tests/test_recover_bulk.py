@@ -10,7 +10,7 @@ import pytest
 
 from conftest import require_oracle
 from recover_fixtures import build_store
-from rmqinspect.analyses.recover import _QueueState, BrokerVersion
+from rmqinspect.analyses.recover import BrokerVersion, _QueueState, plan_recovery
 from rmqinspect.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqinspect.store import Store
 from rmqinspect.store.commitlog import MESSAGE
@@ -107,3 +107,23 @@ def test_dispatch_many_equals_dispatch(tmp_path, case):
     n_many = many.dispatch_many(phys[sel], size[sel], qoff[sel], codes[sel])
     assert n_many == n_one and n_one > 0
     assert _snapshot(many) == _snapshot(one)
+
+
+@pytest.mark.parametrize("crc_at", [None, 0, 37])
+def test_crc32_property_note(tmp_path, crc_at):
+    """A record with the 5.2.0+ __CRC32# trailer among the re-dispatched ones makes the plan note that the
+    store was written by 5.2.0+ when 4.x rules are applied (one such record is enough; none, no note)."""
+    from rmqinspect.formats.commitlog import encode_properties
+    from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
+
+    root = tmp_path / "s"
+    with CommitLogWriter(str(root / "commitlog"), 1 << 16) as w:
+        for i in range(60):
+            w.append(MessageSpec(topic="T", queue_id=0, body=b"x" * 50, store_timestamp=1_795_000_000_000 + i,
+                                 properties=encode_properties({"TAGS": "a", "UNIQ_KEY": "%032X" % i}),
+                                 append_property_crc=i == crc_at))
+    (root / "abort").write_bytes(b"")
+    plan = plan_recovery(Store.open(str(root)), version="4.9.8")
+    assert plan.mode == "abnormal" and plan.redispatch_count == 60
+    noted = any("__CRC32#" in n for n in plan.notes)
+    assert noted == (crc_at is not None)
