@@ -88,6 +88,8 @@ def main() -> None:
         if fresh:
             t, (n, end) = timed(lambda: generate(root, int(a.gib * GIB), a.body))
             print(f"generated {n} records, {end / GIB:.2f} GiB of commit log in {t:.1f} s (writer)", flush=True)
+        if os.path.exists(os.path.join(root, "abort")):
+            os.remove(os.path.join(root, "abort"))  # left by an earlier run on a kept directory (--dir)
         data = sum(os.path.getsize(os.path.join(root, "commitlog", x)) for x in os.listdir(os.path.join(root,
                                                                                                         "commitlog")))
         results = {}

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 from ..formats.constants import (
+    CRC32_RESERVED_LEN,
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
     PROPERTY_CRC32,
@@ -35,14 +36,14 @@ from ..store.commitlog import (
     FILE_END,
     ILLEGAL,
     MESSAGE,
-    _topic_and_properties,
     _tuple_to_row,
     scan_buffer,
     scan_records_array,
 )
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.indexfile import INDEX_HEADER
-from ._bulk import topic_ids
+from ..store.record_runs import scan_record_runs
+from .rebuild import dispatch_fields
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
 
 # ---------------------------------------------------------------------------------------------------
@@ -133,45 +134,92 @@ def rocksdb_consume_queue(store: Store) -> bool:
     return os.path.isfile(os.path.join(d, "CURRENT")) and any(n.startswith("MANIFEST-") for n in os.listdir(d))
 
 
-ROCKSDB_COPY_LIMIT = 1 << 30
+@dataclass
+class RocksDBQueues:
+    """What recovery needs of a RocksDB consume queue (FORMATS.md §10.1), read with ``store.rocksdb_cq``
+    (a private snapshot; the store's directory is never opened by RocksDB)."""
+
+    checkpoint: int | None  # CHECKPOINT_TOPIC max: the dispatch-from offset
+    max: dict  # (topic, queueId) -> (physical offset of the last entry, max offset (exclusive))
+    problems: list[str] = field(default_factory=list)
 
 
-def rocksdb_max_phys_offset(store: Store) -> tuple[int | None, str]:
-    """The RocksDB consume queue's dispatch-from offset: the 8-byte value of the CHECKPOINT_TOPIC ``max``
-    key in column family ``offset`` (FORMATS.md §10.1). RocksDB writes LOG/LOCK files even when opened
-    read-only, so the database files are copied to a temporary directory first; the store is never opened."""
-    import shutil
-    import tempfile
+def read_rocksdb_queues(store: Store) -> tuple[RocksDBQueues | None, str]:
+    """The offset table of the RocksDB consume queue: per queue the ``max`` row (RocksDBConsumeQueue
+    getMaxOffsetInQueue = cq offset + 1; a queue without one falls back to its last row) and the
+    CHECKPOINT_TOPIC value. Returns (None, why) when the database cannot be read."""
+    from ..store.errors import RmqInspectError
+    from ..store.rocksdb_cq import RocksDBConsumeQueueStore
 
-    src = store.layout.consumequeue_dir
-    names = [n for n in os.listdir(src) if os.path.isfile(os.path.join(src, n)) and n != "LOCK"
-             and not n.startswith("LOG")]
-    total = sum(os.path.getsize(os.path.join(src, n)) for n in names)
-    if total > ROCKSDB_COPY_LIMIT:
-        return None, f"RocksDB consume queue is {total} bytes; not copied for reading (limit {ROCKSDB_COPY_LIMIT})"
     try:
-        from rocksdict import AccessType, Options, Rdict
-    except ImportError:
-        return None, "rocksdict is not installed: cannot read the RocksDB consume queue"
-    tmp = tempfile.mkdtemp(prefix="rmqinspect-rocksdb-")
-    try:
-        for n in names:
-            shutil.copy2(os.path.join(src, n), os.path.join(tmp, n))
-        db = Rdict(tmp, options=Options(raw_mode=True), access_type=AccessType.read_only())
-        try:
-            cf = db.get_column_family("offset")
-            topic = b"CHECKPOINT_TOPIC"
-            key = struct.pack(">i", len(topic)) + b"\x01" + topic + b"\x01max\x01" + struct.pack(">i", 0)
-            v = cf.get(key)
-        finally:
-            db.close()
-        if v is None or len(v) < 8:
-            return None, "RocksDB consume queue has no CHECKPOINT_TOPIC max offset"
-        return struct.unpack_from(">q", v, 0)[0], "RocksDB CHECKPOINT_TOPIC max (read from a temporary copy)"
-    except Exception as e:  # a damaged database must not abort the plan
+        with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+            table = db.offset_table
+            out = {}
+            for q in db.queue_ids():
+                mx = table.max.get((q.topic, q.queue_id))
+                if mx is not None:
+                    out[(q.topic, q.queue_id)] = (mx[0], mx[1] + 1)
+                else:
+                    qq = db.queue(q.topic, q.queue_id)
+                    out[(q.topic, q.queue_id)] = (qq.max_physical_offset, qq.bounds()[1])
+            for (topic, qid), mx in table.max.items():
+                out.setdefault((topic, qid), (mx[0], mx[1] + 1))
+            return RocksDBQueues(table.checkpoint, out, list(table.problems)), \
+                "RocksDB consume queue read from a private snapshot (store.rocksdb_cq)"
+    except RmqInspectError as e:
         return None, f"cannot read the RocksDB consume queue: {e}"
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except Exception as e:  # a damaged database must not abort the plan
+        return None, f"cannot read the RocksDB consume queue: {type(e).__name__}: {e}"
+
+
+def _rocksdb_truncate(store: Store, states: list, t: int) -> str | None:
+    """truncateDirtyLogicFiles(T) on RocksDB queues whose last entry starts at or after T: the queue's max
+    offset goes back to just after its last entry starting before T."""
+    from ..store.rocksdb_cq import RocksDBConsumeQueueStore
+
+    hit = [s for s in states if s.max_phys >= t]
+    if not hit:
+        return None
+    try:
+        with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+            for s in hit:
+                keep = 0
+                for base, arr in db.queue(s.cq.topic, s.cq.queue_id).raw_chunks():
+                    ok = np.flatnonzero(arr["physical_offset"] < t)
+                    if ok.size:
+                        keep = base + int(ok[-1]) + 1
+                        s.max_phys = int(arr["physical_offset"][ok[-1]])
+                s.truncate_to(keep)
+    except Exception as e:  # noqa: BLE001 - reported, not fatal
+        return f"RocksDB truncateDirtyLogicFiles not modelled: {e}"
+    return None
+
+
+class _RocksQueueState:
+    """One RocksDB consume queue while recovery runs: rows are keyed by the dispatched queue offset and the
+    offset table keeps the last dispatched entry (FORMATS.md §10.1), so only the max offset is modelled."""
+
+    def __init__(self, topic: str, queue_id: int, max_phys: int = -1, max_offset: int = 0):
+        from ..store.rocksdb_cq import RocksQueueId
+
+        self.cq = RocksQueueId(topic, queue_id)
+        self.max_phys = max_phys
+        self.max_off = max_offset
+        self.rec = QueueRecovery(topic, queue_id, 0, [], max_offset_on_disk=max_offset, max_physic_offset=max_phys)
+
+    def max_offset(self) -> int:
+        return self.max_off
+
+    def dispatch_many(self, phys: np.ndarray, size: np.ndarray, cq_offset: np.ndarray, tags_code: np.ndarray) -> int:
+        if len(phys):
+            self.max_off = int(cq_offset[-1]) + 1
+            self.max_phys = int(phys[-1])
+        return len(phys)
+
+    def truncate_to(self, max_offset: int) -> None:
+        self.rec.entries_cut = max(0, self.max_off - max_offset)
+        self.max_off = max_offset
+        self.rec.max_offset_after_truncate = max_offset
 
 
 def detect_version(store: Store) -> VersionAssumption:
@@ -350,14 +398,7 @@ class _QueueState:
             arr["physical_offset"][:k] = 0
             arr["size"][:k] = PRE_BLANK_SIZE
             arr["tags_code"][:k] = 0
-        last = self.starts[-1]
-        if self.wrote[last] >= self.size:
-            nxt = last + self.size
-            self.starts.append(nxt)
-            self.names[nxt] = "%020d" % nxt
-            self.wrote[nxt] = 0
-            self.arrays.pop(nxt, None)
-            last = nxt
+        last = self._roll_if_full()
         current = last + self.wrote[last]
         if cq_offset != 0:
             if expect < current:
@@ -370,6 +411,60 @@ class _QueueState:
         arr[self.wrote[last] // unit] = (phys, size, tags_code)
         self.wrote[last] += unit
         return True
+
+    def dispatch_many(self, phys: np.ndarray, size: np.ndarray, cq_offset: np.ndarray, tags_code: np.ndarray) -> int:
+        """``dispatch`` for many records of this queue, in order, with the same effect as calling it once per
+        record. Runs where every entry is accepted and appended exactly at the queue's write position
+        (end physical offset increasing, queue offsets consecutive from the current one) are written in bulk;
+        any other record goes through ``dispatch``. Returns the number of entries written."""
+        n = len(phys)
+        unit = CQ_STORE_UNIT_SIZE
+        if n == 0:
+            return 0
+        ends = phys + size
+        if self.size % unit:
+            return sum(self.dispatch(int(a), int(b), int(c), int(d)) for a, b, c, d in
+                       zip(phys.tolist(), size.tolist(), cq_offset.tolist(), tags_code.tolist()))
+        # i -> first index after i where the run property breaks (ends not increasing or offsets not consecutive)
+        breaks = np.flatnonzero((ends[1:] <= ends[:-1]) | (cq_offset[1:] != cq_offset[:-1] + 1)) + 1
+        written = 0
+        i = 0
+        while i < n:
+            current = self.starts[-1] + self.wrote[self.starts[-1]] if self.starts else -1
+            if (not self.starts or current % unit or int(cq_offset[i]) * unit != current
+                    or int(ends[i]) <= self.max_phys):
+                written += self.dispatch(int(phys[i]), int(size[i]), int(cq_offset[i]), int(tags_code[i]))
+                i += 1
+                continue
+            k = np.searchsorted(breaks, i, side="right")
+            j = int(breaks[k]) if k < len(breaks) else n
+            pos = i
+            while pos < j:
+                last = self._roll_if_full()
+                arr = self._writable(last)
+                w = self.wrote[last] // unit
+                take = min(j - pos, (self.size - self.wrote[last]) // unit)
+                arr["physical_offset"][w:w + take] = phys[pos:pos + take]
+                arr["size"][w:w + take] = size[pos:pos + take]
+                arr["tags_code"][w:w + take] = tags_code[pos:pos + take]
+                self.wrote[last] += take * unit
+                pos += take
+            self.max_phys = int(ends[j - 1])
+            written += j - i
+            i = j
+        return written
+
+    def _roll_if_full(self) -> int:
+        """getLastMappedFile: a full last file makes the next one (same rule as ``dispatch``)."""
+        last = self.starts[-1]
+        if self.wrote[last] >= self.size:
+            nxt = last + self.size
+            self.starts.append(nxt)
+            self.names[nxt] = "%020d" % nxt
+            self.wrote[nxt] = 0
+            self.arrays.pop(nxt, None)
+            last = nxt
+        return last
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -434,8 +529,8 @@ class RecoveryPlan:
         """The queue's files as the broker holds them after start() (recovery + re-dispatch), file name ->
         bytes up to the write position. Entries written by the model live in memory, never in the store."""
         st = getattr(self, "_queue_states", {}).get(key)
-        if st is None:
-            return {}
+        if not isinstance(st, _QueueState):
+            return {}  # absent, or a RocksDB queue (no files)
         return {st.names[s]: st.arrays[s][: st.wrote[s] // CQ_STORE_UNIT_SIZE].tobytes() for s in st.starts}
 
     def to_dict(self, with_redispatch: bool = False) -> dict:
@@ -478,6 +573,100 @@ def _is_topic(u8: np.ndarray, rows: np.ndarray, name: np.ndarray) -> np.ndarray:
     if cand.size:
         out[cand] = (u8[rows[cand, 11][:, None] + np.arange(name.size)] == name).all(axis=1)
     return out
+
+
+# goes_to_consume_queue by the low sysFlag bits (it only looks at the transaction type)
+_CQ_TX = np.array([goes_to_consume_queue(f) for f in range(16)], dtype=bool)
+
+
+class _RecordBatch:
+    """What dispatch needs of a batch of scanned records (rows in FAST_FIELDS order), from the rebuild
+    dispatcher's compiled ``dispatch_fields`` (TAGS tagsCode, topic interning); only SCHEDULE_TOPIC_XXXX
+    records go through ``dispatch_tags_code`` one by one."""
+
+    def __init__(self, buf, rows: np.ndarray, names: dict[bytes, str]):
+        self.buf = buf
+        self.rows = rows
+        fields, _, topics = dispatch_fields(buf, rows, want_keys=False)
+        self.tid = fields[:, 0]
+        self.codes = fields[:, 1].copy()
+        self.topics = []
+        for tb in topics:
+            name = names.get(tb)
+            if name is None:
+                name = names[tb] = tb.decode("utf-8", "replace")
+            self.topics.append(name)
+
+    def schedule_codes(self, delay_table: DelayTable):
+        """tagsCode of SCHEDULE_TOPIC_XXXX records with a DELAY property (delivery time with the table's
+        levels). Returns (index, DelayLevelError) for the first record whose DELAY Integer.parseInt rejects
+        (codes after it are not computed), else None."""
+        sched = [i for i, t in enumerate(self.topics) if t == RMQ_SYS_SCHEDULE_TOPIC]
+        if not sched:
+            return None
+        buf = self.buf
+        for j in np.flatnonzero(np.isin(self.tid, sched)).tolist():
+            r = self.rows[j]
+            pp, pl = int(r[13]), int(r[14])
+            props = parse_properties(bytes(buf[pp:pp + pl]) if pl > 0 else b"")
+            if PROPERTY_DELAY_TIME_LEVEL in props:
+                try:
+                    self.codes[j], _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, int(r[9]), delay_table)
+                except DelayLevelError as e:
+                    return j, e
+        return None
+
+    def redispatch_records(self, idx: np.ndarray, base: int) -> list:
+        r = self.rows[idx]
+        topics = self.topics
+        return [Redispatch(p + base, size, topics[t], qid, qoff, code, sf, ts) for p, size, t, qid, qoff, code, sf, ts in
+                zip(r[:, 0].tolist(), r[:, 1].tolist(), self.tid[idx].tolist(), r[:, 6].tolist(), r[:, 7].tolist(),
+                    self.codes[idx].tolist(), r[:, 5].tolist(), r[:, 9].tolist())]
+
+    def dispatch_to_queues(self, idx: np.ndarray, base: int, queue_state, count: bool = True) -> None:
+        """CommitLogDispatcherBuildConsumeQueue for the records ``idx`` (in order): per queue in bulk;
+        queues are touched (and created) in order of their first record, as record-by-record dispatch does."""
+        sel = idx[_CQ_TX[self.rows[idx, 5] & 0xF]]
+        if not sel.size:
+            return
+        r = self.rows[sel]
+        tid = self.tid[sel]
+        qid = r[:, 6]
+        key = (tid << 32) + (qid & 0xFFFFFFFF)
+        order = np.argsort(key, kind="stable")
+        ks = key[order]
+        cuts = (np.flatnonzero(ks[1:] != ks[:-1]) + 1).tolist()
+        bounds = list(zip([0] + cuts, cuts + [len(sel)]))
+        bounds.sort(key=lambda ab: int(order[ab[0]]))
+        phys = r[:, 0] + base
+        size = r[:, 1]
+        qoff = r[:, 7]
+        codes = self.codes[sel]
+        for a, b in bounds:
+            o = order[a:b]
+            first = int(o[0])
+            st = queue_state(self.topics[int(tid[first])], int(qid[first]))
+            n = st.dispatch_many(phys[o], size[o], qoff[o], codes[o])
+            if count:  # entries the recovery (not the ReputMessageService after start) re-dispatched
+                st.rec.redispatched += n
+
+
+_CRC_TRAILER = np.frombuffer((PROPERTY_CRC32 + "\x01").encode(), dtype=np.uint8)
+_CRC_TRAILER_AT = np.arange(-CRC32_RESERVED_LEN, -CRC32_RESERVED_LEN + _CRC_TRAILER.size)
+
+
+def _has_crc32_property(buf, rows: np.ndarray) -> bool:
+    """Whether a record carries the 5.2.0+ ``__CRC32#`` property. The broker writes it only as the
+    record's last CRC32_RESERVED_LEN bytes (FORMATS.md §1.8, as verify reads it): records with that
+    trailer are candidates, confirmed with ``parse_properties``."""
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    ends = rows[:, 0] + rows[:, 1]
+    cand = np.flatnonzero((u8[ends[:, None] + _CRC_TRAILER_AT] == _CRC_TRAILER).all(axis=1))
+    for j in cand.tolist():
+        pp, pl = int(rows[j, 13]), int(rows[j, 14])
+        if pl > 0 and PROPERTY_CRC32 in parse_properties(bytes(buf[pp:pp + pl])):
+            return True
+    return False
 
 
 def _first_record_store_ts(buf, version: BrokerVersion) -> int:
@@ -561,7 +750,7 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     rocksdb = os.path.isdir(store.layout.consumequeue_dir) and rocksdb_consume_queue(store)
 
     # 1. consume queues: ConsumeQueue.recover for each, then maxPhyOffsetOfConsumeQueue
-    states: list[_QueueState] = []
+    states: list = []  # _QueueState (file consume queues) or _RocksQueueState
     if not rocksdb:
         for q in list_queues(store.layout.consumequeue_dir):
             cq = ConsumeQueue(q.topic, q.queue_id, q.path, cq_file_size)
@@ -569,18 +758,27 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
             st.recover()
             states.append(st)
     max_phy_cq = max((s.max_phys for s in states), default=-1)
+    rq = None
     if rocksdb:
-        if rocksdb_max_phys is None:
-            rocksdb_max_phys, how = rocksdb_max_phys_offset(store)
-            notes.append(how)
+        rq, how = read_rocksdb_queues(store)
+        notes.append(how)
+        if rq is not None:
+            notes.extend(f"RocksDB offset table: {p}" for p in rq.problems[:5])
+            for (topic, qid), (mp, mo) in sorted(rq.max.items()):
+                states.append(_RocksQueueState(topic, qid, mp, mo))
+            if rocksdb_max_phys is None:
+                rocksdb_max_phys = rq.checkpoint
+                if rq.checkpoint is None:
+                    notes.append("RocksDB consume queue has no CHECKPOINT_TOPIC max offset")
         if rocksdb_max_phys is not None:
             max_phy_cq = rocksdb_max_phys
-            notes.append(f"RocksDB consume queue: maxPhyOffsetOfConsumeQueue = {rocksdb_max_phys}; per-queue "
-                         "max offsets live in RocksDB and are not reported")
+            notes.append(f"RocksDB consume queue: maxPhyOffsetOfConsumeQueue = {rocksdb_max_phys} (CHECKPOINT_TOPIC "
+                         "max, the dispatch-from offset)")
         else:
             notes.append("RocksDB consume queue: its max physical offset cannot be read here; the start-file rule "
-                         "that depends on it is replaced by the file-based fallback and per-queue results are "
-                         "not computed")
+                         "that depends on it is replaced by the file-based fallback")
+        if rq is None:
+            notes.append("RocksDB consume queue: per-queue results are not computed")
     before = {s.rec.key: s.rec.max_offset_on_disk for s in states}
 
     # 2. the start file
@@ -648,8 +846,11 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     def queue_state(topic: str, qid: int) -> _QueueState:
         st = by_key.get((topic, qid))
         if st is None:
-            cq = ConsumeQueue(topic, qid, os.path.join(store.layout.consumequeue_dir, topic, str(qid)))
-            st = _QueueState(cq, bv, cq_file_size or _default_cq_size(states))
+            if rocksdb:
+                st = _RocksQueueState(topic, qid)
+            else:
+                cq = ConsumeQueue(topic, qid, os.path.join(store.layout.consumequeue_dir, topic, str(qid)))
+                st = _QueueState(cq, bv, cq_file_size or _default_cq_size(states))
             states.append(st)
             by_key[(topic, qid)] = st
         return st
@@ -663,7 +864,8 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     dt = delay_table if bv.delay_levels_at_recovery else DelayTable({})
     saw_crc_prop = False
     saw_v2 = False
-    topic_names: dict[str, int] = {}  # topic ids of the dispatched rows (analyses._bulk.topic_ids)
+    gtopics: dict[bytes, str] = {}  # topic bytes -> name, shared by every batch
+    last_end = -1  # end of the last record the recovery dispatched
     i = idx
     while start_file is not None:
         f = files[i]
@@ -674,7 +876,7 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
             if rows is None and one[0] == MESSAGE:
                 rows = _tuple_to_row(buf, one)
             if rows is not None:
-                # only the records the recovery dispatches, or whose delay level it parses, need Python
+                # only the records the recovery dispatches, or whose delay level it parses, need their fields
                 if dispatch_all:
                     want = np.ones(len(rows), dtype=bool)
                 elif dispatch_from is not None:
@@ -686,40 +888,33 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
                 slow = want | _is_topic(u8, rows, _SCHEDULE_TOPIC_B)
                 stop_at = None
                 sl = np.flatnonzero(slow)
-                sr = rows[sl]
-                tids = topic_ids(u8, sr, topic_names).tolist() if sl.size else []
-                names = list(topic_names)
-                for j, p, size, tid, pp, pl, sf, qid, qoff, ts, w in zip(
-                        sl.tolist(), sr[:, 0].tolist(), sr[:, 1].tolist(), tids, sr[:, 13].tolist(),
-                        sr[:, 14].tolist(), sr[:, 5].tolist(), sr[:, 6].tolist(), sr[:, 7].tolist(),
-                        sr[:, 9].tolist(), want[sl].tolist()):
-                    off = f.start + p
-                    topic = names[tid]
-                    props = parse_properties(bytes(buf[pp:pp + pl]) if pl > 0 else b"")
-                    if topic == RMQ_SYS_SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in props:
-                        try:
-                            code, _ = dispatch_tags_code(topic, props, ts, dt)
-                        except DelayLevelError as e:
-                            stop_kind, stop_reason = ILLEGAL, f"{e} (Integer.parseInt fails: illegal record)"
-                            stop_file, stop_pos = f.name, p
-                            stop_at = j
-                            break
-                    elif w:
-                        code, _ = dispatch_tags_code(topic, props, ts, dt)
-                    if w:
-                        if not saw_crc_prop and PROPERTY_CRC32 in props:
-                            saw_crc_prop = True
+                if sl.size:
+                    b = _RecordBatch(buf, rows[sl], gtopics)
+                    # checkMessageAndReturnSize parses DELAY of SCHEDULE_TOPIC_XXXX records (Integer.parseInt)
+                    err = b.schedule_codes(dt)
+                    w = want[sl]
+                    if err is not None:
+                        j, e = err
+                        stop_kind, stop_reason = ILLEGAL, f"{e} (Integer.parseInt fails: illegal record)"
+                        stop_file, stop_pos = f.name, int(b.rows[j, 0])
+                        stop_at = int(sl[j])
+                        w = w.copy()
+                        w[j:] = False
+                    wi = np.flatnonzero(w)
+                    if wi.size:
                         # DefaultMessageStore.doDispatch during the scan, before truncateDirtyLogicFiles
+                        if not saw_crc_prop and _has_crc32_property(buf, b.rows[wi]):
+                            saw_crc_prop = True
+                        offs = b.rows[wi, 0] + f.start
                         if keep_redispatch:
-                            redispatch.append(Redispatch(off, size, topic, qid, qoff, code, sf, ts))
-                        redispatch_count += 1
+                            redispatch.extend(b.redispatch_records(wi, f.start))
+                        redispatch_count += int(wi.size)
                         if redispatch_first is None:
-                            redispatch_first = off
-                        redispatch_last = off
-                        if not rocksdb and goes_to_consume_queue(sf):
-                            qs = queue_state(topic, qid)
-                            if qs.dispatch(off, size, qoff, code):
-                                qs.rec.redispatched += 1
+                            redispatch_first = int(offs[0])
+                        redispatch_last = int(offs[-1])
+                        last_end = int(offs[-1] + b.rows[wi[-1], 1])
+                        if not rocksdb or rq is not None:
+                            b.dispatch_to_queues(wi, f.start, queue_state)
                 k = len(rows) if stop_at is None else stop_at
                 if k:
                     done = rows[:k]
@@ -780,8 +975,15 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     # the broker logs and runs truncateDirtyLogicFiles whenever maxPhyOffsetOfConsumeQueue >= T (RocksDB too)
     cq_truncated = max_phy_cq >= t
     if cq_truncated:
+        if rocksdb:
+            why = _rocksdb_truncate(store, states, t)
+            if why:
+                notes.append(why)
         for s in states:
-            s.truncate_dirty(t)
+            if not rocksdb:
+                s.truncate_dirty(t)
+            elif not s.rec.entries_cut:
+                s.rec.max_offset_after_truncate = s.max_offset()
     else:
         for s in states:
             s.rec.max_offset_after_truncate = s.max_offset()
@@ -794,21 +996,28 @@ def plan_recovery(store: Store, *, version: str | BrokerVersion | None = None, c
     # commit log's min offset) up to T, with checkCRC=false (DefaultMessageStore.start)
     after_start = None
     reput_from = None
-    if not rocksdb and files and model_start:
-        reput_from = max([cl.min_offset] + [s.max_phys for s in states])
-        for slot in cl.scan(reput_from, t, check_crc=False, accept_v2=bv.accepts_v2, stop_at_end=True):
-            if slot.kind != MESSAGE:
+    if (not rocksdb or rq is not None) and files and model_start:
+        if rocksdb:
+            # the RocksDB store's max physical offset: CHECKPOINT_TOPIC, advanced by the recovery's dispatch
+            reput_from = max(cl.min_offset, rocksdb_max_phys if rocksdb_max_phys is not None else -1, last_end)
+        else:
+            reput_from = max([cl.min_offset] + [s.max_phys for s in states])
+        for f, rows, _ in scan_record_runs(cl, reput_from, t, check_crc=False, accept_v2=bv.accepts_v2,
+                                           stop_at_end=True):
+            if rows is None:
                 continue
-            hdr = slot.header
-            if not goes_to_consume_queue(hdr[7]):
+            sel = np.flatnonzero(_CQ_TX[rows[:, 5] & 0xF])
+            if not sel.size:
                 continue
-            topic, praw, _ = _topic_and_properties(slot.file.buffer, hdr, slot.body_pos)
-            st = queue_state(topic, hdr[3])
-            try:
-                code, _ = dispatch_tags_code(topic, parse_properties(praw), hdr[11], delay_table)
-            except DelayLevelError:
+            b = _RecordBatch(f.buffer, rows[sel], gtopics)
+            err = b.schedule_codes(delay_table)
+            k = len(sel) if err is None else err[0]
+            if k:
+                b.dispatch_to_queues(np.arange(k), f.start, queue_state, count=False)
+            if err is not None:
+                r = b.rows[k]
+                queue_state(b.topics[int(b.tid[k])], int(r[6]))
                 break  # the dispatcher's check fails (-1): ReputMessageService stops
-            st.dispatch(slot.offset, slot.size, hdr[5], code)
         after_start = {f"{s.cq.topic}/{s.cq.queue_id}": s.max_offset() for s in
                        sorted(states, key=lambda s: (s.cq.topic, s.cq.queue_id))}
 
@@ -870,4 +1079,4 @@ def _default_cq_size(states: list[_QueueState]) -> int:
 
 
 __all__ = ["BrokerVersion", "VersionAssumption", "detect_version", "plan_recovery", "RecoveryPlan",
-           "QueueRecovery", "Redispatch", "rocksdb_max_phys_offset"]
+           "QueueRecovery", "Redispatch", "RocksDBQueues", "read_rocksdb_queues"]
