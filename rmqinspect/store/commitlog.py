@@ -141,9 +141,11 @@ def scan_buffer_fast(buf, start: int, limit: int, check_crc: bool = True, accept
         pos += one[2]
 
 
-def scan_records_array(buf, start: int, limit: int, check_crc: bool = True, accept_v2: bool = True):
+def scan_records_array(buf, start: int, limit: int, check_crc: bool = True, accept_v2: bool = True,
+                       batch: int = 65536):
     """Bulk form for vectorised consumers: yields (numpy int64 array of shape (n, 16) in FAST_FIELDS order,
-    None) for runs of well-formed records and (None, slot_tuple) for anything else, in file order."""
+    None) for runs of well-formed records and (None, slot_tuple) for anything else, in file order. Runs
+    hold at most ``batch`` records."""
     import numpy as np
 
     if _fastscan is None:
@@ -152,7 +154,7 @@ def scan_records_array(buf, start: int, limit: int, check_crc: bool = True, acce
         for one in scan_buffer(buf, start, limit, check_crc, accept_v2):
             if one[0] == MESSAGE:
                 rows.append(_tuple_row(buf, one))
-                if len(rows) >= 65536:
+                if len(rows) >= batch:
                     yield np.array(rows, dtype=np.int64), None
                     rows = []
                 continue
@@ -165,10 +167,10 @@ def scan_records_array(buf, start: int, limit: int, check_crc: bool = True, acce
         return
     pos = start
     while True:
-        raw, n, pos = _fastscan.scan_messages(buf, pos, limit, check_crc, accept_v2, 65536, RECORD_SIZE_CAP)
+        raw, n, pos = _fastscan.scan_messages(buf, pos, limit, check_crc, accept_v2, batch, RECORD_SIZE_CAP)
         if n:
             yield np.frombuffer(raw, dtype=np.int64).reshape(n, 16), None
-        if n == 65536:
+        if n == batch:
             continue
         one = next(scan_buffer(buf, pos, limit, check_crc, accept_v2))
         yield None, one
@@ -348,6 +350,9 @@ def decode_slot(buf, base: int, pos: int, hdr: tuple, bpos: int, crc_ok, path: s
     return msg
 
 
+# Slot kinds after which nothing more of a file is read.
+_FILE_DONE = frozenset((END, ILLEGAL, CRC_MISMATCH, BLANK, FILE_END))
+
 # Walked CommitLog pages are dropped from the process' map every this many bytes.
 RELEASE_EVERY = 64 << 20
 
@@ -469,27 +474,38 @@ class CommitLog:
         return None
 
     # --- scanning ----------------------------------------------------------------------------------
-    def scan(self, start: int | None = None, end: int | None = None, *, check_crc: bool = True,
-             accept_v2: bool = True, stop_at_end: bool = True, follow_blank: bool = True) -> Iterator[Slot]:
-        """Slots from ``start`` (a record boundary; default the first file) up to ``end`` (exclusive).
+    def walk(self, start: int | None = None, end: int | None = None, *, check_crc: bool = True,
+             accept_v2: bool = True, stop_at_end: bool = True, follow_blank: bool = True, batch: int = FAST_BATCH,
+             python_rows: bool = False) -> Iterator[tuple]:
+        """The broker's walk across the commitlog files, once for every scan built on it.
 
-        Moves to the next file at a BLANK record (and at the exact end of a file), reports GAP for
-        missing files. At END/ILLEGAL/CRC_MISMATCH inside a file the scan of that file stops; with
-        ``stop_at_end`` the whole scan stops there, otherwise it continues with the next file (useful
-        for summaries of damaged stores; the broker itself never does that).
+        Starts at ``start`` (a record boundary; default the first file) and stops before ``end``
+        (exclusive). Moves to the next file at a BLANK record and at the exact end of a file (FILE_END);
+        at END/ILLEGAL/CRC_MISMATCH the file is done and, with ``stop_at_end``, the whole walk (without it
+        the walk goes on with the next file: summaries of damaged stores; the broker never does that).
+        Yields events ``(file, rows, slot_tuple, gap)``, exactly one of the last three not None:
+
+        - ``rows``: a run of at most ``batch`` well-formed records, ``scan_records_array`` rows
+          (FAST_FIELDS order, positions relative to ``file``);
+        - ``slot_tuple``: anything else, a ``scan_buffer`` tuple (a MESSAGE tuple only from the
+          pure-Python scanner, when ``python_rows`` is false or a scanner disagreement leaves one);
+        - ``gap``: ``(offset, size, reason)`` for a range no file covers (``file`` None).
+
+        Walked pages are released every ``RELEASE_EVERY`` bytes (``PageReleaser``).
         """
+        files = self.files
         if start is None:
             start = self.min_offset
         idx = None
-        for i, f in enumerate(self.files):
+        for i, f in enumerate(files):
             if f.start <= start < f.start + max(f.size, 1) or start < f.start:
                 idx = i
                 break
         if idx is None:
             return
-        f = self.files[idx]
+        f = files[idx]
         if start < f.start:
-            yield Slot(GAP, start, f.start - start, None, 0, reason="no commitlog file covers this range")
+            yield None, None, None, (start, f.start - start, "no commitlog file covers this range")
             start = f.start
         pos = start - f.start
         while True:
@@ -501,34 +517,67 @@ class CommitLog:
             if pos < limit:
                 buf = f.buffer
                 rel = PageReleaser(buf, pos)
-                for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer_fast(buf, pos, limit, check_crc,
-                                                                                  accept_v2):
+                if _fastscan is None and not python_rows:
+                    runs = ((None, one) for one in scan_buffer(buf, pos, limit, check_crc, accept_v2))
+                else:
+                    runs = scan_records_array(buf, pos, limit, check_crc, accept_v2, batch)
+                for rows, one in runs:
+                    if rows is not None:
+                        p = int(rows[0, 0])
+                        if p >= rel.next:
+                            rel.advance(p)
+                        yield f, rows, None, None
+                        p = int(rows[-1, 0])
+                        if p >= rel.next:
+                            rel.advance(p)
+                        continue
+                    kind = one[0]
                     if kind == FILE_END and limit < f.size:
                         return  # reached the caller's end offset
-                    if p >= rel.next:
-                        rel.advance(p)
-                    yield Slot(kind, base + p, size, f, p, hdr, bpos, crc_ok, reason)
-                    if kind in (END, ILLEGAL, CRC_MISMATCH, BLANK, FILE_END):
+                    if one[1] >= rel.next:
+                        rel.advance(one[1])
+                    yield f, None, one, None
+                    if kind in _FILE_DONE:
                         rel.finish(f.size)
-                    if kind in (END, ILLEGAL, CRC_MISMATCH):
-                        stop_here = True
-                    elif kind == BLANK and not follow_blank:
-                        return
+                        if kind == BLANK:
+                            if not follow_blank:
+                                return
+                        elif kind != FILE_END:
+                            stop_here = True
+                        break
             elif end is not None and base + pos >= end:
                 return
             if stop_here and stop_at_end:
                 return
             idx += 1
-            if idx >= len(self.files):
+            if idx >= len(files):
                 return
-            nxt = self.files[idx]
+            nxt = files[idx]
             if end is not None and nxt.start >= end:
                 return
             expected = f.start + self.file_size
             if nxt.start > expected:
-                yield Slot(GAP, expected, nxt.start - expected, None, 0, reason="missing commitlog file(s)")
+                yield None, None, None, (expected, nxt.start - expected, "missing commitlog file(s)")
             f = nxt
             pos = 0
+
+    def scan(self, start: int | None = None, end: int | None = None, *, check_crc: bool = True,
+             accept_v2: bool = True, stop_at_end: bool = True, follow_blank: bool = True) -> Iterator[Slot]:
+        """Slots from ``start`` (a record boundary; default the first file) up to ``end`` (exclusive): one
+        per record of ``walk`` (same rules and arguments), and a GAP slot for every range no file covers.
+        Headers of records found by the compiled scanner are unpacked lazily (``Slot.header``)."""
+        for f, rows, one, gap in self.walk(start, end, check_crc=check_crc, accept_v2=accept_v2,
+                                           stop_at_end=stop_at_end, follow_blank=follow_blank):
+            if rows is not None:
+                base = f.start
+                for p, total, bpos, c in zip(rows[:, 0].tolist(), rows[:, 1].tolist(), rows[:, 2].tolist(),
+                                             rows[:, 4].tolist()):
+                    yield Slot(MESSAGE, base + p, total, f, p, None, bpos, None if c < 0 else c == 1, "")
+            elif one is not None:
+                kind, p, size, hdr, bpos, crc_ok, reason = one
+                yield Slot(kind, f.start + p, size, f, p, hdr, bpos, crc_ok, reason)
+            else:
+                yield Slot(GAP, gap[0], gap[1], None, 0, reason=gap[2])
 
     def messages(self, start: int | None = None, end: int | None = None, *, keep_going: bool = False,
                  accept_v2: bool = True) -> Iterator:
