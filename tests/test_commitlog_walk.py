@@ -181,9 +181,8 @@ def _compare(cl, pairs, accept_v2=True):
                 got = _slots(cl.scan(start, end, **kw))
                 assert got == want, (start, end, kw)
                 n_msg += sum(1 for s in want if s[0] == MESSAGE)
-                assert _runs(scan_record_runs(cl, start, end, **kw)) == _runs(old_scan_record_runs(cl, start, end,
-                                                                                                  **kw)), (start, end,
-                                                                                                           kw)
+                runs = _runs(scan_record_runs(cl, start, end, **kw))
+                assert runs == _runs(old_scan_record_runs(cl, start, end, **kw)), (start, end, kw)
         for follow_blank in (True, False):
             assert (_slots(cl.scan(start, end, follow_blank=follow_blank))
                     == _slots(old_scan(cl, start, end, follow_blank=follow_blank)))
@@ -293,8 +292,8 @@ def test_walk_equals_former_walks_on_damaged_stores(tmp_path, damage, scanner):
     _compare(cl, _pairs(cl, dense=True))
     kinds = {s.kind for s in cl.scan(check_crc=True, stop_at_end=False)}
     # the damage is really there, so the comparison covered it
-    want = {"torn-tail": CRC_MISMATCH, "bad-crc-middle-file": CRC_MISMATCH, "zero-page": END, "missing-middle-file": GAP,
-            "half-record": HALF, "file-end": FILE_END, "clean": BLANK}.get(damage)
+    want = {"torn-tail": CRC_MISMATCH, "bad-crc-middle-file": CRC_MISMATCH, "zero-page": END,
+            "missing-middle-file": GAP, "half-record": HALF, "file-end": FILE_END, "clean": BLANK}.get(damage)
     if want:
         assert want in kinds, kinds
     if damage == "everything":
