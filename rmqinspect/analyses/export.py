@@ -21,7 +21,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
-from ..formats.commitlog import CRC32_RESERVED_LEN, decode_crc32_property, parse_properties, properties_well_formed
+from ..formats.commitlog import CRC32_RESERVED_LEN, decode_crc32_property
 from ..formats.constants import (
     PROPERTY_CRC32,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -490,9 +490,18 @@ def _fast_run_batch(buf, u8, mv, R, task: FileTask, schema, with_body: bool, flt
     bodies: list = [] if with_body else None
     tccache = caches.setdefault("tags_code", {})
     delay_rows = []
+    malformed = False
     for i, (p, tot, bp, bl, pp, pl) in enumerate(R[:, (0, 1, 2, 3, 13, 14)].tolist()):
-        raw = buf[pp:pp + pl] if pl > 0 else b""
-        props = parse_properties(raw) if raw else {}
+        # parse_properties and properties_well_formed in one pass (same split rules; \x01 and \x02 are
+        # ASCII, so splitting the decoded text equals splitting the bytes)
+        props = {}
+        if pl > 0:
+            for piece in buf[pp:pp + pl].decode("utf-8", "replace").split("\x02"):
+                k = piece.find("\x01")
+                if 0 < k < len(piece) - 1:
+                    props[piece[:k]] = piece[k + 1:]
+                elif k < 0 and piece and not malformed:
+                    malformed = True
         pkeys.extend(props.keys())
         pvals.extend(props.values())
         poffs.append(len(pkeys))
@@ -514,7 +523,8 @@ def _fast_run_batch(buf, u8, mv, R, task: FileTask, schema, with_body: bool, flt
             actual = crc32(mv[p:p + tot - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
             if stored != actual:
                 probs.append(f"__CRC32# property {stored} != crc of record {actual}")
-        if raw and not properties_well_formed(raw):
+        if malformed:
+            malformed = False
             probs.append("properties string has a piece without a name/value separator (\\x01)")
         proffs.append(len(probs))
         rcrc.append(crc32(mv[p:p + tot]))
