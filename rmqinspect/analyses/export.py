@@ -379,10 +379,13 @@ def columns_to_batch(cols: dict[str, list], schema):
 
 
 def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | None = None,
-                 result: FileResult | None = None, batch_rows: int = BATCH_ROWS, _reference: bool = False):
+                 result: FileResult | None = None, batch_rows: int = BATCH_ROWS, _reference: bool | None = None):
     """Arrow RecordBatches for one commitlog file (the unit of work of both engines). ``_reference`` selects
-    the per-record ``file_column_chunks`` path (the oracle for the fast path in the tests)."""
+    the per-record ``file_column_chunks`` path (the oracle for the fast path in the tests; the benchmark's
+    baseline sets RMQINSPECT_EXPORT_REFERENCE=1 so that Spark's Python workers take it too)."""
     schema = arrow_schema(with_body)
+    if _reference is None:
+        _reference = os.environ.get("RMQINSPECT_EXPORT_REFERENCE") == "1"
     if _fastscan is not None and not _reference:
         yield from _fast_file_batches(task, schema, with_body, flt, result, batch_rows)
         return
