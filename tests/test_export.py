@@ -199,6 +199,10 @@ def assert_paths_equal(store: str, with_body: bool = True, flt=None, batch_rows:
                                                             ref.column(name).to_pylist()[:5])
     assert fast.equals(ref)
     assert fast_rows == ref_rows and fast_damage == ref_damage
+    if flt is None:  # the Spark engine's damage side pass (compiled scanner) reports the same damage
+        from rmqinspect.analyses.export import file_damage
+
+        assert [d.to_dict() for t in file_tasks([store]) for d in file_damage(t)] == ref_damage
     return ref.num_rows
 
 

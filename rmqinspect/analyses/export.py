@@ -335,6 +335,19 @@ def file_damage(task: FileTask) -> list[FileDamage]:
     mf = MappedFile(task.path, task.start)
     out = []
     try:
+        if _fastscan is not None and os.environ.get("RMQINSPECT_EXPORT_REFERENCE") != "1":
+            # the compiled scanner skips the well-formed runs; whatever stops it is re-read by scan_buffer
+            buf, limit, pos = mf.buffer, mf.size, 0
+            while True:
+                _, n, pos = _fastscan.scan_messages(buf, pos, limit, False, True, _FAST_RUN, RECORD_SIZE_CAP)
+                if n == _FAST_RUN:
+                    continue
+                kind, p, size, _, _, _, reason = next(scan_buffer(buf, pos, limit, False, True))
+                if kind in (ILLEGAL, HALF, CRC_MISMATCH):
+                    out.append(FileDamage(task.source, task.path, task.start + p, kind, reason))
+                if kind not in (MESSAGE, HALF):
+                    return out
+                pos = p + size
         for kind, pos, size, hdr, bpos, crc_ok, reason in scan_buffer(mf.buffer, 0, mf.size, False, True):
             if kind in (ILLEGAL, HALF, CRC_MISMATCH):
                 out.append(FileDamage(task.source, task.path, task.start + pos, kind, reason))
