@@ -513,10 +513,10 @@ def _fast_run_batch(buf, u8, mv, R, task: FileTask, schema, with_body: bool, flt
         props = {}
         if pl > 0:
             for piece in buf[pp:pp + pl].decode("utf-8", "replace").split("\x02"):
-                k = piece.find("\x01")
-                if 0 < k < len(piece) - 1:
-                    props[piece[:k]] = piece[k + 1:]
-                elif k < 0 and piece and not malformed:
+                name, sep, value = piece.partition("\x01")
+                if name and value:
+                    props[name] = value
+                elif piece and not sep:
                     malformed = True
         pkeys.extend(props.keys())
         pvals.extend(props.values())
