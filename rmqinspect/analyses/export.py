@@ -490,26 +490,14 @@ def _fast_run_batch(buf, u8, mv, R, task: FileTask, schema, with_body: bool, flt
     born_len = np.where(born_v6, 20, 8)
     store_off = 56 + born_len  # STOREHOST follows BORNHOST and STORETIMESTAMP
 
-    # per-record text: properties, keys, problems, tags, uniq key, record crc32
+    # per-record text: properties (parse_properties and properties_well_formed in one pass: the same split
+    # rules; \x01 and \x02 are ASCII, so splitting the decoded text equals splitting the bytes), problems
     crc32 = zlib.crc32
-    pkeys: list = []
-    pvals: list = []
-    poffs = [0]
-    kflat: list = []
-    koffs = [0]
+    dicts: list = []
     probs: list = []
     proffs = [0]
-    tags: list = []
-    uniqs: list = []
-    tcodes: list = []
-    rcrc: list = []
-    bodies: list = [] if with_body else None
-    tccache = caches.setdefault("tags_code", {})
-    delay_rows = []
     malformed = False
-    for i, (p, tot, bp, bl, pp, pl) in enumerate(R[:, (0, 1, 2, 3, 13, 14)].tolist()):
-        # parse_properties and properties_well_formed in one pass (same split rules; \x01 and \x02 are
-        # ASCII, so splitting the decoded text equals splitting the bytes)
+    for p, tot, pp, pl in R[:, (0, 1, 13, 14)].tolist():
         props = {}
         if pl > 0:
             for piece in buf[pp:pp + pl].decode("utf-8", "replace").split("\x02"):
@@ -518,34 +506,32 @@ def _fast_run_batch(buf, u8, mv, R, task: FileTask, schema, with_body: bool, flt
                     props[name] = value
                 elif piece and not sep:
                     malformed = True
-        pkeys.extend(props.keys())
-        pvals.extend(props.values())
-        poffs.append(len(pkeys))
-        tg = props.get(PROPERTY_TAGS)
-        tags.append(tg)
-        uniqs.append(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
-        code = tccache.get(tg)
-        if code is None:
-            code = tccache[tg] = tags_code(tg)
-        tcodes.append(code)
-        if PROPERTY_DELAY_TIME_LEVEL in props:
-            delay_rows.append((i, props))
-        k = props.get(PROPERTY_KEYS)
-        if k:
-            kflat.extend([x for x in k.split(" ") if x])
-        koffs.append(len(kflat))
-        if PROPERTY_CRC32 in props:
-            stored = decode_crc32_property(props[PROPERTY_CRC32])
-            actual = crc32(mv[p:p + tot - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
-            if stored != actual:
-                probs.append(f"__CRC32# property {stored} != crc of record {actual}")
-        if malformed:
-            malformed = False
-            probs.append("properties string has a piece without a name/value separator (\\x01)")
+            if PROPERTY_CRC32 in props:
+                stored = decode_crc32_property(props[PROPERTY_CRC32])
+                actual = crc32(mv[p:p + tot - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+                if stored != actual:
+                    probs.append(f"__CRC32# property {stored} != crc of record {actual}")
+            if malformed:
+                malformed = False
+                probs.append("properties string has a piece without a name/value separator (\\x01)")
+        dicts.append(props)
         proffs.append(len(probs))
-        rcrc.append(crc32(mv[p:p + tot]))
-        if with_body:
-            bodies.append(buf[bp:bp + bl] if bl > 0 else b"")
+    rcrc = [crc32(mv[p:p + tot]) for p, tot in R[:, :2].tolist()]
+    bodies = [buf[bp:bp + bl] if bl > 0 else b"" for bp, bl in R[:, 2:4].tolist()] if with_body else None
+    pkeys = [k for d in dicts for k in d]
+    pvals = [v for d in dicts for v in d.values()]
+    poffs = np.cumsum([0] + [len(d) for d in dicts], dtype=np.int64).astype(np.int32)
+    tags = [d.get(PROPERTY_TAGS) for d in dicts]
+    uniqs = [d.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for d in dicts]
+    tccache = caches.setdefault("tags_code", {})
+    for tg in set(tags):
+        if tg not in tccache:
+            tccache[tg] = tags_code(tg)
+    tcodes = [tccache[tg] for tg in tags]
+    kl = [[x for x in k.split(" ") if x] if k else [] for k in (d.get(PROPERTY_KEYS) for d in dicts)]
+    kflat = [x for ks in kl for x in ks]
+    koffs = np.cumsum([0] + [len(ks) for ks in kl], dtype=np.int64).astype(np.int32)
+    delay_rows = [(i, d) for i, d in enumerate(dicts) if PROPERTY_DELAY_TIME_LEVEL in d]
     tcode_mask = None
     for i, props in delay_rows:
         if topics[i] != _SCHEDULE_TOPIC:
