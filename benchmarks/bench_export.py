@@ -4,7 +4,7 @@ same data. Data: N commitlog files written by the project's CommitLogWriter into
     python benchmarks/bench_export.py [--files 4] [--file-mb 256] [--dir /tmp/rmqinspect-bench-export]
 
 Each engine runs twice in a fresh process: with the per-record reference row builder (the baseline,
-RMQINSPECT_EXPORT_REFERENCE=1) and with the vectorised fast path. Reports rows/s and GB/s (commitlog bytes
+RMQINSPECT_EXPORT_REFERENCE=1) and with the vectorised fast path. "rows" is the row building alone (Arrow batches of every file, no Parquet writing). Reports rows/s and GB/s (commitlog bytes
 scanned per second) for each, the fast/reference ratio per engine, and the local[2]/local[1]
 speed-up (target >= 1.8 on an idle 2-core machine). The machine load average is printed before and after:
 other processes on the cores distort the Spark ratio.
@@ -79,6 +79,13 @@ def run_engine(engine: str, path: str, store: str, out: str):
 
 
 def one(engine: str, store: str, out: str) -> None:
+    if engine == "rows":  # building the Arrow batches only (no Parquet writing), every commitlog file
+        from rmqinspect.analyses.export import file_batches, file_tasks
+
+        t = time.perf_counter()
+        n = sum(b.num_rows for task in file_tasks([store]) for b in file_batches(task))
+        print(f"{time.perf_counter() - t} {n}")
+        return
     if engine == "local":
         t = time.perf_counter()
         res = export_local([store], out)
@@ -94,6 +101,7 @@ def main() -> None:
     ap.add_argument("--file-mb", type=int, default=256)
     ap.add_argument("--dir", default="/tmp/rmqinspect-bench-export")
     ap.add_argument("--keep", action="store_true", help="keep the generated store for the next run")
+    ap.add_argument("--rows-only", action="store_true", help="only the row building (Arrow batches, no Parquet)")
     ap.add_argument("--one", nargs=3, metavar=("ENGINE", "STORE", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
@@ -114,7 +122,7 @@ def main() -> None:
                                                                                                       "commitlog")))
     print(f"{os.cpu_count()} CPUs; {load()}")
     results = {}
-    for name in ("local", "spark local[1]", "spark local[2]"):
+    for name in ("rows", "local", "spark local[1]", "spark local[2]")[:1 if a.rows_only else 4]:
         for path in ("reference", "fast"):
             out = os.path.join(a.dir, "out-" + name.replace(" ", "_").replace("[", "").replace("]", ""))
             shutil.rmtree(out, ignore_errors=True)
@@ -125,7 +133,7 @@ def main() -> None:
                   f"({load()})", flush=True)
             shutil.rmtree(out, ignore_errors=True)
         print(f"{name:15s} fast vs reference: {results[name, 'reference'] / results[name, 'fast']:.2f}x", flush=True)
-    for path in ("reference", "fast"):
+    for path in ("reference", "fast") if not a.rows_only else ():
         print(f"{path}: spark local[2] vs local[1]: "
               f"{results['spark local[1]', path] / results['spark local[2]', path]:.2f}x; "
               f"spark local[2] vs local engine: {results['local', path] / results['spark local[2]', path]:.2f}x")
