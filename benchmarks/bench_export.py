@@ -3,7 +3,9 @@ same data. Data: N commitlog files written by the project's CommitLogWriter into
 
     python benchmarks/bench_export.py [--files 4] [--file-mb 256] [--dir /tmp/rmqinspect-bench-export]
 
-Reports rows/s and GB/s (commitlog bytes scanned per second) for each engine, and the local[2]/local[1]
+Each engine runs twice in a fresh process: with the per-record reference row builder (the baseline,
+RMQINSPECT_EXPORT_REFERENCE=1) and with the vectorised fast path. "rows" is the row building alone (Arrow batches of every file, no Parquet writing). Reports rows/s and GB/s (commitlog bytes
+scanned per second) for each, the fast/reference ratio per engine, and the local[2]/local[1]
 speed-up (target >= 1.8 on an idle 2-core machine). The machine load average is printed before and after:
 other processes on the cores distort the Spark ratio.
 """
@@ -14,6 +16,7 @@ import argparse
 import os
 import random
 import shutil
+import subprocess
 import sys
 import time
 
@@ -63,13 +66,47 @@ def bench_spark(master: str, store: str, out: str):
     return dt, res.rows
 
 
+def run_engine(engine: str, path: str, store: str, out: str):
+    """One measurement in a fresh process: the JVM and Spark's Python workers inherit the environment that
+    selects the row-building path (RMQINSPECT_EXPORT_REFERENCE=1: the per-record reference = the baseline)."""
+    env = dict(os.environ, RMQINSPECT_EXPORT_REFERENCE="1" if path == "reference" else "0")
+    env["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..") + os.pathsep + env.get(
+        "PYTHONPATH", "")
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", engine, store, out], env=env,
+                       check=True, capture_output=True, text=True)
+    dt, n = r.stdout.strip().splitlines()[-1].split()
+    return float(dt), int(n)
+
+
+def one(engine: str, store: str, out: str) -> None:
+    if engine == "rows":  # building the Arrow batches only (no Parquet writing), every commitlog file
+        from rmqinspect.analyses.export import file_batches, file_tasks
+
+        t = time.perf_counter()
+        n = sum(b.num_rows for task in file_tasks([store]) for b in file_batches(task))
+        print(f"{time.perf_counter() - t} {n}")
+        return
+    if engine == "local":
+        t = time.perf_counter()
+        res = export_local([store], out)
+        dt, n = time.perf_counter() - t, res.rows
+    else:
+        dt, n = bench_spark(engine, store, out)
+    print(f"{dt} {n}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=4)
     ap.add_argument("--file-mb", type=int, default=256)
     ap.add_argument("--dir", default="/tmp/rmqinspect-bench-export")
     ap.add_argument("--keep", action="store_true", help="keep the generated store for the next run")
+    ap.add_argument("--rows-only", action="store_true", help="only the row building (Arrow batches, no Parquet)")
+    ap.add_argument("--one", nargs=3, metavar=("ENGINE", "STORE", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.one:
+        one(*a.one)
+        return
     store = os.path.join(a.dir, "store")
     size = a.file_mb << 20
     marker = os.path.join(a.dir, f"rows-{a.files}x{a.file_mb}")
@@ -85,21 +122,21 @@ def main() -> None:
                                                                                                       "commitlog")))
     print(f"{os.cpu_count()} CPUs; {load()}")
     results = {}
-    for name in ("local", "spark local[1]", "spark local[2]"):
-        out = os.path.join(a.dir, "out-" + name.replace(" ", "_").replace("[", "").replace("]", ""))
-        shutil.rmtree(out, ignore_errors=True)
-        if name == "local":
-            t = time.perf_counter()
-            res = export_local([store], out)
-            dt, n = time.perf_counter() - t, res.rows
-        else:
-            dt, n = bench_spark(name.split()[1], store, out)
-        assert n == rows, (name, n, rows)
-        results[name] = dt
-        print(f"{name:15s} {dt:7.2f} s  {n / dt:10.0f} rows/s  {scanned / dt / 1e9:6.3f} GB/s   ({load()})")
-        shutil.rmtree(out, ignore_errors=True)
-    print(f"spark local[2] vs local[1]: {results['spark local[1]'] / results['spark local[2]']:.2f}x")
-    print(f"spark local[2] vs local engine: {results['local'] / results['spark local[2]']:.2f}x")
+    for name in ("rows", "local", "spark local[1]", "spark local[2]")[:1 if a.rows_only else 4]:
+        for path in ("reference", "fast"):
+            out = os.path.join(a.dir, "out-" + name.replace(" ", "_").replace("[", "").replace("]", ""))
+            shutil.rmtree(out, ignore_errors=True)
+            dt, n = run_engine(name.split()[-1], path, store, out)
+            assert n == rows, (name, n, rows)
+            results[name, path] = dt
+            print(f"{name:15s} {path:9s} {dt:7.2f} s  {n / dt:10.0f} rows/s  {scanned / dt / 1e9:6.3f} GB/s   "
+                  f"({load()})", flush=True)
+            shutil.rmtree(out, ignore_errors=True)
+        print(f"{name:15s} fast vs reference: {results[name, 'reference'] / results[name, 'fast']:.2f}x", flush=True)
+    for path in ("reference", "fast") if not a.rows_only else ():
+        print(f"{path}: spark local[2] vs local[1]: "
+              f"{results['spark local[1]', path] / results['spark local[2]', path]:.2f}x; "
+              f"spark local[2] vs local engine: {results['local', path] / results['spark local[2]', path]:.2f}x")
     if not a.keep:
         shutil.rmtree(a.dir, ignore_errors=True)
 

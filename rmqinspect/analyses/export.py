@@ -7,6 +7,10 @@ records the broker accepts (scan kind MESSAGE, exactly what ``CommitLog.messages
 records are reported as ``FileDamage`` and the scan of the file goes on past a HALF record like the
 dispatcher, and stops at an ILLEGAL one.
 
+Two row builders produce the same batches: the per-record reference (``file_column_chunks``: ``scan_buffer``,
+``decode_slot``, ``append_message``) and the fast path used whenever the compiled scanner is built, which
+takes runs of records from it and fills the numeric columns with numpy (tests prove them equal row for row).
+
 pyarrow is imported lazily: the rest of rmqinspect never needs it.
 """
 
@@ -21,7 +25,19 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
-from ..store.commitlog import BLANK, CRC_MISMATCH, END, HALF, ILLEGAL, MESSAGE, decode_slot, scan_buffer
+from ..formats.commitlog import CRC32_RESERVED_LEN, decode_crc32_property
+from ..formats.constants import (
+    PROPERTY_CRC32,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    RECORD_SIZE_CAP,
+    RMQ_SYS_SCHEDULE_TOPIC,
+)
+from ..formats.javahash import tags_code
+from ..formats.msgid import host_string, offset_msg_id
+from ..store.commitlog import BLANK, CRC_MISMATCH, END, HALF, ILLEGAL, MESSAGE, _fastscan, decode_slot, scan_buffer
 from ..store.errors import StoreNotFoundError, UnsafeOutputError
 from ..store.layout import StoreLayout
 from ..store.mapped import MappedFile
@@ -70,6 +86,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 PARTITION_COLUMNS = ("topic_partition", "store_date")
 BATCH_ROWS = 4096
+_FAST_RUN = 16384  # records per compiled-scanner call in the fast path
 
 _MIN_MS = -62135596800000  # 0001-01-01T00:00:00Z
 _MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
@@ -323,6 +340,19 @@ def file_damage(task: FileTask) -> list[FileDamage]:
     mf = MappedFile(task.path, task.start)
     out = []
     try:
+        if _fastscan is not None and os.environ.get("RMQINSPECT_EXPORT_REFERENCE") != "1":
+            # the compiled scanner skips the well-formed runs; whatever stops it is re-read by scan_buffer
+            buf, limit, pos = mf.buffer, mf.size, 0
+            while True:
+                _, n, pos = _fastscan.scan_messages(buf, pos, limit, False, True, _FAST_RUN, RECORD_SIZE_CAP)
+                if n == _FAST_RUN:
+                    continue
+                kind, p, size, _, _, _, reason = next(scan_buffer(buf, pos, limit, False, True))
+                if kind in (ILLEGAL, HALF, CRC_MISMATCH):
+                    out.append(FileDamage(task.source, task.path, task.start + p, kind, reason))
+                if kind not in (MESSAGE, HALF):
+                    return out
+                pos = p + size
         for kind, pos, size, hdr, bpos, crc_ok, reason in scan_buffer(mf.buffer, 0, mf.size, False, True):
             if kind in (ILLEGAL, HALF, CRC_MISMATCH):
                 out.append(FileDamage(task.source, task.path, task.start + pos, kind, reason))
@@ -367,11 +397,290 @@ def columns_to_batch(cols: dict[str, list], schema):
 
 
 def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | None = None,
-                 result: FileResult | None = None, batch_rows: int = BATCH_ROWS):
-    """Arrow RecordBatches for one commitlog file (the unit of work of both engines)."""
+                 result: FileResult | None = None, batch_rows: int = BATCH_ROWS, _reference: bool | None = None):
+    """Arrow RecordBatches for one commitlog file (the unit of work of both engines). ``_reference`` selects
+    the per-record ``file_column_chunks`` path (the oracle for the fast path in the tests; the benchmark's
+    baseline sets RMQINSPECT_EXPORT_REFERENCE=1 so that Spark's Python workers take it too)."""
     schema = arrow_schema(with_body)
+    if _reference is None:
+        _reference = os.environ.get("RMQINSPECT_EXPORT_REFERENCE") == "1"
+    if _fastscan is not None and not _reference:
+        yield from _fast_file_batches(task, schema, with_body, flt, result, batch_rows)
+        return
     for cols in file_column_chunks(task, with_body=with_body, flt=flt, result=result, batch_rows=batch_rows):
         yield columns_to_batch(cols, schema)
+
+
+# --- fast path -------------------------------------------------------------------------------------
+# The compiled scanner finds runs of well-formed records (FAST_FIELDS rows, body CRC checked in C); every
+# numeric column is sliced or gathered from those rows and the mapped file with numpy, and only what is
+# text by nature (properties, keys, problems, topic) goes through per-record Python. Records the compiled
+# scanner refuses are re-scanned with ``scan_buffer`` exactly as the reference path does: a body-CRC
+# mismatch is still a row (crc_ok false) decoded by ``append_message``, HALF/ILLEGAL are damage.
+
+_TX_NAMES = None
+
+
+def _gather(u8, idx, width: int, dtype: str):
+    """Big-endian integers of ``width`` bytes at byte positions ``idx`` of ``u8``."""
+    import numpy as np
+
+    m = u8[idx[:, None] + np.arange(width)]
+    return np.ascontiguousarray(m).view(dtype).reshape(len(idx)).astype(np.int64)
+
+
+def _host_column(buf, u8, pos, wide, off: int, cache: dict):
+    """host strings of the 8-byte (IPv4) or 20-byte (IPv6) address at ``pos + off(row)``: distinct values are
+    rendered once (a store has few hosts)."""
+    import numpy as np
+
+    n = len(pos)
+    out = np.empty(n, dtype=object)
+    narrow = ~wide
+    if narrow.any():
+        p = pos[narrow] + off if np.isscalar(off) else (pos + off)[narrow]
+        raw = np.ascontiguousarray(u8[p[:, None] + np.arange(8)])
+        keys = raw.view(">u8").reshape(-1)
+        uniq, inv = np.unique(keys, return_inverse=True)
+        strs = []
+        for k in uniq.tolist():
+            s = cache.get(k)
+            if s is None:
+                b = k.to_bytes(8, "big")
+                s = cache[k] = host_string(b[:4], int.from_bytes(b[4:], "big", signed=True))
+            strs.append(s)
+        out[narrow] = np.array(strs, dtype=object)[inv.reshape(-1)]
+    if wide.any():
+        allp = pos + off
+        for i in np.flatnonzero(wide).tolist():
+            p = int(allp[i])
+            out[i] = host_string(bytes(buf[p:p + 16]), int.from_bytes(buf[p + 16:p + 20], "big", signed=True))
+    return out
+
+
+def _fast_run_batch(buf, u8, mv, R, task: FileTask, schema, with_body: bool, flt: RowFilter | None, caches: dict):
+    """One RecordBatch for a run of scanned records (rows of R), or None when the filter keeps nothing."""
+    import numpy as np
+    import pyarrow as pa
+
+    global _TX_NAMES
+    if flt is not None and (flt.since is not None or flt.until is not None):
+        sts = R[:, 9]
+        keep = np.ones(len(R), dtype=bool)
+        if flt.since is not None:
+            keep &= sts >= flt.since
+        if flt.until is not None:
+            keep &= sts <= flt.until
+        R = R[keep]
+    tcache = caches.setdefault("topic", {})
+    topics = []
+    for tp, tl in R[:, 11:13].tolist():
+        tb = buf[tp:tp + tl]
+        t = tcache.get(tb)
+        if t is None:
+            t = tcache[tb] = tb.decode("utf-8", "replace")
+        topics.append(t)
+    if flt is not None and flt.topics is not None:
+        keep = np.fromiter((t in flt.topics for t in topics), dtype=bool, count=len(topics))
+        R = R[keep]
+        topics = [t for t, k in zip(topics, keep.tolist()) if k]
+    n = len(R)
+    if n == 0:
+        return None
+    pos, total, bpos = R[:, 0], R[:, 1], R[:, 2]
+    sys_flag, sts, bts = R[:, 5], R[:, 9], R[:, 10]
+    born_v6 = (sys_flag & 0x10) != 0
+    store_v6 = (sys_flag & 0x20) != 0
+    born_len = np.where(born_v6, 20, 8)
+    store_off = 56 + born_len  # STOREHOST follows BORNHOST and STORETIMESTAMP
+
+    # per-record text: properties (parse_properties and properties_well_formed in one pass: the same split
+    # rules; \x01 and \x02 are ASCII, so splitting the decoded text equals splitting the bytes), problems
+    crc32 = zlib.crc32
+    dicts: list = []
+    probs: list = []
+    proffs = [0]
+    malformed = False
+    for p, tot, pp, pl in R[:, (0, 1, 13, 14)].tolist():
+        props = {}
+        if pl > 0:
+            for piece in buf[pp:pp + pl].decode("utf-8", "replace").split("\x02"):
+                name, sep, value = piece.partition("\x01")
+                if name and value:
+                    props[name] = value
+                elif piece and not sep:
+                    malformed = True
+            if PROPERTY_CRC32 in props:
+                stored = decode_crc32_property(props[PROPERTY_CRC32])
+                actual = crc32(mv[p:p + tot - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+                if stored != actual:
+                    probs.append(f"__CRC32# property {stored} != crc of record {actual}")
+            if malformed:
+                malformed = False
+                probs.append("properties string has a piece without a name/value separator (\\x01)")
+        dicts.append(props)
+        proffs.append(len(probs))
+    rcrc = [crc32(mv[p:p + tot]) for p, tot in R[:, :2].tolist()]
+    bodies = [buf[bp:bp + bl] if bl > 0 else b"" for bp, bl in R[:, 2:4].tolist()] if with_body else None
+    pkeys = [k for d in dicts for k in d]
+    pvals = [v for d in dicts for v in d.values()]
+    poffs = np.cumsum([0] + [len(d) for d in dicts], dtype=np.int64).astype(np.int32)
+    tags = [d.get(PROPERTY_TAGS) for d in dicts]
+    uniqs = [d.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for d in dicts]
+    tccache = caches.setdefault("tags_code", {})
+    for tg in set(tags):
+        if tg not in tccache:
+            tccache[tg] = tags_code(tg)
+    tcodes = [tccache[tg] for tg in tags]
+    kl = [[x for x in k.split(" ") if x] if k else [] for k in (d.get(PROPERTY_KEYS) for d in dicts)]
+    kflat = [x for ks in kl for x in ks]
+    koffs = np.cumsum([0] + [len(ks) for ks in kl], dtype=np.int64).astype(np.int32)
+    delay_rows = [(i, d) for i, d in enumerate(dicts) if PROPERTY_DELAY_TIME_LEVEL in d]
+    tcode_mask = None
+    for i, props in delay_rows:
+        if topics[i] != RMQ_SYS_SCHEDULE_TOPIC:
+            continue
+        try:
+            tcodes[i] = dispatch_tags_code(topics[i], props, int(sts[i]))[0]
+        except DelayLevelError:
+            tcodes[i] = 0
+            if tcode_mask is None:
+                tcode_mask = np.zeros(n, dtype=bool)
+            tcode_mask[i] = True
+
+    i64, i32 = pa.int64(), pa.int32()
+
+    def const(s):
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([s])).cast(pa.string())
+
+    def ts(ms):
+        bad = (ms < _MIN_MS) | (ms > _MAX_MS)
+        return pa.array(np.where(bad, 0, ms) * 1000, type=schema.field("born_timestamp").type,
+                        mask=bad if bad.any() else None)
+
+    def strs(values):
+        return pa.array(values, type=pa.string())
+
+    def str_list(offs, flat):
+        return pa.ListArray.from_arrays(pa.array(offs, type=i32), strs(flat))
+
+    if _TX_NAMES is None:
+        _TX_NAMES = np.array(["NOT_TYPE", "PREPARED", "COMMIT", "ROLLBACK"], dtype=object)
+    hcache = caches.setdefault("host", {})
+    store_host = _host_column(buf, u8, pos, store_v6, store_off, hcache)
+    pof = R[:, 8]
+    if not store_v6.any():
+        sh = np.ascontiguousarray(u8[(pos + store_off)[:, None] + np.arange(8)])
+        idb = np.hstack([sh, pof.astype(">i8").view(np.uint8).reshape(n, 8)]).tobytes().hex().upper().encode()
+        msgid = pa.StringArray.from_buffers(n, pa.py_buffer(np.arange(0, 32 * n + 1, 32, dtype=np.int32)),
+                                            pa.py_buffer(idb))
+    else:
+        msgid = strs([offset_msg_id(bytes(buf[p + so:p + so + 16]) if v6 else bytes(buf[p + so:p + so + 4]),
+                                    int.from_bytes(buf[p + so + (16 if v6 else 4):p + so + (20 if v6 else 8)],
+                                                   "big", signed=True), f)
+                      for p, so, v6, f in zip(pos.tolist(), store_off.tolist(), store_v6.tolist(), pof.tolist())])
+    days = np.floor_divide(sts, 86400000)
+    valid = (sts >= _MIN_MS) & (sts <= _MAX_MS)
+    udays, dinv = np.unique(np.where(valid, days, 0), return_inverse=True)
+    dates = np.array([_day(d) for d in udays.tolist()], dtype=object)[dinv.reshape(-1)]
+    if not valid.all():
+        dates[~valid] = "invalid"
+    tparts = [topic_partition(t) for t in topics]
+    crc_col = R[:, 4]
+    arrays = {
+        "source": const(task.source),
+        "store_path": const(task.store_path),
+        "file": const(task.name),
+        "file_position": pa.array(pos, i64),
+        "physical_offset": pa.array(pos + task.start, i64),
+        "physical_offset_field": pa.array(pof, i64),
+        "total_size": pa.array(total.astype(np.int32), i32),
+        "magic_version": pa.array(R[:, 15].astype(np.int32), i32),
+        "topic": strs(topics),
+        "queue_id": pa.array(R[:, 6].astype(np.int32), i32),
+        "queue_offset": pa.array(R[:, 7], i64),
+        "flag": pa.array(_gather(u8, pos + 16, 4, ">i4").astype(np.int32), i32),
+        "sys_flag": pa.array(sys_flag.astype(np.int32), i32),
+        "transaction_type": strs(_TX_NAMES[(sys_flag & 0xC) >> 2]),
+        "born_timestamp": ts(bts),
+        "born_timestamp_ms": pa.array(bts, i64),
+        "born_host": strs(_host_column(buf, u8, pos, born_v6, 48, hcache)),
+        "store_timestamp": ts(sts),
+        "store_timestamp_ms": pa.array(sts, i64),
+        "store_host": strs(store_host),
+        "reconsume_times": pa.array(_gather(u8, bpos - 16, 4, ">i4").astype(np.int32), i32),
+        "prepared_transaction_offset": pa.array(_gather(u8, bpos - 12, 8, ">i8"), i64),
+        "tags": strs(tags),
+        "tags_code": pa.array(np.array(tcodes, dtype=np.int64), i64, mask=tcode_mask),
+        "keys": str_list(koffs, kflat),
+        "uniq_key": strs(uniqs),
+        "offset_msg_id": msgid,
+        "properties": pa.MapArray.from_arrays(pa.array(poffs, type=i32), strs(pkeys), strs(pvals)),
+        "body_size": pa.array(np.maximum(R[:, 3], 0).astype(np.int32), i32),
+        "body_crc": pa.array(_gather(u8, pos + 8, 4, ">i4"), i64),
+        "crc_ok": pa.array(crc_col == 1, pa.bool_(), mask=crc_col < 0),
+        "record_crc32": pa.array(np.array(rcrc, dtype=np.int64), i64),
+        "problems": str_list(proffs, probs),
+        "store_date": strs(dates),
+        "topic_partition": strs(tparts),
+    }
+    if with_body:
+        arrays["body"] = pa.array(bodies, pa.binary())
+    return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
+
+
+def _fast_file_batches(task: FileTask, schema, with_body: bool, flt: RowFilter | None, result: FileResult | None,
+                       batch_rows: int):
+    import numpy as np
+
+    mf = MappedFile(task.path, task.start)
+    try:
+        buf = mf.buffer
+        limit = mf.size
+        mv = memoryview(buf)
+        u8 = np.frombuffer(buf, dtype=np.uint8) if limit else np.zeros(0, dtype=np.uint8)
+        caches: dict = {}
+        pos = 0
+        try:
+            while True:
+                raw, n, pos = _fastscan.scan_messages(buf, pos, limit, True, True, _FAST_RUN, RECORD_SIZE_CAP)
+                if n:
+                    R = np.frombuffer(raw, dtype=np.int64).reshape(n, 16)
+                    b = _fast_run_batch(buf, u8, mv, R, task, schema, with_body, flt, caches)
+                    if b is not None:
+                        if result is not None:
+                            result.rows += b.num_rows
+                        for off in range(0, b.num_rows, batch_rows):
+                            yield b.slice(off, batch_rows)
+                if n == _FAST_RUN:
+                    continue
+                kind, p, size, hdr, bpos, _, reason = next(scan_buffer(buf, pos, limit, False, True))
+                if kind == MESSAGE:
+                    # refused by the compiled scanner only for its body CRC: the reference row
+                    pos = p + size
+                    if flt is not None and not flt.header_ok(hdr):
+                        continue
+                    msg = decode_slot(buf, task.start, p, hdr, bpos, None, task.name)
+                    if flt is not None and not flt.topic_ok(msg.topic):
+                        continue
+                    cols = _new_columns(with_body)
+                    append_message(cols, msg, task, mv[p:p + size])
+                    if result is not None:
+                        result.rows += 1
+                    yield columns_to_batch(cols, schema)
+                elif kind == HALF:
+                    if result is not None:
+                        result.damage.append(FileDamage(task.source, task.path, task.start + p, kind, reason))
+                    pos = p + size
+                else:
+                    if kind in (ILLEGAL, CRC_MISMATCH) and result is not None:
+                        result.damage.append(FileDamage(task.source, task.path, task.start + p, kind, reason))
+                    break
+        finally:
+            del u8
+            mv.release()
+    finally:
+        mf.close()
 
 
 # --- local engine ----------------------------------------------------------------------------------
