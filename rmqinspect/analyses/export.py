@@ -700,29 +700,37 @@ class ExportResult:
                 "rows": self.rows, "damage": [d.to_dict() for d in self.damage]}
 
 
+def write_file_task(number: int, task: FileTask, out: str, *, with_body: bool = False,
+                    flt: RowFilter | None = None) -> FileResult:
+    """Write the rows of one commitlog file into the dataset at ``out`` (local path or a Hadoop-style URI
+    pyarrow understands: hdfs://, s3://). The unit of work of both engines: the local engine runs the
+    files one after another, the Spark engine runs one task per file; names ``part-<number>-<i>.parquet``
+    never collide, so concurrent tasks write into the same partition directories safely."""
+    import pyarrow.dataset as ds
+
+    schema = arrow_schema(with_body)
+    result = FileResult(task)
+    part = ds.partitioning(schema=arrow_schema_of(schema, PARTITION_COLUMNS), flavor="hive")
+    ds.write_dataset(file_batches(task, with_body=with_body, flt=flt, result=result), out, schema=schema,
+                     format="parquet", partitioning=part, existing_data_behavior="overwrite_or_ignore",
+                     basename_template=f"part-{number:05d}-{{i}}.parquet", max_rows_per_group=1 << 17,
+                     max_partitions=1 << 16)
+    return result
+
+
 def export_local(stores: Sequence[str], out: str, *, labels: Sequence[str] | None = None, with_body: bool = False,
                  flt: RowFilter | None = None, advance=None) -> ExportResult:
     """Write the Parquet dataset with pyarrow, one file after another (hive partitions topic_partition/store_date)."""
-    import pyarrow.dataset as ds
-
     check_output_dir(out, stores)
     tasks = file_tasks(stores, labels)
-    results = [FileResult(t) for t in tasks]
-    schema = arrow_schema(with_body)
-    done = [0]
-
-    def batches():
-        for t, r in zip(tasks, results):
-            yield from file_batches(t, with_body=with_body, flt=flt, result=r)
-            done[0] += t.size
-            if advance:
-                advance(done[0])
-
-    part = ds.partitioning(schema=arrow_schema_of(schema, PARTITION_COLUMNS), flavor="hive")
     os.makedirs(out, exist_ok=True)
-    ds.write_dataset(batches(), out, schema=schema, format="parquet", partitioning=part,
-                     existing_data_behavior="overwrite_or_ignore", basename_template="part-{i}.parquet",
-                     max_rows_per_group=1 << 17, max_partitions=1 << 16)
+    results = []
+    done = 0
+    for n, t in enumerate(tasks):
+        results.append(write_file_task(n, t, out, with_body=with_body, flt=flt))
+        done += t.size
+        if advance:
+            advance(done)
     return ExportResult("local", os.path.abspath(out), [t.store_path for t in tasks if t.index == 0], len(tasks),
                         sum(r.rows for r in results), [d for r in results for d in r.damage])
 
