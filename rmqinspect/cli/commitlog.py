@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..analyses.export import RowFilter
 from ..analyses.summary import summarize
 from ..formats.constants import PROPERTY_KEYS
 from ..store import Store
@@ -23,17 +24,13 @@ class MessageFilter:
 
     def __init__(self, topic=None, queue=None, key=None, tag=None, since=None, until=None, uniq_key=None):
         self.topic, self.queue, self.key, self.tag = topic, queue, key, tag
-        self.since, self.until, self.uniq_key = since, until, uniq_key
+        self.uniq_key = uniq_key
+        self.time = RowFilter(since=since, until=until)
 
     def header_ok(self, hdr) -> bool:
         if self.queue is not None and hdr[3] != self.queue:
             return False
-        ts = hdr[11]
-        if self.since is not None and ts < self.since:
-            return False
-        if self.until is not None and ts > self.until:
-            return False
-        return True
+        return self.time.header_ok(hdr)
 
     def message_ok(self, msg) -> bool:
         if self.topic is not None and msg.topic != self.topic:
