@@ -66,7 +66,6 @@ def summarize(store: Store, progress: Callable[[int], None] | None = None,
     cl = store.commitlog
     files: dict[str, FileSummary] = {f.name: FileSummary(f.name, f.start, f.size) for f in cl.files}
     queues: dict[tuple[str, int], QueueSummary] = {}
-    topic_cache: dict[bytes, str] = {}
     first_ts = last_ts = None
     messages = message_bytes = 0
     max_phys = cl.min_offset

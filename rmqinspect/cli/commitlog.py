@@ -8,7 +8,6 @@ import click
 
 from ..analyses.export import RowFilter
 from ..analyses.summary import summarize
-from ..formats.constants import PROPERTY_KEYS
 from ..store import Store
 from ..store.commitlog import CRC_MISMATCH, GAP, HALF, ILLEGAL, MESSAGE, decode_slot
 from ..store.errors import EXIT_CORRUPT, EXIT_PROBLEMS, CorruptDataError

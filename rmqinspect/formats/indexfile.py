@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 import numpy as np
-from construct import Array, Int32sb, Int64sb, Struct, this
+from construct import Array, Int32sb, Int64sb, Struct
 
 INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
