@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 from conftest import ALL_SCENARIOS, require_oracle
+from test_rebuild_fastpath import _Recorder, _reference_rows
 from rmqinspect.analyses import rebuild as rb
 from rmqinspect.analyses.dispatch import index_keys
 from rmqinspect.formats.commitlog import encode_properties, parse_properties
 from rmqinspect.formats.javahash import build_index_key, index_key_hash, java_string_hash, tags_code
 from rmqinspect.store import Store
 from rmqinspect.store import commitlog as clmod
-from rmqinspect.store.commitlog import MESSAGE, decode_slot, fast_available, scan_records_array
+from rmqinspect.store.commitlog import MESSAGE, fast_available, scan_records_array
 from rmqinspect.writer.commitlog import MessageSpec
 from rmqinspect.writer.consumequeue import ConsumeQueueSet
 from rmqinspect.writer.indexfile import IndexFileSet
@@ -245,39 +246,14 @@ def test_compiled_rebuild_equals_pure_python_rebuild(tmp_path, monkeypatch, dela
         assert rep_c["end_offset"] == offs[delay_bad_at] and "DELAY" in rep_c["stop_reason"]
 
 
-class _Recorder:
-    """A consume-queue sink without bulk puts: gets one put per record, in CommitLog order."""
-
-    def __init__(self):
-        self.rows = []
-
-    def queue(self, topic, queue_id):
-        rows = self.rows
-
-        class _Q:
-            def put(self, qoff, phys, size, code):
-                rows.append((topic, queue_id, qoff, phys, size, code))
-
-        return _Q()
-
-
 def test_per_record_sink_sees_the_reference_puts_in_order(tmp_path):
     """Independent path: full Message decode + analyses.dispatch rules, record by record."""
-    from rmqinspect.analyses.dispatch import dispatch_tags_code, goes_to_consume_queue
-
     store = tmp_path / "store"
     _edge_store(store)
     with Store.open(store) as st:
         rec = _Recorder()
         rep = rb.dispatch_commitlog(st.commitlog, rec, None)
-        want = []
-        for s in st.commitlog.scan(check_crc=False):
-            if s.kind != MESSAGE:
-                continue
-            m = decode_slot(s.file.buffer, s.file.start, s.position, s.header, s.body_pos, None)
-            if goes_to_consume_queue(m.sys_flag) and rb.topic_is_safe(m.topic):
-                want.append((m.topic, m.queue_id, m.queue_offset, m.physical_offset, m.total_size,
-                             dispatch_tags_code(m.topic, m.properties, m.store_timestamp)[0]))
+        want = [r for r in _reference_rows(st.commitlog)[0] if rb.topic_is_safe(r[0])]
     assert rec.rows == want
     assert rep.cq_entries == len(want)
 
