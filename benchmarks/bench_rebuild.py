@@ -102,8 +102,8 @@ def phase(name: str, root: str, out: str) -> dict:
     elif name == "rebuild":
         from rmqinspect.analyses.rebuild import close_sinks, dispatch_commitlog
         from rmqinspect.formats.constants import DEFAULT_CQ_FILE_SIZE, DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
-        from rmqinspect.writer.consumequeue import ConsumeQueueSet
-        from rmqinspect.writer.indexfile import IndexFileSet
+        from rmqinspect.sinks.consumequeue import ConsumeQueueSet
+        from rmqinspect.sinks.indexfile import IndexFileSet
 
         cq = ConsumeQueueSet(os.path.join(out, "consumequeue"), DEFAULT_CQ_FILE_SIZE)
         ix = IndexFileSet(os.path.join(out, "index"), DEFAULT_INDEX_SLOTS, DEFAULT_INDEX_MAX)

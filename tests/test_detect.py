@@ -13,7 +13,7 @@ from rmqinspect.store import Store
 from rmqinspect.store.detect import detect_store
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
-from rmqinspect.writer.rocksdb_cq import write_rocksdb_consume_queue
+from rmqinspect.sinks.rocksdb_cq import write_rocksdb_consume_queue
 
 
 def test_every_oracle_scenario(scenario):

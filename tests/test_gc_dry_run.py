@@ -150,7 +150,7 @@ def test_gc_losses_through_rocksdb_cq_fixture(tmp_path):
     import shutil
 
     from rmqinspect.store.rocksdb_cq import RocksDBConsumeQueueStore, open_consume_queues
-    from rmqinspect.writer.rocksdb_cq import rebuild_rocksdb_consume_queue
+    from rmqinspect.analyses.rebuild_run import rebuild_rocksdb_consume_queue
 
     src = require_oracle("rocketmq-all-5.3.3/clean") / "store"
     work = tmp_path / "s"

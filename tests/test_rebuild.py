@@ -17,7 +17,7 @@ from rmqinspect.formats.consumequeue import CQ_DTYPE, CQ_ENTRY, PRE_BLANK_SIZE
 from rmqinspect.formats.indexfile import INDEX_HEADER, INDEX_ITEM
 from rmqinspect.store import Store
 from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.writer.indexfile import index_file_name
+from rmqinspect.sinks.indexfile import index_file_name
 from rmqinspect.writer.store import StoreWriter
 
 VERSIONS = ["rocketmq-all-4.9.8", "rocketmq-all-5.3.3"]

@@ -20,8 +20,8 @@ from rmqinspect.store import Store
 from rmqinspect.store import commitlog as clmod
 from rmqinspect.store.commitlog import MESSAGE, fast_available, scan_records_array
 from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.writer.consumequeue import ConsumeQueueSet
-from rmqinspect.writer.indexfile import IndexFileSet
+from rmqinspect.sinks.consumequeue import ConsumeQueueSet
+from rmqinspect.sinks.indexfile import IndexFileSet
 from rmqinspect.writer.store import StoreWriter
 
 compiled = pytest.mark.skipif(not fast_available() or not hasattr(clmod._fastscan, "dispatch_fields"),
@@ -260,7 +260,7 @@ def test_per_record_sink_sees_the_reference_puts_in_order(tmp_path):
 
 def test_cq_put_many_equals_put(tmp_path):
     """Bulk append equals entry-by-entry put, including repeats, misplaced and pre-blank entries."""
-    from rmqinspect.writer.consumequeue import ConsumeQueueWriter
+    from rmqinspect.sinks.consumequeue import ConsumeQueueWriter
 
     rng = random.Random(3)
     a = ConsumeQueueWriter(str(tmp_path / "a"), 200)

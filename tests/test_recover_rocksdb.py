@@ -18,7 +18,7 @@ from rmqinspect.analyses.recover import plan_recovery
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.javahash import tags_code
 from rmqinspect.store import Store
-from rmqinspect.writer.rocksdb_cq import write_rocksdb_consume_queue
+from rmqinspect.sinks.rocksdb_cq import write_rocksdb_consume_queue
 
 
 def _rocksdb_store(tmp_path, upto: int | None = None):

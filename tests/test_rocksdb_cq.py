@@ -13,7 +13,7 @@ from rmqinspect.store import Store
 from rmqinspect.store.errors import UnsafeOutputError
 from rmqinspect.store.rocksdb_cq import (RocksDBConsumeQueueStore, is_rocksdb_dir, list_rocksdb_queues,
                                          open_consume_queues)
-from rmqinspect.writer.rocksdb_cq import rows_from_consume_queues, write_rocksdb_consume_queue
+from rmqinspect.sinks.rocksdb_cq import rows_from_consume_queues, write_rocksdb_consume_queue
 
 ROCKS = "rocketmq-all-5.3.3/rocksdb-cq-small"
 CLEAN5 = "rocketmq-all-5.3.3/clean"
@@ -190,7 +190,7 @@ def test_not_rocksdb_and_corrupt(tmp_path):
 def test_rebuild_from_commitlog_equals_broker_rocksdb(tmp_path):
     """Regenerating the RocksDB CQ of rocksdb-cq-small from its commit log reproduces every row the broker
     wrote (key, physical offset, size, tagsCode, store timestamp) and its offset table."""
-    from rmqinspect.writer.rocksdb_cq import rebuild_rocksdb_consume_queue
+    from rmqinspect.analyses.rebuild_run import rebuild_rocksdb_consume_queue
 
     p = require_oracle(ROCKS)
     before = tree_hashes(p / "store")
@@ -210,7 +210,7 @@ def test_migration_compare_file_vs_rocksdb(tmp_path):
     """The RocksDB CQ rebuilt from the 5.3.3 clean commit log equals the broker's file CQ; a changed row is
     reported with its queue offset."""
     from rmqinspect.analyses.cq_compare import compare_consume_queues
-    from rmqinspect.writer.rocksdb_cq import rebuild_rocksdb_consume_queue
+    from rmqinspect.analyses.rebuild_run import rebuild_rocksdb_consume_queue
 
     p = require_oracle(CLEAN5)
     st = Store.open(p / "store")
@@ -239,7 +239,7 @@ def test_cli_compare_file_cq(tmp_path):
     from click.testing import CliRunner
 
     from rmqinspect.cli.main import cli
-    from rmqinspect.writer.rocksdb_cq import rebuild_rocksdb_consume_queue
+    from rmqinspect.analyses.rebuild_run import rebuild_rocksdb_consume_queue
 
     p = require_oracle(CLEAN5)
     st = Store.open(p / "store")

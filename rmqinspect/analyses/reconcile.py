@@ -19,8 +19,8 @@ from ..formats.indexfile import INDEX_HEADER, INDEX_HEADER_FIELDS, INDEX_HEADER_
 from ..store.consumequeue import list_queues, pre_blank_mask
 from ..store.layout import is_offset_file_name
 from ..store.mapped import MappedFile
-from ..writer.consumequeue import ConsumeQueueSet, ConsumeQueueWriter
-from ..writer.indexfile import IndexFileSet, IndexFileWriter
+from ..sinks.consumequeue import ConsumeQueueSet, ConsumeQueueWriter
+from ..sinks.indexfile import IndexFileSet, IndexFileWriter
 
 
 @dataclass
@@ -112,6 +112,11 @@ class _CompareQueue(ConsumeQueueWriter):
         self.result = result
         self.recon = recon
         self.limit = limit
+
+    def put_packed(self, cq_offsets, packed: bytes) -> None:
+        # differences are found (and listed) entry by entry, in put order
+        for qoff, entry in zip(cq_offsets.tolist(), np.frombuffer(packed, dtype=CQ_DTYPE).tolist()):
+            self.put(qoff, *entry)
 
     def _create(self, fstart: int) -> None:
         pass

@@ -19,7 +19,7 @@ label_option = click.option("--label", "labels", multiple=True,
                             help="Name of each STORE in the output (source column), in order.")
 
 
-def _session(master):
+def spark_session(master):
     from ..spark.session import SparkUnavailableError
 
     try:
@@ -58,7 +58,7 @@ def stats_cmd(stores, master, labels, topics, since, until, fmt):
     """Per source, topic, queue and store hour: messages, bytes, store lag (store - born time) percentiles."""
     from ..spark.jobs import stats
 
-    rows = stats(_session(master), stores, labels=_labels(labels, stores),
+    rows = stats(spark_session(master), stores, labels=_labels(labels, stores),
                  flt=RowFilter(frozenset(topics) if topics else None, since, until))
     emit(rows, fmt, ("source", "topic", "queue_id", "hour", "messages", "bytes", "lag_p50_ms", "lag_p90_ms",
                      "lag_p99_ms", "lag_max_ms"))
@@ -79,7 +79,7 @@ def find_cmd(stores, values, by, topics, master, labels, fmt):
     Exit 3 when nothing is found."""
     from ..spark.jobs import FIND_COLUMNS, find
 
-    rows = find(_session(master), stores, values, by=by, labels=_labels(labels, stores),
+    rows = find(spark_session(master), stores, values, by=by, labels=_labels(labels, stores),
                 flt=RowFilter(frozenset(topics)) if topics else None)
     for r in rows:
         r["store_time"] = ms_to_iso(r["store_timestamp_ms"])
@@ -100,7 +100,7 @@ def verify_cmd(stores, master, labels, fmt):
     blank record and zero tail) plus file geometry, as one report. Exit 1 when problems are found."""
     from ..spark.jobs import verify
 
-    rep = verify(_session(master), stores, labels=_labels(labels, stores))
+    rep = verify(spark_session(master), stores, labels=_labels(labels, stores))
     emit_document(rep, fmt, _render_verify)
     if not rep["ok"]:
         sys.exit(EXIT_PROBLEMS)
@@ -129,7 +129,7 @@ def diff_cmd(stores, master, labels, limit, fmt):
 
     if len(stores) < 2:
         raise click.UsageError("diff needs at least two replica stores")
-    rep = diff(_session(master), stores, labels=_labels(labels, stores), limit=limit).to_dict()
+    rep = diff(spark_session(master), stores, labels=_labels(labels, stores), limit=limit).to_dict()
     emit_document(rep, fmt, _render_diff)
     if rep["by_offset"] or rep["by_uniq_key"]:
         sys.exit(EXIT_PROBLEMS)

@@ -16,8 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analyses.rebuild import RebuildOptions, RebuildReport, dispatch_commitlog
-from ..formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
-from ..writer.consumequeue import _FLUSH_AT, ConsumeQueueWriter
+from ..formats.consumequeue import CQ_DTYPE
 from ..store.commitlog import CommitLog
 from ..store.mapped import MappedFile
 
@@ -98,38 +97,6 @@ def dispatch_file(args) -> dict:
     return {"start": start, "report": rep, "cq": cq.blocks() if cq else None, "index": ix.arrays() if ix else None}
 
 
-def place_block(w, qoff: np.ndarray, packed: bytes) -> None:
-    """Put one file's entries of one queue. When they simply continue the queue (consecutive queue offsets
-    starting at the write position, the first one past maxPhysicOffset - always so for a sequential walk
-    past the queue's first entry) the packed bytes are appended in one go, with exactly the state changes
-    ``ConsumeQueueWriter.put`` makes entry by entry; otherwise (first entry of a queue, gaps, repeats, a
-    dry-run comparing writer) every entry goes through ``put``."""
-    n = len(qoff)
-    if n == 0:
-        return
-    ent = np.frombuffer(packed, dtype=CQ_DTYPE)
-    i = 0
-    if type(w) is ConsumeQueueWriter:
-        if w.write_pos < 0:
-            w.put(int(qoff[0]), int(ent["physical_offset"][0]), int(ent["size"][0]), int(ent["tags_code"][0]))
-            i = 1
-        if i < n:
-            q0 = int(qoff[i])
-            end_phys = ent["physical_offset"][i:].astype(np.int64) + ent["size"][i:].astype(np.int64)
-            if (q0 * CQ_STORE_UNIT_SIZE == w.write_pos and int(end_phys[0]) > w.max_physic_offset
-                    and bool(np.all(np.diff(qoff[i:]) == 1)) and bool(np.all(np.diff(end_phys) > 0))):
-                m = n - i
-                w._buf += packed[i * CQ_STORE_UNIT_SIZE:]
-                w.write_pos += m * CQ_STORE_UNIT_SIZE
-                w.entries += m
-                w.max_physic_offset = int(end_phys[-1])
-                if len(w._buf) >= _FLUSH_AT:
-                    w.flush()
-                return
-    for j in range(i, n):
-        w.put(int(qoff[j]), int(ent["physical_offset"][j]), int(ent["size"][j]), int(ent["tags_code"][j]))
-
-
 def rebuild_spark(spark, commitlog: CommitLog, cq, index, options: RebuildOptions | None = None,
                   progress=None) -> RebuildReport:
     """Same contract as ``dispatch_commitlog`` (whole CommitLog, no --from/--to): feeds ``cq`` and ``index``
@@ -153,7 +120,7 @@ def rebuild_spark(spark, commitlog: CommitLog, cq, index, options: RebuildOption
             w = queues.get((topic, qid))
             if w is None:
                 w = queues[(topic, qid)] = cq.queue(topic, qid)
-            place_block(w, qoff, packed)
+            w.put_packed(qoff, packed)
         x = res["index"]
         if x is not None and len(x["h"]):
             index.put_batch(x["h"], x["p"], x["t"])

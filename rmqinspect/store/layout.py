@@ -6,7 +6,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from .errors import StoreNotFoundError
+from .errors import StoreNotFoundError, UnsafeOutputError
 
 _OFFSET_NAME = re.compile(r"^\d{20}$")
 
@@ -86,7 +86,44 @@ class StoreLayout:
         return os.path.exists(self.abort_path)
 
     def within(self, path: str | os.PathLike) -> bool:
-        """Whether ``path`` lies inside this store (used to refuse writing there)."""
-        p = os.path.realpath(os.fspath(path))
-        r = os.path.realpath(self.root)
-        return p == r or p.startswith(r + os.sep)
+        """Whether ``path`` lies inside this store's root directory (symlinks resolved)."""
+        return path_inside(path, self.root)
+
+
+def path_inside(path: str | os.PathLike, directory: str | os.PathLike) -> bool:
+    """Whether ``path`` is ``directory`` or lies below it, both with symlinks resolved."""
+    p = os.path.realpath(os.fspath(path))
+    d = os.path.realpath(os.fspath(directory))
+    return p == d or p.startswith(d.rstrip(os.sep) + os.sep)
+
+
+def ensure_output_outside(store, out: str | os.PathLike) -> None:
+    """The one "never write into the store being inspected" rule, for every command that writes.
+
+    ``store`` is a ``Store``, a ``StoreLayout`` or a store directory. Raises ``UnsafeOutputError`` (exit
+    code 6) when ``out`` - a file or directory about to be written, symlinks resolved - lies inside the
+    store's root or any of its commitlog directories (a commitlog directory may be a symlink to elsewhere,
+    and is evidence all the same), or when the store lies inside ``out``.
+    """
+    layout = getattr(store, "layout", store)
+    if isinstance(layout, (str, os.PathLike)):
+        root, dirs = os.fspath(layout), []
+    else:
+        root, dirs = layout.root, list(layout.commitlog_dirs)
+    for d in [root] + dirs:
+        if path_inside(out, d):
+            raise UnsafeOutputError(f"refusing to write inside the inspected store: the output lies inside the "
+                                    f"store ({os.path.realpath(d)})", out)
+    if path_inside(root, out):
+        raise UnsafeOutputError(f"refusing to write around the inspected store: the store {root} lies inside "
+                                "the output directory", out)
+
+
+def ensure_new_directory(out: str | os.PathLike) -> None:
+    """Outputs go into a new directory: refuse (``UnsafeOutputError``, exit code 6) one that exists and is
+    not empty, or a path that exists and is not a directory."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UnsafeOutputError("output path exists and is not a directory", out)
+    if os.path.isdir(out) and os.listdir(out):
+        raise UnsafeOutputError("output directory exists and is not empty; outputs only go into a new directory",
+                                out)

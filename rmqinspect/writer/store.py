@@ -22,9 +22,9 @@ from ..formats.constants import (
     DEFAULT_INDEX_MAX,
     DEFAULT_INDEX_SLOTS,
 )
+from ..sinks.consumequeue import ConsumeQueueSet
+from ..sinks.indexfile import IndexFileSet
 from .commitlog import AppendResult, CommitLogWriter, MessageSpec
-from .consumequeue import ConsumeQueueSet
-from .indexfile import IndexFileSet
 
 
 class StoreWriter:

@@ -9,16 +9,13 @@ pre-allocated mapped files (the broker's trailing bytes after the last entry are
 from __future__ import annotations
 
 import os
-import struct
 
 import numpy as np
 
-from ..formats.consumequeue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
+from ..formats.consumequeue import CQ_DTYPE, CQ_ENTRY, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 
-_ENTRY = struct.Struct(">qiq")
-_PRE_BLANK = _ENTRY.pack(0, PRE_BLANK_SIZE, 0)
+_PRE_BLANK = CQ_ENTRY.pack(0, PRE_BLANK_SIZE, 0)
 _FLUSH_AT = 1 << 16
-_ENTRY_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("code", ">i8")])
 
 
 def round_cq_file_size(n: int) -> int:
@@ -71,7 +68,7 @@ class ConsumeQueueWriter:
             if expect != self.write_pos:
                 self.misplaced += 1
         self.max_physic_offset = phys + size
-        self._buf += _ENTRY.pack(phys, size, tags_code)
+        self._buf += CQ_ENTRY.pack(phys, size, tags_code)
         self.write_pos += CQ_STORE_UNIT_SIZE
         self.entries += 1
         if len(self._buf) >= _FLUSH_AT:
@@ -93,10 +90,10 @@ class ConsumeQueueWriter:
         k = len(qo)
         if (int(qo[0]) * CQ_STORE_UNIT_SIZE == self.write_pos and int(ends[0]) > self.max_physic_offset
                 and (k == 1 or (bool(np.all(np.diff(qo) == 1)) and bool(np.all(np.diff(ends) > 0))))):
-            rec = np.empty(k, dtype=_ENTRY_DTYPE)
-            rec["phys"] = phys[i:]
+            rec = np.empty(k, dtype=CQ_DTYPE)
+            rec["physical_offset"] = phys[i:]
             rec["size"] = sizes[i:]
-            rec["code"] = tags_codes[i:]
+            rec["tags_code"] = tags_codes[i:]
             self._buf += rec.tobytes()
             self.max_physic_offset = int(ends[-1])
             self.write_pos += k * CQ_STORE_UNIT_SIZE
@@ -106,6 +103,37 @@ class ConsumeQueueWriter:
             return
         for a, b, c, d in zip(qo.tolist(), phys[i:].tolist(), sizes[i:].tolist(), tags_codes[i:].tolist()):
             self.put(a, b, c, d)
+
+    def put_packed(self, cq_offsets: np.ndarray, packed: bytes) -> None:
+        """``put`` for each 20-byte entry of ``packed`` (``CQ_DTYPE``) at ``cq_offsets``, in order. When the
+        entries simply continue the queue (consecutive queue offsets starting at the write position, the
+        first one past maxPhysicOffset - always so for a sequential walk past the queue's first entry) the
+        bytes are appended in one go, with exactly the state changes ``put`` makes entry by entry."""
+        n = len(cq_offsets)
+        if n == 0:
+            return
+        ent = np.frombuffer(packed, dtype=CQ_DTYPE)
+        i = 0
+        if self.write_pos < 0:
+            self.put(int(cq_offsets[0]), int(ent["physical_offset"][0]), int(ent["size"][0]),
+                     int(ent["tags_code"][0]))
+            i = 1
+        if i < n:
+            q0 = int(cq_offsets[i])
+            end_phys = ent["physical_offset"][i:].astype(np.int64) + ent["size"][i:].astype(np.int64)
+            if (q0 * CQ_STORE_UNIT_SIZE == self.write_pos and int(end_phys[0]) > self.max_physic_offset
+                    and bool(np.all(np.diff(cq_offsets[i:]) == 1)) and bool(np.all(np.diff(end_phys) > 0))):
+                m = n - i
+                self._buf += packed[i * CQ_STORE_UNIT_SIZE:]
+                self.write_pos += m * CQ_STORE_UNIT_SIZE
+                self.entries += m
+                self.max_physic_offset = int(end_phys[-1])
+                if len(self._buf) >= _FLUSH_AT:
+                    self.flush()
+                return
+        for j in range(i, n):
+            self.put(int(cq_offsets[j]), int(ent["physical_offset"][j]), int(ent["size"][j]),
+                     int(ent["tags_code"][j]))
 
     def flush(self) -> None:
         if not self._buf:

@@ -2,7 +2,7 @@
 ``offset`` column families with the broker's key/value layouts, so RocketMQ 5.x
 (``storeType=defaultRocksDB``) can load it as ``ROOT/consumequeue``.
 
-Used for fixtures and by ``rebuild --cq-format rocksdb`` (``write_rocksdb_consume_queue``).
+Used by ``rebuild --cq-format rocksdb`` (``file_cq_to_rocksdb``) and for fixtures.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Iterable
 from ..formats.rocksdb_cq import (CF_OFFSET, CHECKPOINT_TOPIC, MAX, MIN, cq_key, encode_checkpoint_value,
                                   encode_cq_value, encode_offset_value, offset_key)
 from ..store.commitlog import unpack_header
-from ..store.errors import UnsafeOutputError
+from ..store.consumequeue import ConsumeQueue, list_queues
+from ..store.layout import ensure_new_directory
 
 # rocksdict keeps its own settings next to the database; RocketMQ does not need it and it is not RocksDB's.
 _ROCKSDICT_CONFIG = "rocksdict-config.json"
@@ -28,8 +29,7 @@ def write_rocksdb_consume_queue(out_dir: str, entries: Iterable[tuple], *, write
     ``physical_offset + size``. Returns counts. ``out_dir`` must not exist or be empty."""
     from rocksdict import Options, Rdict, WriteBatch
 
-    if os.path.exists(out_dir) and os.listdir(out_dir):
-        raise UnsafeOutputError("output directory for the RocksDB consume queue is not empty", out_dir)
+    ensure_new_directory(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
@@ -92,44 +92,9 @@ def rows_from_consume_queues(queues, commitlog=None) -> Iterable[tuple]:
             yield q.topic, q.queue_id, off, phy, size, tags, ts
 
 
-def rebuild_rocksdb_consume_queue(store, out_dir: str, end_offset: int | None = None, delay_table=None) -> dict:
-    """``rebuild --cq-format rocksdb``: a RocksDB consume queue for ``store`` regenerated from its commit
-    log (up to ``end_offset``, e.g. the recovery truncation point) into ``out_dir`` (the new store's
-    ``consumequeue/``), which must not be inside ``store``.
-
-    The entries come from the one dispatcher (``analyses.rebuild.dispatch_commitlog``, the same walk and
-    rules as the file rebuild), written as file consume queues into a scratch directory beside ``out_dir``
-    and then loaded into RocksDB with each record's store timestamp."""
-    import shutil
-    import tempfile
-
-    from ..analyses.dispatch import DEFAULT_DELAY_TABLE
-    from ..analyses.rebuild import RebuildOptions, dispatch_commitlog
-    from .consumequeue import ConsumeQueueSet
-
-    if store.layout.within(out_dir):
-        raise UnsafeOutputError("output would be written into the inspected store", out_dir)
-    if os.path.exists(out_dir) and os.listdir(out_dir):
-        raise UnsafeOutputError("output directory for the RocksDB consume queue is not empty", out_dir)
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    os.makedirs(parent, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=".rmqinspect-cq-", dir=parent)
-    try:
-        cq = ConsumeQueueSet(scratch, 6_000_000)
-        opts = RebuildOptions(build_cq=True, build_index=False, to_offset=end_offset,
-                              delay_table=delay_table or DEFAULT_DELAY_TABLE)
-        dispatch_commitlog(store.commitlog, cq, None, opts)
-        cq.close()
-        return file_cq_to_rocksdb(scratch, out_dir, store.commitlog)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
 def file_cq_to_rocksdb(file_cq_dir: str, out_dir: str, commitlog) -> dict:
     """Load file consume queues (``<dir>/<topic>/<queueId>/…``) into a new RocksDB consume queue, taking
     each entry's store timestamp from its commitlog record."""
-    from ..store.consumequeue import ConsumeQueue, list_queues
-
     queues = [ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(file_cq_dir)]
     try:
         return write_rocksdb_consume_queue(out_dir, rows_from_consume_queues(queues, commitlog))

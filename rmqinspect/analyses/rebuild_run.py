@@ -1,0 +1,237 @@
+"""``rebuild()``: one whole rebuild of a store's ConsumeQueue and IndexFile, as a library call.
+
+``analyses.rebuild.dispatch_commitlog`` decides what the broker's dispatcher writes; this module chooses the
+geometry, the sinks (new files under ``out``, or the dry-run comparison with the store's own files in
+``analyses.reconcile``), runs the dispatch (locally, or through any engine with the same signature, e.g.
+``spark.rebuild.rebuild_spark``), converts the consume queues to the 5.x RocksDB layout when asked, writes the
+``rebuild.json`` manifest and returns everything as a ``RebuildRun``. The ``rebuild`` command only parses its
+options and renders the result.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from ..formats.constants import DEFAULT_CQ_FILE_SIZE, DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
+from ..sinks.consumequeue import ConsumeQueueSet, round_cq_file_size
+from ..sinks.indexfile import IndexFileSet
+from ..sinks.rocksdb_cq import file_cq_to_rocksdb
+from ..store import Store
+from ..store.consumequeue import list_queues
+from ..store.indexfile import IndexFile
+from ..store.layout import ensure_new_directory, ensure_output_outside, is_offset_file_name
+from .dispatch import DEFAULT_DELAY_TABLE
+from .rebuild import RebuildOptions, RebuildReport, dispatch_commitlog
+from .reconcile import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
+
+MANIFEST = "rebuild.json"
+INDEX_FILE_NAMING = ("beginTimestamp of each file (UTC yyyyMMddHHmmssSSS), +1 ms when needed to keep names "
+                     "strictly increasing; the broker used wall-clock time")
+ROCKSDB_STORE_NOTE = ("the store keeps its consume queues in RocksDB (5.x storeType=defaultRocksDB): there are no "
+                      "CQ files to compare, so every entry shows as missing")
+# the walk itself stopped on damage or a missing file, or records were skipped: the rebuild is incomplete
+PROBLEM_STOPS = ("illegal", "gap")
+
+# dispatch_commitlog's signature: (commitlog, cq, index, options, progress) -> RebuildReport
+Dispatch = Callable[..., RebuildReport]
+
+
+@dataclass
+class RebuildGeometry:
+    """mappedFileSizeConsumeQueue, maxHashSlotNum and maxIndexNum used, and where each came from."""
+
+    cq_file_size: int
+    index_slots: int
+    index_max: int
+    source: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def store_geometry(store: Store, cq_file_size: int | None = None, index_slots: int | None = None,
+                   index_max: int | None = None) -> RebuildGeometry:
+    """Explicit values, else what the store's existing files show, else RocketMQ's defaults."""
+    src = {}
+    if cq_file_size is None:
+        sizes: collections.Counter = collections.Counter()
+        for q in list_queues(store.layout.consumequeue_dir)[:256]:
+            for n in os.listdir(q.path):
+                if is_offset_file_name(n):
+                    sizes[os.path.getsize(os.path.join(q.path, n))] += 1
+        if sizes:
+            cq_file_size = sizes.most_common(1)[0][0]
+            src["cq_file_size"] = "store's consume queue files"
+        else:
+            cq_file_size = DEFAULT_CQ_FILE_SIZE
+            src["cq_file_size"] = "RocketMQ default"
+    else:
+        src["cq_file_size"] = "option"
+    if index_slots is None or index_max is None:
+        idir = store.layout.index_dir
+        names = sorted(n for n in os.listdir(idir) if os.path.isfile(os.path.join(idir, n))) \
+            if os.path.isdir(idir) else []
+        inferred = None
+        for n in names:
+            try:
+                ix = IndexFile(os.path.join(idir, n), slots=index_slots)
+                inferred = (ix.slots, ix.max_items)
+                ix.close()
+                break
+            except Exception:  # a damaged file says nothing about the geometry; try the next one
+                continue
+        if inferred:
+            index_slots = index_slots or inferred[0]
+            index_max = index_max or inferred[1]
+            src["index"] = "store's index files"
+        else:
+            if index_slots is None:
+                index_slots = DEFAULT_INDEX_SLOTS if index_max is None else max(index_max // 4, 1)
+            if index_max is None:
+                index_max = DEFAULT_INDEX_MAX if index_slots == DEFAULT_INDEX_SLOTS else index_slots * 4
+            src["index"] = "RocketMQ default"
+    else:
+        src["index"] = "option"
+    return RebuildGeometry(round_cq_file_size(cq_file_size), index_slots, index_max, src)
+
+
+@dataclass
+class RebuildRun:
+    """The outcome of ``rebuild()``: the dispatcher's report plus what was written (or, dry run, compared)."""
+
+    store: str
+    out: str | None  # absolute; None for a dry run
+    dry_run: bool
+    geometry: RebuildGeometry
+    broker_version: str
+    report: RebuildReport
+    queues: int  # consume queues produced
+    index_files: list[str]  # names of the index files produced, in creation order
+    cq_format: str
+    rocksdb: dict | None = None  # file_cq_to_rocksdb's counts with cq_format "rocksdb"
+    note: str | None = None
+    reconciliation: Reconciliation | None = None  # dry run only
+
+    @property
+    def problems(self) -> bool:
+        """Records got no entry, the walk stopped on damage, or (dry run) the store's files differ."""
+        rep = self.report
+        bad = bool(rep.skipped_topics or rep.half_records or rep.stop_kind in PROBLEM_STOPS)
+        return bad or (self.reconciliation is not None and not self.reconciliation.ok)
+
+    def to_dict(self) -> dict:
+        d = {"store": self.store, "out": self.out, "dry_run": self.dry_run, "geometry": self.geometry.to_dict(),
+             "broker_version": self.broker_version, **self.report.to_dict(), "queues": self.queues,
+             "index_files": list(self.index_files), "cq_format": self.cq_format}
+        if self.rocksdb is not None:
+            d["rocksdb"] = self.rocksdb
+        d.pop("after_last_put_ts", None)
+        if self.note is not None:
+            d["note"] = self.note
+        r = self.reconciliation
+        if r is not None:
+            d["reconciliation"] = {
+                "ok": r.ok,
+                "queues": [q.to_dict() for q in r.queues],
+                "index_files": [i.to_dict() for i in r.index_files],
+                "differences_total": r.differences_total,
+                "differences": r.differences,
+            }
+        return d
+
+
+def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, build_index: bool = True,
+            from_offset: int | None = None, to_offset: int | None = None, cq_file_size: int | None = None,
+            index_slots: int | None = None, index_max: int | None = None, broker_version: str = "4.9",
+            dry_run: bool = False, details: int = 1000, cq_format: str = "file", dispatch: Dispatch | None = None,
+            progress: Callable[[int], None] | None = None) -> RebuildRun:
+    """Regenerate ``store``'s ConsumeQueue and IndexFile from its CommitLog into the new directory ``out``
+    (``consumequeue/``, ``index/`` and the ``rebuild.json`` manifest), exactly as the broker's dispatcher
+    writes them; with ``dry_run``, write nothing and reconcile them with the store's own files instead.
+
+    ``out`` must lie outside the store and be new or empty (``UnsafeOutputError``, exit code 6).
+    ``broker_version`` "4.4" counts hashSlotCount on every put (4.9.x and 5.x count newly used slots).
+    Geometry options left None are inferred (``store_geometry``). ``cq_format`` "rocksdb" writes
+    ``out/consumequeue`` as the 5.x RocksDB consume queue. ``dispatch`` replaces ``dispatch_commitlog`` (same
+    signature; e.g. the Spark engine); ``progress(bytes_done)`` is called as the walk advances. The store is
+    not closed.
+    """
+    if not dry_run and not out:
+        raise ValueError("rebuild needs an output directory, or dry_run")
+    geo = store_geometry(store, cq_file_size, index_slots, index_max)
+    opts = RebuildOptions(build_cq=build_cq, build_index=build_index, from_offset=from_offset, to_offset=to_offset)
+    every = broker_version == "4.4"
+    cl = store.commitlog
+    recon = None
+    if dry_run:
+        recon = Reconciliation()
+        cq = CompareConsumeQueueSet(store.layout.consumequeue_dir, geo.cq_file_size, recon, details) \
+            if build_cq else None
+        index = CompareIndexFileSet(store.layout.index_dir, geo.index_slots, geo.index_max, recon, every,
+                                    details) if build_index else None
+    else:
+        ensure_output_outside(store, out)
+        ensure_new_directory(out)
+        os.makedirs(out, exist_ok=True)
+        cq = ConsumeQueueSet(os.path.join(out, "consumequeue"), geo.cq_file_size) if build_cq else None
+        index = IndexFileSet(os.path.join(out, "index"), geo.index_slots, geo.index_max, every) \
+            if build_index else None
+    rep = (dispatch or dispatch_commitlog)(cl, cq, index, opts, progress=progress)
+    if cq is not None:
+        if dry_run:
+            cq.close(whole_commitlog=from_offset is None and to_offset is None)
+        else:
+            cq.close()
+    if index is not None:
+        index.close(rep.after_last_put_ts)
+    rocks_result = None
+    if cq_format == "rocksdb" and cq is not None and not dry_run:
+        files_dir = os.path.join(out, ".consumequeue-files")
+        os.rename(os.path.join(out, "consumequeue"), files_dir)
+        try:
+            rocks_result = file_cq_to_rocksdb(files_dir, os.path.join(out, "consumequeue"), cl)
+        finally:
+            shutil.rmtree(files_dir, ignore_errors=True)
+    note = None
+    if dry_run and build_cq and os.path.isfile(os.path.join(store.layout.consumequeue_dir, "CURRENT")):
+        note = ROCKSDB_STORE_NOTE
+    run = RebuildRun(store.root, None if dry_run else os.path.abspath(out), dry_run, geo, broker_version, rep,
+                     len(cq.queues) if cq is not None else 0, list(index.names) if index is not None else [],
+                     cq_format, rocks_result, note, recon)
+    if not dry_run:
+        manifest = run.to_dict()
+        manifest["index_file_naming"] = INDEX_FILE_NAMING
+        with open(os.path.join(out, MANIFEST), "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2, ensure_ascii=False)
+    return run
+
+
+def rebuild_rocksdb_consume_queue(store: Store, out_dir: str, end_offset: int | None = None,
+                                  delay_table=None) -> dict:
+    """A RocksDB consume queue for ``store`` regenerated from its commit log (up to ``end_offset``, e.g. the
+    recovery truncation point) into ``out_dir`` (a new store's ``consumequeue/``), which must lie outside
+    ``store`` and be new or empty.
+
+    The entries come from the one dispatcher (``dispatch_commitlog``, the same walk and rules as the file
+    rebuild), written as file consume queues into a scratch directory beside ``out_dir`` and then loaded into
+    RocksDB with each record's store timestamp."""
+    ensure_output_outside(store, out_dir)
+    ensure_new_directory(out_dir)
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=".rmqinspect-cq-", dir=parent)
+    try:
+        cq = ConsumeQueueSet(scratch, 6_000_000)
+        opts = RebuildOptions(build_cq=True, build_index=False, to_offset=end_offset,
+                              delay_table=delay_table or DEFAULT_DELAY_TABLE)
+        dispatch_commitlog(store.commitlog, cq, None, opts)
+        cq.close()
+        return file_cq_to_rocksdb(scratch, out_dir, store.commitlog)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
