@@ -8,6 +8,10 @@ import click
 
 store_argument = click.argument("store", type=click.Path(exists=False, file_okay=True, dir_okay=True))
 
+broker_version_option = click.option(
+    "--broker-version", default=None, metavar="VERSION",
+    help="Override store detection (e.g. 4.9.8, 5.3.3, 4.x, 5.x).")
+
 
 class TimeParam(click.ParamType):
     """Epoch milliseconds, or an ISO-8601 date/time (UTC unless it carries an offset)."""

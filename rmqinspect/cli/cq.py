@@ -10,8 +10,8 @@ import click
 from ..analyses.cqjoin import JoinedEntry, check_entry, queue_bounds
 from ..store import Store
 from ..store.consumequeue import ConsumeQueue, list_queues
-from ..store.rocksdb_cq import ConsumeQueues
 from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError
+from ..store.rocksdb_cq import ConsumeQueues
 from ._params import store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, warn
 

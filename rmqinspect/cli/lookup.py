@@ -98,7 +98,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
     st = Store.open(store)
     if tiered or (index_dir is None and not os.path.isdir(st.layout.index_dir)
                   and os.path.isdir(os.path.join(st.root, "tiered_index_file"))):
-        from .fivex import tiered_index_lookup
+        from .tiered_index import tiered_index_lookup
 
         return ctx.invoke(tiered_index_lookup, path=store, topic=topic, key=key, begin=begin, end=end,
                           max_num=max_num, stats=explain, hash_slots=index_slots, max_items=index_max, broker_version=None,

@@ -10,8 +10,17 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
-from ..formats.rocksdb_cq import (CF_OFFSET, CHECKPOINT_TOPIC, MAX, MIN, cq_key, encode_checkpoint_value,
-                                  encode_cq_value, encode_offset_value, offset_key)
+from ..formats.rocksdb_cq import (
+    CF_OFFSET,
+    CHECKPOINT_TOPIC,
+    MAX,
+    MIN,
+    cq_key,
+    encode_checkpoint_value,
+    encode_cq_value,
+    encode_offset_value,
+    offset_key,
+)
 from ..store.commitlog import unpack_header
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.layout import ensure_new_directory

@@ -1,0 +1,54 @@
+"""`config`: the broker's config/*.json files (topics, subscription groups, consumer and delay offsets)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..store import Store
+from ..store.errors import EXIT_PROBLEMS
+from ._params import broker_version_option, store_argument
+from .output import emit, emit_document, format_option, handle_errors, warn
+
+
+@click.command("config")
+@store_argument
+@click.option("--only", type=click.Choice(("topics", "subscriptionGroups", "consumerOffsets", "delayOffsets")),
+              help="Show one table only.")
+@broker_version_option
+@format_option
+@handle_errors
+def config_cmd(store, only, broker_version, fmt):
+    """Decode config/*.json (topics, subscription groups, consumer offsets, delay offsets).
+
+    fastjson's unquoted integer keys are accepted; when a main file is missing, empty or corrupt the
+    .bak file is used (as ConfigManager.load does) and a warning says so.
+    """
+    from ..store.brokerconfig import read_broker_config
+
+    st = Store.open(store)
+    cfg = read_broker_config(st.layout.config_dir)
+    for ld in cfg.loads.values():
+        if ld.source == "bak":
+            warn(f"{ld.path}: {ld.reason}")
+    for p in cfg.problems:
+        warn(p)
+    doc = cfg.to_dict()
+    if only:
+        doc = {"files": {only: doc["files"][only]}, only: doc[only], "problems": cfg.problems}
+    if fmt != "table":
+        emit_document(doc, fmt)
+    else:
+        emit(({"file": ld.name, "source": ld.source, "used": ld.used or "", "reason": ld.reason}
+              for k, ld in cfg.loads.items() if not only or k == only), "table",
+             ("file", "source", "used", "reason"), title="config files", cell_width=100)
+        for key in ("topics", "subscriptionGroups", "consumerOffsets", "delayOffsets"):
+            if key in doc and doc[key]:
+                click.echo("")
+                emit(doc[key], "table", title=key)
+    if any(ld.source == "bak" for ld in cfg.loads.values()) or cfg.problems:
+        sys.exit(EXIT_PROBLEMS)
+
+
+COMMANDS = [config_cmd]

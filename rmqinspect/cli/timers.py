@@ -1,0 +1,52 @@
+"""`timers`: the 5.x timer store (timerlog/, timerwheel): scheduled messages and their delivery times."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..store import Store
+from ..store.errors import EXIT_PROBLEMS
+from ._params import TIME, broker_version_option, store_argument
+from .output import emit, format_option, handle_errors, ms_to_iso, warn
+
+
+@click.command("timers")
+@store_argument
+@click.option("--due-before", type=TIME, default=None, help="Only timers whose delivery time is before this.")
+@click.option("--pending", is_flag=True, help="Only timers not yet dequeued (delivery >= timercheck lastReadTimeMs).")
+@click.option("--precision-ms", type=int, default=1000, show_default=True, help="timerPrecisionMs of the broker.")
+@broker_version_option
+@format_option
+@handle_errors
+def timers(store, due_before, pending, precision_ms, broker_version, fmt):
+    """List scheduled (timer) messages: timerlog/ units, their delivery time and the commit-log record
+    in rmq_sys_wheel_timer each points to (REAL_TOPIC, UNIQ_KEY, TIMER_OUT_MS), checked against the
+    timerwheel and config/timercheck.
+    """
+    from ..analyses.timers import list_timers
+
+    st = Store.open(store)
+    rep = list_timers(st, due_before, precision_ms)
+    for p in rep.problems:
+        warn(p)
+
+    def rows():
+        for r in rep.rows:
+            if pending and r.state != "pending":
+                continue
+            d = r.to_dict()
+            d["delivery"] = ms_to_iso(r.delivery_time)
+            yield d
+
+    emit(rows(), fmt, ("timerlog_pos", "kind", "state", "delivery", "commitlog_offset", "size", "real_topic",
+                       "real_queue_id", "uniq_key", "in_wheel"))
+    if rep.problems or any(r.problems for r in rep.rows):
+        for r in rep.rows:
+            for p in r.problems:
+                warn(f"timerlog @ {r.timerlog_pos}: {p}")
+        sys.exit(EXIT_PROBLEMS)
+
+
+COMMANDS = [timers]
