@@ -12,7 +12,7 @@ import pytest
 from conftest import load_expected
 from click.testing import CliRunner
 
-from rmqinspect.analyses.cqjoin import join_queue
+from rmqinspect.analyses.compare.cq_vs_commitlog import join_queue
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueueEntry
 from rmqinspect.store import Store

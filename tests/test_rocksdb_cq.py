@@ -209,7 +209,7 @@ def test_rebuild_from_commitlog_equals_broker_rocksdb(tmp_path):
 def test_migration_compare_file_vs_rocksdb(tmp_path):
     """The RocksDB CQ rebuilt from the 5.3.3 clean commit log equals the broker's file CQ; a changed row is
     reported with its queue offset."""
-    from rmqinspect.analyses.cq_compare import compare_consume_queues
+    from rmqinspect.analyses.compare.cq_vs_cq import compare_consume_queues
     from rmqinspect.analyses.rebuild_run import rebuild_rocksdb_consume_queue
 
     p = require_oracle(CLEAN5)

@@ -2,7 +2,7 @@
 
 ``analyses.rebuild.dispatch_commitlog`` decides what the broker's dispatcher writes; this module chooses the
 geometry, the sinks (new files under ``out``, or the dry-run comparison with the store's own files in
-``analyses.reconcile``), runs the dispatch (locally, or through any engine with the same signature, e.g.
+``analyses.compare.rebuild_vs_store``), runs the dispatch (locally, or through any engine with the same signature, e.g.
 ``spark.rebuild.rebuild_spark``), converts the consume queues to the 5.x RocksDB layout when asked, writes the
 ``rebuild.json`` manifest and returns everything as a ``RebuildRun``. The ``rebuild`` command only parses its
 options and renders the result.
@@ -26,9 +26,9 @@ from ..store import Store
 from ..store.consumequeue import list_queues
 from ..store.indexfile import IndexFile
 from ..store.layout import ensure_new_directory, ensure_output_outside, is_offset_file_name
+from .compare.rebuild_vs_store import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
 from .dispatch import DEFAULT_DELAY_TABLE
 from .rebuild import RebuildOptions, RebuildReport, dispatch_commitlog
-from .reconcile import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
 
 MANIFEST = "rebuild.json"
 INDEX_FILE_NAMING = ("beginTimestamp of each file (UTC yyyyMMddHHmmssSSS), +1 ms when needed to keep names "

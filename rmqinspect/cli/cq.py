@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ..analyses.cqjoin import JoinedEntry, check_entry, queue_bounds
+from ..analyses.compare.cq_vs_commitlog import JoinedEntry, check_entry, queue_bounds
 from ..store import Store
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError

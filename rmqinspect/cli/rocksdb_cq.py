@@ -45,7 +45,7 @@ def rocksdb_cq(store, topic, queue_id, from_, count, list_only, offsets, compare
                                      + (f" queue {queue_id}" if queue_id is not None else ""),
                                      st.layout.consumequeue_dir)
         if compare_dir:
-            from ..analyses.cq_compare import compare_consume_queues
+            from ..analyses.compare.cq_vs_cq import compare_consume_queues
             from ..store.rocksdb_cq import ConsumeQueues
 
             files = [q for q in ConsumeQueues(compare_dir, "file") if (topic is None or q.topic == topic)

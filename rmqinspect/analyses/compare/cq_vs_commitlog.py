@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from ..formats.consumequeue import is_ext_address
-from ..store.consumequeue import ConsumeQueue
-from ..store.errors import RmqInspectError
-from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
+from ...formats.consumequeue import is_ext_address
+from ...store.consumequeue import ConsumeQueue
+from ...store.errors import RmqInspectError
+from ..dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
 
 
 @dataclass

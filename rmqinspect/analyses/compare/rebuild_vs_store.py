@@ -14,13 +14,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
-from ..formats.indexfile import INDEX_HEADER, INDEX_HEADER_FIELDS, INDEX_HEADER_SIZE, INDEX_ITEM_DTYPE, INDEX_ITEM_SIZE
-from ..store.consumequeue import list_queues, pre_blank_mask
-from ..store.layout import is_offset_file_name
-from ..store.mapped import MappedFile
-from ..sinks.consumequeue import ConsumeQueueSet, ConsumeQueueWriter
-from ..sinks.indexfile import IndexFileSet, IndexFileWriter
+from ...formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
+from ...formats.indexfile import INDEX_HEADER, INDEX_HEADER_FIELDS, INDEX_HEADER_SIZE, INDEX_ITEM_DTYPE, INDEX_ITEM_SIZE
+from ...sinks.consumequeue import ConsumeQueueSet, ConsumeQueueWriter
+from ...sinks.indexfile import IndexFileSet, IndexFileWriter
+from ...store.consumequeue import list_queues, pre_blank_mask
+from ...store.layout import is_offset_file_name
+from ...store.mapped import MappedFile
 
 
 @dataclass
@@ -230,7 +230,7 @@ class _CompareIndexFile(IndexFileWriter):
     def _open(self) -> None:
         r = self.result
         if self.store is not None:
-            from ..formats.indexfile import index_file_size
+            from ...formats.indexfile import index_file_size
 
             want = index_file_size(self.slots, self.max_items)
             if self.store.size != want:
