@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import datetime as _dt
-
 import click
+
+from ..formats.timestamps import parse_epoch_millis
 
 store_argument = click.argument("store", type=click.Path(exists=False, file_okay=True, dir_okay=True))
 
@@ -19,18 +19,10 @@ class TimeParam(click.ParamType):
     name = "TIME"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
-        s = str(value).strip()
-        if s.lstrip("-").isdigit():
-            return int(s)
         try:
-            dt = _dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
-        except ValueError:
-            self.fail(f"{value!r} is neither epoch milliseconds nor an ISO date/time", param, ctx)
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=_dt.timezone.utc)
-        return int(dt.timestamp() * 1000)
+            return parse_epoch_millis(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
 
 
 TIME = TimeParam()

@@ -25,6 +25,7 @@ from pyspark.sql.datasource import (
 )
 
 from ..analyses.export import FileTask, RowFilter, file_batches, file_tasks, spark_ddl
+from ..formats.timestamps import parse_epoch_millis
 
 
 def _bool(v) -> bool:
@@ -34,9 +35,7 @@ def _bool(v) -> bool:
 def _time(v) -> int | None:
     if v is None or v == "":
         return None
-    from ..cli._params import TIME
-
-    return TIME.convert(v, None, None)
+    return parse_epoch_millis(v)
 
 
 class FilePartition(InputPartition):

@@ -1,0 +1,151 @@
+"""The package's layering, checked on the source: imports point down only and no private name crosses modules.
+
+Layers, bottom to top (docs/architecture in COMMON terms): formats -> store -> sinks -> analyses -> spark -> cli,
+with the package's own entry point (rmqinspect/__main__.py) above them all. A module may import its own layer
+and the layers below it. ``writer`` (fixture and benchmark writers) may import everything but cli/spark, and
+nothing else in the package may import it. A name starting with ``_`` is private to its module (a private module,
+``_fastscan`` or ``_params``, to its package): importing one from elsewhere fails this test.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+import pytest
+
+PKG = "rmqinspect"
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), PKG)
+
+LAYERS = ("formats", "store", "sinks", "analyses", "writer", "spark", "cli")
+RANK = {name: i for i, name in enumerate(LAYERS)}
+TOP = len(LAYERS)  # rmqinspect/__init__.py, rmqinspect/__main__.py
+
+# Violations other helpers of issue 10 are still removing in their own branches. Each entry is
+# (importing module, imported module, name or None for the module itself); delete it when the fix lands.
+ALLOWED: set[tuple[str, str, str | None]] = {
+    # A (walk): the compiled scanner and the row-building helper are imported directly by their users until
+    # one walk in store/ yields typed events and one switch selects the scanner
+    ("rmqinspect.analyses.rebuild", "rmqinspect.store._fastscan", None),
+    ("rmqinspect.analyses.rebuild", "rmqinspect.store.commitlog", "_tuple_to_row"),
+    ("rmqinspect.analyses.salvage", "rmqinspect.store.commitlog", "_tuple_to_row"),
+    ("rmqinspect.analyses.summary", "rmqinspect.store.commitlog", "_topic_and_properties"),
+    ("rmqinspect.store.record_runs", "rmqinspect.store.commitlog", "_tuple_to_row"),
+    # C (recovery): recover.py becomes the analyses/recovery/ package over the same walk
+    ("rmqinspect.analyses.recover", "rmqinspect.store.commitlog", "_tuple_to_row"),
+    # F (rows): export's per-file loop moves onto public scanner names
+    ("rmqinspect.analyses.export", "rmqinspect.store.commitlog", "_fastscan"),
+}
+
+
+def _modules():
+    for dirpath, _, names in os.walk(ROOT):
+        for n in sorted(names):
+            if n.endswith(".py"):
+                path = os.path.join(dirpath, n)
+                rel = os.path.relpath(path, os.path.dirname(ROOT))[:-3].split(os.sep)
+                if rel[-1] == "__init__":
+                    rel = rel[:-1]
+                yield ".".join(rel), path, n == "__init__.py"
+
+
+def _is_module(dotted: str) -> bool:
+    """A .py file, a package or a compiled extension (``_fastscan.cpython-311-....so``)."""
+    path = os.path.join(os.path.dirname(ROOT), *dotted.split("."))
+    directory, leaf = os.path.split(path)
+    if os.path.isfile(os.path.join(path, "__init__.py")) or os.path.isfile(path + ".py"):
+        return True
+    return os.path.isdir(directory) and any(n.split(".")[0] == leaf and n.endswith((".so", ".pyd"))
+                                            for n in os.listdir(directory))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _imports(module: str, path: str, is_package: bool):
+    """(imported module, imported name or None, line) for every import in the file, relative ones resolved."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == PKG:
+                    yield a.name, None, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != PKG:
+                continue
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                # `from ..store import _fastscan` imports a module, `from .x import name` a name
+                if _is_module(sub):
+                    yield sub, None, node.lineno
+                else:
+                    yield target, a.name, node.lineno
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return -1  # rmqinspect/__init__.py: the version, nothing else
+    return RANK.get(parts[1], TOP)
+
+
+def _violations():
+    out = []
+    for module, path, is_package in _modules():
+        for target, name, line in _imports(module, path, is_package):
+            where = f"{os.path.relpath(path, os.path.dirname(ROOT))}:{line}: {module} imports {target}" + (
+                f".{name}" if name else "")
+            if (module, target, name) in ALLOWED:
+                continue
+            if _layer(target) > _layer(module):
+                out.append(where + " (upward)")
+            if target.split(".")[1:2] == ["writer"] and module.split(".")[1:2] != ["writer"]:
+                out.append(where + " (writer/ is for fixtures and benchmarks only)")
+            if _private(target.rpartition(".")[2]) and \
+                    target.rpartition(".")[0] != (module if is_package else module.rpartition(".")[0]):
+                out.append(where + " (private module used outside its package)")
+            if name is not None and _private(name) and target != module:
+                out.append(where + " (private name used outside its module)")
+    return out
+
+
+def test_imports_point_down_and_private_names_stay_home():
+    assert _violations() == []
+
+
+def test_allow_list_has_no_stale_entries():
+    """An entry whose import is gone must be deleted, so the allow-list only ever shrinks."""
+    seen = {(m, t, n) for m, p, pk in _modules() for t, n, _ in _imports(m, p, pk)}
+    assert sorted(ALLOWED - seen) == []
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("from ..cli._params import TIME\n", "upward"),
+    ("from ..writer.store import StoreWriter\n", "writer/ is for fixtures"),
+    ("from ..store.commitlog import _tuple_to_row\n", "private name"),
+    ("from ..store import _fastscan\n", "private module"),
+])
+def test_the_checker_catches_each_kind(tmp_path, monkeypatch, source, expected):
+    """The check itself can fail: a planted bad import in a fake analyses module is reported."""
+    pkg = tmp_path / PKG
+    for d in ("analyses", "cli", "writer", "store"):
+        (pkg / d).mkdir(parents=True)
+        (pkg / d / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cli" / "_params.py").write_text("TIME = 1\n")
+    (pkg / "writer" / "store.py").write_text("StoreWriter = 1\n")
+    (pkg / "store" / "commitlog.py").write_text("_tuple_to_row = 1\n")
+    (pkg / "store" / "_fastscan.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    (pkg / "analyses" / "bad.py").write_text(source)
+    monkeypatch.setitem(globals(), "ROOT", str(pkg))
+    found = _violations()
+    assert any(expected in v and "rmqinspect.analyses.bad" in v for v in found), found
