@@ -16,6 +16,7 @@ import numpy as np
 from ..formats.constants import PROPERTY_REAL_TOPIC, RMQ_SYS_SCHEDULE_TOPIC
 from ..formats.javahash import build_index_key, index_key_hash
 from ..formats.msgid import decode_offset_msg_id, decode_uniq_key
+from ..store.consumequeue import list_queues
 from ..store.errors import CorruptDataError, RmqInspectError
 from ..store.indexfile import FileLookup, IndexFile
 from .dispatch import goes_to_index, index_keys
@@ -251,11 +252,26 @@ def query_message(svc: IndexService, commitlog, topic: str, key: str, max_num: i
 
 @dataclass
 class MsgIdReport:
+    """``find_msg_id``: both readings of a message id, and what the store holds for each."""
+
     msg_id: str
-    interpretations: list[dict] = field(default_factory=list)
-    message: object = None
-    found_as: str = ""
-    notes: list[str] = field(default_factory=list)
+    interpretations: list[dict] = field(default_factory=list)  # decode_msg_id
+    as_offset_msg_id: dict | None = None  # the record at the offset, or {"error": ...}
+    as_uniq_key: dict | None = None  # {"topics_searched": [...], "hits": [...]} through the index
+
+    @property
+    def found(self) -> bool:
+        """A record carries the id: the one at the offset matches, or the index finds the UNIQ_KEY."""
+        a, u = self.as_offset_msg_id or {}, self.as_uniq_key or {}
+        return bool(a.get("matches")) or bool(u.get("hits"))
+
+    def to_dict(self) -> dict:
+        d = {"msg_id": self.msg_id, "interpretations": self.interpretations}
+        if self.as_offset_msg_id is not None:
+            d["as_offset_msg_id"] = self.as_offset_msg_id
+        if self.as_uniq_key is not None:
+            d["as_uniq_key"] = self.as_uniq_key
+        return d
 
 
 def decode_msg_id(msg_id: str) -> list[dict]:
@@ -285,6 +301,36 @@ def uniq_key_timestamp(uniq: str, born_timestamp: int) -> dict:
     u = decode_uniq_key(uniq)
     return {"millis_since_month_start": u.millis_since_month_start,
             "implied_month_start": born_timestamp - u.millis_since_month_start}
+
+
+def find_msg_id(store, svc: IndexService, msg_id: str, topic: str | None = None,
+                max_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH) -> MsgIdReport:
+    """Look ``msg_id`` up in ``store`` both ways: as an offsetMsgId (decode the record at its physical offset and
+    say whether that record's offsetMsgId is this id) and as a UNIQ_KEY (the index look-up of ``topic#id`` in
+    ``topic``, or in every topic that has a consume queue, keeping the hits whose record carries the key)."""
+    rep = MsgIdReport(msg_id, decode_msg_id(msg_id))
+    cl = store.commitlog
+    try:
+        o = decode_offset_msg_id(msg_id)
+        msg = cl.read_message(o.physical_offset)
+        rep.as_offset_msg_id = {"record_offset_msg_id": msg.offset_msg_id,
+                                "matches": msg.offset_msg_id == msg_id.strip().upper(), "message": msg.to_dict()}
+    except (ValueError, RmqInspectError) as e:
+        rep.as_offset_msg_id = {"error": str(e)}
+    topics = [topic] if topic else sorted({q.topic for q in list_queues(store.layout.consumequeue_dir)})
+    hits = []
+    for t in topics:
+        q = query_message(svc, cl, t, msg_id.strip(), max_batch, 0, JAVA_LONG_MAX, max_batch)
+        for h in q.verified:
+            d = {"topic": t, "physical_offset": h.physical_offset, "index_file": h.index_file,
+                 "message": h.message.to_dict()}
+            try:
+                d["uniq_key_time"] = uniq_key_timestamp(msg_id.strip(), h.message.born_timestamp)
+            except ValueError:
+                pass
+            hits.append(d)
+    rep.as_uniq_key = {"topics_searched": topics, "hits": hits}
+    return rep
 
 
 # --- "why can't I find it?" ---------------------------------------------------------------------------------
@@ -450,7 +496,8 @@ def _diagnose_located(rep, svc, msg, loc, topic, key, key_hash, q, max_batch) ->
     items = find_index_items(svc, key_hash, msg.physical_offset)
     loc.index_items = items
     if not items:
-        covering = [i for i in svc.infos if not i.error and i.begin_phy_offset <= msg.physical_offset <= i.end_phy_offset]
+        covering = [i for i in svc.infos
+                    if not i.error and i.begin_phy_offset <= msg.physical_offset <= i.end_phy_offset]
         newest_end = max((i.end_phy_offset for i in svc.infos if not i.error), default=-1)
         if msg.physical_offset > newest_end:
             rep.reasons.append(Reason("index_behind", f"{at} lies after the newest index entry (endPhyOffset "

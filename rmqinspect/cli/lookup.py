@@ -13,14 +13,14 @@ from ..analyses.lookup import (
     DEFAULT_MAX_MSGS_NUM_BATCH,
     JAVA_LONG_MAX,
     IndexService,
+    MsgIdReport,
     decode_msg_id,
     explain_missing,
+    find_msg_id,
     query_message,
-    uniq_key_timestamp,
 )
-from ..formats.msgid import decode_offset_msg_id
 from ..store import Store
-from ..store.errors import EXIT_NOT_FOUND, RmqInspectError
+from ..store.errors import EXIT_NOT_FOUND
 from ._params import TIME, store_argument
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, print_kv, warn
 
@@ -101,7 +101,8 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
         from .tiered_index import tiered_index_lookup
 
         return ctx.invoke(tiered_index_lookup, path=store, topic=topic, key=key, begin=begin, end=end,
-                          max_num=max_num, stats=explain, hash_slots=index_slots, max_items=index_max, broker_version=None,
+                          max_num=max_num, stats=explain, hash_slots=index_slots, max_items=index_max,
+                          broker_version=None,
                           fmt=fmt)
     svc = _service(st, index_dir, index_slots, index_max)
     q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, max_batch, explain=explain)
@@ -136,7 +137,8 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
         emit((_hit_row(h, svc.abort_present) for h in shown), "table", HIT_COLUMNS, title="Hits")
         if explain:
             emit((r for r in _walk_rows(q) if r["type"] == "file"), "table",
-                 ("round", "file", "consulted", "slot", "slot_value", "stopped", "why"), title="Index files (newest first)")
+                 ("round", "file", "consulted", "slot", "slot_value", "stopped", "why"),
+                 title="Index files (newest first)")
             emit((r for r in _walk_rows(q) if r["type"] == "item"), "table",
                  ("round", "file", "item", "key_hash", "phy_offset", "time_read", "prev_index", "matched", "reason"),
                  title="Items visited")
@@ -159,49 +161,20 @@ def msgid(msg_id, store, topic, index_dir, index_slots, index_max, max_batch, fm
 
     Exit code 3 when --store is given and no record matches the id.
     """
-    doc = {"msg_id": msg_id, "interpretations": decode_msg_id(msg_id)}
-    if all("error" in i for i in doc["interpretations"]):
-        raise click.BadParameter(doc["interpretations"][0]["error"], param_hint="MSG_ID")
-    found = False
+    interpretations = decode_msg_id(msg_id)
+    if all("error" in i for i in interpretations):
+        raise click.BadParameter(interpretations[0]["error"], param_hint="MSG_ID")
+    rep = MsgIdReport(msg_id, interpretations)
     if store:
         st = Store.open(store)
-        cl = st.commitlog
-        try:
-            o = decode_offset_msg_id(msg_id)
-            msg = cl.read_message(o.physical_offset)
-            doc["as_offset_msg_id"] = {"record_offset_msg_id": msg.offset_msg_id,
-                                       "matches": msg.offset_msg_id == msg_id.strip().upper(),
-                                       "message": msg.to_dict()}
-            found = found or doc["as_offset_msg_id"]["matches"]
-        except (ValueError, RmqInspectError) as e:
-            doc["as_offset_msg_id"] = {"error": str(e)}
-        svc = _service(st, index_dir, index_slots, index_max)
-        topics = [topic] if topic else sorted({q.topic for q in _queues(st)})
-        hits = []
-        for t in topics:
-            q = query_message(svc, cl, t, msg_id.strip(), max_batch, 0, JAVA_LONG_MAX, max_batch)
-            for h in q.verified:
-                d = {"topic": t, "physical_offset": h.physical_offset, "index_file": h.index_file,
-                     "message": h.message.to_dict()}
-                try:
-                    d["uniq_key_time"] = uniq_key_timestamp(msg_id.strip(), h.message.born_timestamp)
-                except ValueError:
-                    pass
-                hits.append(d)
-        doc["as_uniq_key"] = {"topics_searched": topics, "hits": hits}
-        found = found or bool(hits)
+        rep = find_msg_id(st, _service(st, index_dir, index_slots, index_max), msg_id, topic, max_batch)
+    doc = rep.to_dict()
     if fmt == "table":
         _render_msgid(doc)
     else:
         emit_document(doc, fmt)
-    if store and not found:
+    if store and not rep.found:
         sys.exit(EXIT_NOT_FOUND)
-
-
-def _queues(st):
-    from ..store.consumequeue import list_queues
-
-    return list_queues(st.layout.consumequeue_dir)
 
 
 def _render_msgid(doc) -> None:
@@ -221,7 +194,8 @@ def _render_msgid(doc) -> None:
     if u is not None:
         emit(({"topic": h["topic"], "physical_offset": h["physical_offset"], "index_file": h["index_file"],
                "store_time": ms_to_iso(h["message"]["store_timestamp"]), "keys": h["message"]["keys"]}
-              for h in u["hits"]), "table", title=f"UNIQ_KEY hits through the index (topics: {len(u['topics_searched'])})")
+              for h in u["hits"]), "table",
+             title=f"UNIQ_KEY hits through the index (topics: {len(u['topics_searched'])})")
 
 
 @click.command("explain-missing")

@@ -93,8 +93,9 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
                               f"{geo.index_max} items ({', '.join(f'{k}: {v}' for k, v in geo.source.items())})"),
                  ("walked", f"{d['start_offset']} .. {d['end_offset']} ({d['bytes_walked']} bytes), "
                             f"stopped: {d['stop_kind']} {d['stop_reason']}"),
-                 ("messages", d["messages"]), ("cq entries", f"{d['cq_entries']} in {d['queues']} queues "
-                                                             f"({d['not_in_cq']} prepared/rollback records not in a CQ)"),
+                 ("messages", d["messages"]),
+                 ("cq entries", f"{d['cq_entries']} in {d['queues']} queues "
+                                f"({d['not_in_cq']} prepared/rollback records not in a CQ)"),
                  ("index", f"{d['index_puts']} puts from {d['index_records']} records into "
                            f"{len(d['index_files'])} files"),
                  ("skipped topics", d["skipped_topics"] or "none"), ("half records", len(d["half_records"]))]

@@ -79,7 +79,9 @@ class RecordingIndex:
         self.t.append(t)
 
     def arrays(self) -> dict:
-        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64))
+        def cat(xs):
+            return np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)
+
         return {"h": cat(self.h), "p": cat(self.p), "t": cat(self.t)}
 
 
