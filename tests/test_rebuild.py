@@ -356,3 +356,67 @@ def test_missing_commitlog_file_stops_at_the_gap(tmp_path):
     with Store.open(store) as st:
         before_gap = sum(1 for m in st.commitlog.messages(end=1024))
     assert doc["messages"] == doc["cq_entries"] == before_gap
+
+
+def test_rebuild_library_call_is_what_the_command_writes(tmp_path):
+    """``rebuild()`` is the command without click: same files, the same document as --format json and in
+    rebuild.json, and a dry run over the store it was written from finds nothing to report."""
+    from rmqinspect.analyses.rebuild_run import INDEX_FILE_NAMING, RebuildRun, rebuild
+
+    store = tmp_path / "store"
+    _small_store(store)
+    with Store.open(store) as st:
+        run_ = rebuild(st, str(tmp_path / "lib"))
+        dry = rebuild(st, dry_run=True)
+    assert isinstance(run_, RebuildRun) and run_.report.messages == run_.report.cq_entries == 12
+    assert not run_.problems and dry.reconciliation.ok and not dry.problems and dry.out is None
+    assert run_.geometry.to_dict() == {"cq_file_size": 100, "index_slots": 8, "index_max": 6,
+                                       "source": {"cq_file_size": "store's consume queue files",
+                                                  "index": "store's index files"}}
+    manifest = json.loads((tmp_path / "lib" / "rebuild.json").read_text())
+    assert manifest == {**run_.to_dict(), "index_file_naming": INDEX_FILE_NAMING}
+    r = run("rebuild", store, "--out", tmp_path / "cli", "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == {**run_.to_dict(), "out": str(tmp_path / "cli")}
+    lib, cli_ = _files(tmp_path / "lib"), _files(tmp_path / "cli")
+    assert sorted(lib) == sorted(cli_) and len(lib) > 3
+    for name in lib:
+        if name != "rebuild.json":
+            assert _read(lib[name]) == _read(cli_[name]), name
+    r = run("rebuild", store, "--dry-run", "--format", "json")
+    assert json.loads(r.stdout) == dry.to_dict()
+
+
+def test_one_output_rule_for_every_writer(tmp_path):
+    """ensure_output_outside: inside the root, inside a commitlog directory that is a symlink to elsewhere, a
+    file path inside the store, a directory holding the store - all refused with exit code 6; a sibling is fine."""
+    from rmqinspect.store.errors import EXIT_UNSAFE_OUTPUT, UnsafeOutputError
+    from rmqinspect.store.layout import ensure_new_directory, ensure_output_outside
+
+    store = tmp_path / "broker" / "store"
+    _small_store(store)
+    elsewhere = tmp_path / "disk2" / "commitlog"
+    elsewhere.parent.mkdir()
+    shutil.move(str(store / "commitlog"), str(elsewhere))
+    os.symlink(elsewhere, store / "commitlog")
+    with Store.open(store) as st:
+        for out, why in ((store / "o", "inside the store"), (elsewhere / "o", "inside the store"),
+                         (store / "index" / "x.ndjson", "inside the store"),
+                         (tmp_path / "broker", "lies inside the output directory"),
+                         (tmp_path / "link-to-store" / "o", "inside the store")):
+            if out.parent.name == "link-to-store":
+                os.symlink(store, out.parent)
+            with pytest.raises(UnsafeOutputError, match=why) as e:
+                ensure_output_outside(st, out)
+            assert e.value.exit_code == EXIT_UNSAFE_OUTPUT == 6
+        ensure_output_outside(st, tmp_path / "broker" / "rebuilt")
+        ensure_output_outside(str(store), tmp_path / "disk2" / "x")
+        with pytest.raises(UnsafeOutputError, match="inside the store"):
+            ensure_output_outside(st, tmp_path / "disk2" / "commitlog")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "f").write_text("x")
+    (tmp_path / "file").write_text("x")
+    ensure_new_directory(tmp_path / "new")
+    for out, why in ((tmp_path / "full", "not empty"), (tmp_path / "file", "not a directory")):
+        with pytest.raises(UnsafeOutputError, match=why):
+            ensure_new_directory(out)
