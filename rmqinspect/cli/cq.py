@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ..analyses.compare.cq_vs_commitlog import JoinedEntry, check_entry, queue_bounds
+from ..analyses.compare.cq_vs_commitlog import join_queue, queue_bounds
 from ..store import Store
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError
@@ -90,8 +90,7 @@ def _cq(st, d, queues, topic, queue_id, from_, count, join, all_, cq_file_size, 
     bad = [0]
 
     def rows():
-        for a, b, c, t in q.entries(from_, count):
-            e = check_entry(JoinedEntry(topic, queue_id, a, b, c, t), cl)
+        for e in join_queue(q, cl, from_, count):
             if e.problems:
                 bad[0] += 1
             d = e.to_dict()
