@@ -21,9 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_export import load, make_store  # noqa: E402
 
 from rmqinspect.analyses.rebuild import RebuildOptions, dispatch_commitlog  # noqa: E402
-from rmqinspect.store import Store  # noqa: E402
 from rmqinspect.sinks.consumequeue import ConsumeQueueSet  # noqa: E402
 from rmqinspect.sinks.indexfile import IndexFileSet  # noqa: E402
+from rmqinspect.store import Store  # noqa: E402
 
 CQ_FILE = 300000 * 20
 SLOTS, MAX_ITEMS = 500_000, 2_000_000

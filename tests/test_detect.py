@@ -9,11 +9,11 @@ from click.testing import CliRunner
 
 from conftest import tree_hashes
 from rmqinspect.cli.main import cli
+from rmqinspect.sinks.rocksdb_cq import write_rocksdb_consume_queue
 from rmqinspect.store import Store
 from rmqinspect.store.detect import detect_store
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
-from rmqinspect.sinks.rocksdb_cq import write_rocksdb_consume_queue
 
 
 def test_every_oracle_scenario(scenario):

@@ -11,14 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import require_oracle, tree_hashes
+from rmqinspect.analyses.rebuild_run import rebuild
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.consumequeue import CQ_DTYPE, CQ_ENTRY, PRE_BLANK_SIZE
 from rmqinspect.formats.indexfile import INDEX_HEADER, INDEX_ITEM
-from rmqinspect.analyses.rebuild_run import rebuild
+from rmqinspect.sinks.indexfile import index_file_name
 from rmqinspect.store import Store
 from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.sinks.indexfile import index_file_name
 from rmqinspect.writer.store import StoreWriter
 
 VERSIONS = ["rocketmq-all-4.9.8", "rocketmq-all-5.3.3"]

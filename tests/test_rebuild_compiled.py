@@ -16,12 +16,12 @@ from rmqinspect.analyses import rebuild as rb
 from rmqinspect.analyses.dispatch import index_keys
 from rmqinspect.formats.commitlog import encode_properties, parse_properties
 from rmqinspect.formats.javahash import build_index_key, index_key_hash, java_string_hash, tags_code
+from rmqinspect.sinks.consumequeue import ConsumeQueueSet
+from rmqinspect.sinks.indexfile import IndexFileSet
 from rmqinspect.store import Store
 from rmqinspect.store import commitlog as clmod
 from rmqinspect.store.commitlog import MESSAGE, fast_available, scan_records_array
 from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.sinks.consumequeue import ConsumeQueueSet
-from rmqinspect.sinks.indexfile import IndexFileSet
 from rmqinspect.writer.store import StoreWriter
 
 compiled = pytest.mark.skipif(not fast_available() or not hasattr(clmod._fastscan, "dispatch_fields"),

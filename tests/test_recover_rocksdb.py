@@ -17,8 +17,8 @@ from recover_fixtures import build_store
 from rmqinspect.analyses.recover import plan_recovery
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.javahash import tags_code
-from rmqinspect.store import Store
 from rmqinspect.sinks.rocksdb_cq import write_rocksdb_consume_queue
+from rmqinspect.store import Store
 
 
 def _rocksdb_store(tmp_path, upto: int | None = None):

@@ -9,11 +9,11 @@ import pytest
 
 from conftest import load_expected, require_oracle, tree_hashes
 from rmqinspect.formats import rocksdb_cq as F
+from rmqinspect.sinks.rocksdb_cq import rows_from_consume_queues, write_rocksdb_consume_queue
 from rmqinspect.store import Store
 from rmqinspect.store.errors import UnsafeOutputError
 from rmqinspect.store.rocksdb_cq import (RocksDBConsumeQueueStore, is_rocksdb_dir, list_rocksdb_queues,
                                          open_consume_queues)
-from rmqinspect.sinks.rocksdb_cq import rows_from_consume_queues, write_rocksdb_consume_queue
 
 ROCKS = "rocketmq-all-5.3.3/rocksdb-cq-small"
 CLEAN5 = "rocketmq-all-5.3.3/clean"
@@ -238,8 +238,8 @@ def test_migration_compare_file_vs_rocksdb(tmp_path):
 def test_cli_compare_file_cq(tmp_path):
     from click.testing import CliRunner
 
-    from rmqinspect.cli.main import cli
     from rmqinspect.analyses.rebuild_run import rebuild_rocksdb_consume_queue
+    from rmqinspect.cli.main import cli
 
     p = require_oracle(CLEAN5)
     st = Store.open(p / "store")

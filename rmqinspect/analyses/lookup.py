@@ -84,7 +84,7 @@ class IndexService:
 
     @classmethod
     def for_store(cls, store, index_dir: str | None = None, slots: int | None = None,
-                  max_items: int | None = None) -> "IndexService":
+                  max_items: int | None = None) -> IndexService:
         cp = None
         try:
             cp = store.checkpoint

@@ -49,7 +49,7 @@ def gc(store, dry_run, now, file_reserved_hours, delete_when, disk_ratio, disk_m
         try:
             zone = ZoneInfo(tz)
         except Exception:
-            raise click.BadParameter(f"unknown time zone {tz!r}", param_hint="--tz")
+            raise click.BadParameter(f"unknown time zone {tz!r}", param_hint="--tz") from None
     st = Store.open(store)
     settings = GcSettings(now if now is not None else int(_time.time() * 1000), file_reserved_hours, delete_when,
                           disk_ratio, disk_max_used_ratio, clean_file_forcibly_enable=not no_clean_forcibly,

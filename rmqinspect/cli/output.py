@@ -12,7 +12,8 @@ import datetime as _dt
 import functools
 import json
 import sys
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import click
 
@@ -57,7 +58,7 @@ def ms_to_iso(ms: int | None) -> str:
     if ms is None:
         return ""
     try:
-        return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+        return _dt.datetime.fromtimestamp(ms / 1000, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
     except (OverflowError, OSError, ValueError):
         return str(ms)
 

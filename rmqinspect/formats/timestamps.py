@@ -19,5 +19,5 @@ def parse_epoch_millis(value: int | str) -> int:
     except ValueError:
         raise ValueError(f"{value!r} is neither epoch milliseconds nor an ISO date/time") from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=_dt.timezone.utc)
+        dt = dt.replace(tzinfo=_dt.UTC)
     return int(dt.timestamp() * 1000)

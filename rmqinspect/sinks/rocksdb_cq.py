@@ -8,7 +8,7 @@ Used by ``rebuild --cq-format rocksdb`` (``file_cq_to_rocksdb``) and for fixture
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..formats.rocksdb_cq import (
     CF_OFFSET,

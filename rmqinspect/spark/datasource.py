@@ -59,7 +59,7 @@ class RocketMQDataSource(DataSource):
     def schema(self) -> str:
         return spark_ddl(_bool(self.options.get("withBody", "false")))
 
-    def reader(self, schema) -> "RocketMQReader":
+    def reader(self, schema) -> RocketMQReader:
         return RocketMQReader(self.options, self._paths())
 
 

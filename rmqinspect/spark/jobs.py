@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from ..analyses.export import ExportResult, RowFilter, check_output_dir, file_tasks, write_file_task
 from ..analyses.fileverify import verify_file

@@ -30,7 +30,7 @@ class StoreLayout:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> "StoreLayout":
+    def open(cls, path: str | os.PathLike) -> StoreLayout:
         path = os.path.abspath(os.fspath(path))
         if not os.path.exists(path):
             raise StoreNotFoundError("no such file or directory", path)
@@ -55,7 +55,7 @@ class StoreLayout:
             "not a RocketMQ store: no commitlog/ directory and no 20-digit commitlog files", path)
 
     @classmethod
-    def _for_root(cls, root: str, commitlog_dirs: list[str]) -> "StoreLayout":
+    def _for_root(cls, root: str, commitlog_dirs: list[str]) -> StoreLayout:
         return cls(
             root=root,
             commitlog_dirs=commitlog_dirs,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import zlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..analyses.dispatch import DEFAULT_DELAY_TABLE
 from ..formats.commitlog import encode_properties
@@ -113,8 +113,8 @@ def mixed_messages(n: int, seed: int = 1, start_ts: int = 1_795_296_980_000) -> 
 
 def benchmark_messages(n: int, body_size: int = 1024, seed: int = 7,
                        start_ts: int = 1_795_296_980_000) -> Iterator[MessageSpec]:
-    """Uniform workload: ~1 KiB text bodies, a tag, 1-2 keys and a UNIQ_KEY on every message."""
-    rng = random.Random(seed)
+    """Uniform workload: ~1 KiB text bodies, a tag, 1-2 keys and a UNIQ_KEY on every message (deterministic:
+    ``seed`` is kept for the callers' signature, nothing here is random)."""
     filler = (b"rocketmq-benchmark-payload-" * (body_size // 27 + 1))
     for i in range(n):
         body = b"%010d" % i + filler[: body_size - 10]

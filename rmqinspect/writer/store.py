@@ -118,7 +118,7 @@ class StoreWriter:
         with open(os.path.join(self.root, "checkpoint"), "wb") as f:
             f.write(data.ljust(CHECKPOINT_FILE_SIZE, b"\0"))
 
-    def __enter__(self) -> "StoreWriter":
+    def __enter__(self) -> StoreWriter:
         return self
 
     def __exit__(self, exc_type, *exc) -> None:

@@ -7,8 +7,8 @@ SCHEDULE_TOPIC_XXXX entry holding a delivery time is recognised instead of flagg
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from ...formats.consumequeue import is_ext_address
 from ...store.consumequeue import ConsumeQueue
