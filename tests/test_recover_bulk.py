@@ -1,6 +1,6 @@
 """The bulk re-dispatch paths of `recover --dry-run` against their record-by-record references:
 ``store.record_runs.scan_record_runs`` yields exactly ``CommitLog.scan``'s MESSAGE records, and
-``_QueueState.dispatch_many`` leaves a queue exactly as calling ``dispatch`` (putMessagePositionInfo)
+``ConsumeQueueModel.dispatch_many`` leaves a queue exactly as calling ``dispatch`` (putMessagePositionInfo)
 once per record does, including the cases where entries are refused or appended out of order."""
 
 import os
@@ -10,7 +10,7 @@ import pytest
 
 from conftest import require_oracle
 from recover_fixtures import build_store
-from rmqinspect.analyses.recover import BrokerVersion, _QueueState, plan_recovery
+from rmqinspect.analyses.recovery import BrokerVersion, ConsumeQueueModel, RecoveryOptions, plan_recovery
 from rmqinspect.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqinspect.store import Store
 from rmqinspect.store.commitlog import MESSAGE
@@ -65,7 +65,7 @@ def test_record_runs_on_oracle_stores():
 
 def _state(tmp_path, fx, topic="OrderTopic", qid=0):
     cq = ConsumeQueue(topic, qid, os.path.join(fx.root, "consumequeue", topic, str(qid)), fx.cq_file_size)
-    st = _QueueState(cq, BrokerVersion.parse("5.3.3"), fx.cq_file_size)
+    st = ConsumeQueueModel(cq, BrokerVersion.parse("5.3.3"), fx.cq_file_size)
     st.recover()
     return st
 
@@ -123,7 +123,7 @@ def test_crc32_property_note(tmp_path, crc_at):
                                  properties=encode_properties({"TAGS": "a", "UNIQ_KEY": "%032X" % i}),
                                  append_property_crc=i == crc_at))
     (root / "abort").write_bytes(b"")
-    plan = plan_recovery(Store.open(str(root)), version="4.9.8")
+    plan = plan_recovery(Store.open(str(root)), RecoveryOptions(version=BrokerVersion.parse("4.9.8")))
     assert plan.mode == "abnormal" and plan.redispatch_count == 60
     noted = any("__CRC32#" in n for n in plan.notes)
     assert noted == (crc_at is not None)

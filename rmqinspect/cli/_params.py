@@ -6,6 +6,8 @@ import datetime as _dt
 
 import click
 
+from ..store.version import ACCEPTED, BrokerVersion
+
 store_argument = click.argument("store", type=click.Path(exists=False, file_okay=True, dir_okay=True))
 
 
@@ -50,14 +52,30 @@ class OffsetParam(click.ParamType):
 OFFSET = OffsetParam()
 
 
-def accepts_v2(broker_version: str | None) -> bool:
-    """Message format V2 (2-byte topic length) exists from RocketMQ 5.1.0 (FORMATS.md §0.1)."""
-    if not broker_version:
-        return True
-    parts = [int(p) if p.isdigit() else 0 for p in broker_version.replace("x", "0").split(".")[:3]]
-    if broker_version.upper() == "HEAD":
-        return True
-    parts += [0] * (3 - len(parts))
-    if not broker_version[0].isdigit():
-        raise click.BadParameter(f"{broker_version!r} is not a RocketMQ version", param_hint="--broker-version")
-    return tuple(parts) >= (5, 1, 0)
+class BrokerVersionParam(click.ParamType):
+    """A RocketMQ version (store.version.BrokerVersion); anything else is a usage error naming the option."""
+
+    name = "VERSION"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, BrokerVersion):
+            return value
+        try:
+            return BrokerVersion.parse(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not {ACCEPTED}", param, ctx)
+
+
+BROKER_VERSION = BrokerVersionParam()
+
+
+def broker_version_option(help: str, default: str | None = None):
+    """``--broker-version`` for every command: a ``BrokerVersion`` (or ``default``, else None = the command's
+    own default, e.g. detection); ``help`` says what the version changes in that command."""
+    return click.option("--broker-version", "broker_version", type=BROKER_VERSION, default=default,
+                        metavar="VERSION", show_default=default is not None, help=help)
+
+
+def accepts_v2(version: BrokerVersion | None) -> bool:
+    """Whether records with message format V2 are read as records; without a version, both formats are."""
+    return True if version is None else version.accepts_v2

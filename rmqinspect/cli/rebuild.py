@@ -21,7 +21,7 @@ from ..store.layout import is_offset_file_name
 from ..writer.rocksdb_cq import file_cq_to_rocksdb
 from ..writer.consumequeue import ConsumeQueueSet, round_cq_file_size
 from ..writer.indexfile import IndexFileSet
-from ._params import OFFSET, store_argument
+from ._params import OFFSET, broker_version_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, print_kv, progress, warn
 
 QUEUE_COLUMNS = ("topic", "queue_id", "rebuilt_entries", "store_entries", "matching", "missing", "extra", "wrong",
@@ -103,8 +103,8 @@ def _check_out(store: Store, out: str) -> None:
 @click.option("--index-slots", type=int, help="maxHashSlotNum. Default: inferred from the store's index files, "
               "else 5000000.")
 @click.option("--index-max", type=int, help="maxIndexNum. Default: the store's index files, else 20000000.")
-@click.option("--broker-version", type=click.Choice(("4.4", "4.9", "5")), default="4.9", show_default=True,
-              help="4.4 counted hashSlotCount on every put; 4.9.x and 5.x count newly used slots.")
+@broker_version_option("Before 4.7.1 IndexFile counted hashSlotCount on every put; from 4.7.1 only newly used "
+                       "slots.", default="4.9")
 @click.option("--dry-run", is_flag=True, help="Write nothing: compare what would be written with the CQ and index "
               "files in STORE and report every difference, queue by queue.")
 @click.option("--details", type=int, default=1000, show_default=True,
@@ -136,7 +136,7 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
     try:
         geo = store_geometry(st, cq_file_size, index_slots, index_max)
         opts = RebuildOptions(build_cq="cq" in parts, build_index="index" in parts, from_offset=from_, to_offset=to)
-        every = broker_version == "4.4"
+        every = broker_version.index_counts_every_put
         cl = st.commitlog
         total = cl.end_offset - (from_ if from_ is not None else cl.min_offset)
         recon = None
@@ -181,7 +181,7 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
         st.close()
     doc = {
         "store": st.root, "out": None if dry_run else os.path.abspath(out), "dry_run": dry_run,
-        "geometry": geo, "broker_version": broker_version, **rep.to_dict(),
+        "geometry": geo, "broker_version": broker_version.text, **rep.to_dict(),
         "queues": len(cq.queues) if cq is not None else 0,
         "index_files": list(index.names) if index is not None else [],
         "cq_format": cq_format,

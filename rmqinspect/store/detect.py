@@ -2,7 +2,8 @@
 
 Each signal says what was looked at and which version range it implies; the guess is "5.x" when any
 5.x-only structure is present, "4.x" when the store shows only 4.x traits, "unknown" otherwise.
-``--broker-version`` on the commands overrides the guess.
+``--broker-version`` on the commands overrides the guess; either way ``StoreDetection.broker_version`` is the
+one ``BrokerVersion`` type every analysis takes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..formats.constants import SysFlag
 from .commitlog import MESSAGE
 from .errors import RmqInspectError
 from .rocksdb_cq import is_rocksdb_dir, rocksdb_files
+from .version import BrokerVersion
 
 SCAN_RECORDS = 5000  # records examined for V2 magic / __CRC32# / inner batch (bounded cost on huge stores)
 
@@ -33,23 +35,32 @@ class StoreDetection:
     version_guess: str  # "4.x" | "5.x" | "unknown"
     consume_queue_kind: str  # "file" | "rocksdb" | "file+rocksdb" | "none"
     evidence: list[Evidence] = field(default_factory=list)
-    override: str | None = None
+    override: BrokerVersion | None = None
+
+    @property
+    def broker_version(self) -> BrokerVersion | None:
+        """The version commands act on: the override when given, else the guess (None when unknown)."""
+        if self.override is not None:
+            return self.override
+        return None if self.version_guess == "unknown" else BrokerVersion.parse(self.version_guess)
 
     @property
     def version(self) -> str:
-        """The version commands act on: the override when given, else the guess."""
-        return self.override or self.version_guess
+        """``broker_version`` as text ("unknown" when there is none)."""
+        v = self.broker_version
+        return v.text if v is not None else self.version_guess
 
     @property
     def major(self) -> int | None:
-        v = self.version
-        return int(v[0]) if v and v[0].isdigit() else None
+        v = self.broker_version
+        return v.major if v is not None else None
 
     def found(self) -> list[Evidence]:
         return [e for e in self.evidence if e.found]
 
     def to_dict(self) -> dict:
-        return {"version_guess": self.version_guess, "version": self.version, "override": self.override,
+        return {"version_guess": self.version_guess, "version": self.version,
+                "override": self.override.text if self.override is not None else None,
                 "consume_queue_kind": self.consume_queue_kind, "evidence": [asdict(e) for e in self.evidence]}
 
 
@@ -57,8 +68,9 @@ def _dir_nonempty(p: str) -> bool:
     return os.path.isdir(p) and bool(os.listdir(p))
 
 
-def detect_store(store, broker_version: str | None = None, scan_records: int = SCAN_RECORDS) -> StoreDetection:
-    """Look at ``store`` (a Store) and return the evidence. Never writes."""
+def detect_store(store, broker_version: BrokerVersion | None = None,
+                 scan_records: int = SCAN_RECORDS) -> StoreDetection:
+    """Look at ``store`` (a Store) and return the evidence; ``broker_version`` overrides the guess. Never writes."""
     root = store.layout.root
     ev: list[Evidence] = []
 
