@@ -69,11 +69,15 @@ class BrokerVersionParam(click.ParamType):
 BROKER_VERSION = BrokerVersionParam()
 
 
-def broker_version_option(help: str, default: str | None = None):
-    """``--broker-version`` for every command: a ``BrokerVersion`` (or ``default``, else None = the command's
-    own default, e.g. detection); ``help`` says what the version changes in that command."""
+def broker_version_option_for(help: str, default: str | None = None):
+    """``--broker-version`` for every command: a ``BrokerVersion`` (``default`` when given, else None: the
+    command's own default, e.g. detection); ``help`` says what the version changes in that command."""
     return click.option("--broker-version", "broker_version", type=BROKER_VERSION, default=default,
                         metavar="VERSION", show_default=default is not None, help=help)
+
+
+# the 5.x structure commands: the version overrides store detection
+broker_version_option = broker_version_option_for("Override store detection (e.g. 4.9.8, 5.3.3, 4.x, 5.x).")
 
 
 def accepts_v2(version: BrokerVersion | None) -> bool:

@@ -13,8 +13,6 @@ from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError, UnsafeOutputError
 from ._params import TIME, broker_version_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, print_kv, warn
 
-broker_version_option = broker_version_option("Override store detection (e.g. 4.9.8, 5.3.3, 4.x, 5.x).")
-
 CQ_COLUMNS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "tags_code", "store_timestamp")
 
 

@@ -21,7 +21,7 @@ from ..store.layout import is_offset_file_name
 from ..writer.rocksdb_cq import file_cq_to_rocksdb
 from ..writer.consumequeue import ConsumeQueueSet, round_cq_file_size
 from ..writer.indexfile import IndexFileSet
-from ._params import OFFSET, broker_version_option, store_argument
+from ._params import OFFSET, broker_version_option_for, store_argument
 from .output import emit, emit_document, format_option, handle_errors, print_kv, progress, warn
 
 QUEUE_COLUMNS = ("topic", "queue_id", "rebuilt_entries", "store_entries", "matching", "missing", "extra", "wrong",
@@ -103,7 +103,7 @@ def _check_out(store: Store, out: str) -> None:
 @click.option("--index-slots", type=int, help="maxHashSlotNum. Default: inferred from the store's index files, "
               "else 5000000.")
 @click.option("--index-max", type=int, help="maxIndexNum. Default: the store's index files, else 20000000.")
-@broker_version_option("Before 4.7.1 IndexFile counted hashSlotCount on every put; from 4.7.1 only newly used "
+@broker_version_option_for("Before 4.7.1 IndexFile counted hashSlotCount on every put; from 4.7.1 only newly used "
                        "slots.", default="4.9")
 @click.option("--dry-run", is_flag=True, help="Write nothing: compare what would be written with the CQ and index "
               "files in STORE and report every difference, queue by queue.")

@@ -12,10 +12,10 @@ from ..analyses.recovery import RecoveryOptions, plan_recovery
 from ..analyses.salvage import salvage
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE, UnsafeOutputError
-from ._params import broker_version_option, store_argument
+from ._params import broker_version_option_for, store_argument
 from .output import dumps, emit, emit_document, format_option, handle_errors, print_kv, warn
 
-version_option = broker_version_option(
+version_option = broker_version_option_for(
     "RocketMQ version whose recovery rules apply (e.g. 4.9.8, 5.3.1, 5.3.3, HEAD). Default: detected "
     "from the files (V2 records, abort content, checkpoint length, 5.x directories); the assumption used "
     "is printed.")

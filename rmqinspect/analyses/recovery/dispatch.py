@@ -89,9 +89,10 @@ class RecordBatch:
     def redispatch_records(self, idx: np.ndarray, base: int) -> list[Redispatch]:
         r = self.rows[idx]
         topics = self.topics
-        return [Redispatch(p + base, size, topics[t], qid, qoff, code, sf, ts) for p, size, t, qid, qoff, code, sf, ts in
+        return [Redispatch(p + base, size, topics[t], qid, qoff, code, sf, ts)
+                for p, size, t, qid, qoff, code, sf, ts in
                 zip(r[:, 0].tolist(), r[:, 1].tolist(), self.tid[idx].tolist(), r[:, 6].tolist(), r[:, 7].tolist(),
-                    self.codes[idx].tolist(), r[:, 5].tolist(), r[:, 9].tolist())]
+                    self.codes[idx].tolist(), r[:, 5].tolist(), r[:, 9].tolist(), strict=True)]
 
     def dispatch_to_queues(self, idx: np.ndarray, base: int, queue: Callable[[str, int], object],
                            count: bool = True) -> None:
@@ -109,7 +110,7 @@ class RecordBatch:
         order = np.argsort(key, kind="stable")
         ks = key[order]
         cuts = (np.flatnonzero(ks[1:] != ks[:-1]) + 1).tolist()
-        bounds = list(zip([0] + cuts, cuts + [len(sel)]))
+        bounds = list(zip([0] + cuts, cuts + [len(sel)], strict=True))
         bounds.sort(key=lambda ab: int(order[ab[0]]))
         phys = r[:, 0] + base
         size = r[:, 1]

@@ -342,10 +342,8 @@ def abnormal_file_matches(rec: Recovery, f) -> tuple[bool, str]:
 def head_file_matches(rec: Recovery, f) -> tuple[bool, str]:
     """The development branch's rule (normal and abnormal): the file's first record must pass the full check,
     then (normal) start at or below maxPhyOffsetOfConsumeQueue / (abnormal) be no newer than the checkpoint."""
-    kind, hdr = None, None
-    for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer(f.buffer, 0, f.size, rec.options.check_crc,
-                                                                 rec.bv.accepts_v2):
-        break
+    first = next(scan_buffer(f.buffer, 0, f.size, rec.options.check_crc, rec.bv.accepts_v2), None)
+    kind, hdr = (first[0], first[3]) if first is not None else (None, None)
     if kind != MESSAGE:
         return False, f"first record does not validate ({kind})"
     ts = hdr[11]

@@ -177,7 +177,7 @@ class ConsumeQueueModel:
             # getLastMappedFile creates the file holding the expected position; fillPreBlank before it
             fstart = expect - expect % self.size
             self.starts.append(fstart)
-            self.names[fstart] = "%020d" % fstart
+            self.names[fstart] = f"{fstart:020d}"
             self.wrote[fstart] = expect - fstart
             arr = self._writable(fstart)
             k = (expect - fstart) // unit
@@ -210,7 +210,7 @@ class ConsumeQueueModel:
         ends = phys + size
         if self.size % unit:
             return sum(self.dispatch(int(a), int(b), int(c), int(d)) for a, b, c, d in
-                       zip(phys.tolist(), size.tolist(), cq_offset.tolist(), tags_code.tolist()))
+                       zip(phys.tolist(), size.tolist(), cq_offset.tolist(), tags_code.tolist(), strict=True))
         # i -> first index after i where the run property breaks (ends not increasing or offsets not consecutive)
         breaks = np.flatnonzero((ends[1:] <= ends[:-1]) | (cq_offset[1:] != cq_offset[:-1] + 1)) + 1
         written = 0
@@ -246,7 +246,7 @@ class ConsumeQueueModel:
         if self.wrote[last] >= self.size:
             nxt = last + self.size
             self.starts.append(nxt)
-            self.names[nxt] = "%020d" % nxt
+            self.names[nxt] = f"{nxt:020d}"
             self.wrote[nxt] = 0
             self.arrays.pop(nxt, None)
             last = nxt
