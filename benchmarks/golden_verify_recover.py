@@ -162,9 +162,9 @@ def doctored(tmp: str):
 def main() -> None:
     out_path = sys.argv[1]
     if "--pure" in sys.argv:
-        import rmqinspect.store.commitlog as c
+        from rmqinspect.store import scanner
 
-        c._fastscan = None
+        scanner.use_compiled(False)
     tmp = tempfile.mkdtemp(prefix="rmqi-golden-")
     doc = {}
     try:

@@ -547,6 +547,7 @@ class Gap:
     reason: str = field(default="", compare=False)
 
     kind = GAP
+    file = None  # no file covers it
 
     @property
     def size(self) -> int:
