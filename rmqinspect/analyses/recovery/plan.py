@@ -12,7 +12,8 @@
 8. ``messages_lost``: what lies past T (salvage).
 
 Each step reads the store through read-only maps and records what it did in the ``Recovery`` it is given;
-nothing is ever written.
+nothing is ever written. Both commit-log walks (3 and 6) are ``store.commitlog``'s; the policy (where to stop,
+what to dispatch) is decided here.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 from ...formats.constants import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, SysFlag
 from ...formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE
 from ...store import Store
-from ...store.commitlog import BLANK, END, FILE_END, ILLEGAL, MESSAGE, scan_buffer
+from ...store.commitlog import BLANK, END, FILE_END, ILLEGAL, MESSAGE, RecordRun, scan_buffer, walk_file
 from ...store.consumequeue import ConsumeQueue, list_queues
 from ...store.version import BrokerVersion
 from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
@@ -46,8 +47,10 @@ from .rocksdb import (
     read_rocksdb_queues,
     truncate_rocksdb_queues,
 )
-from .scan import commitlog_runs, file_runs
 from .version import VersionAssumption, assume_version
+
+# records per run of the walks: large runs amortise the per-run numpy work of the dispatch
+RUN_BATCH = 65536
 
 
 @dataclass
@@ -405,14 +408,14 @@ def scan_commitlog(rec: Recovery, idx: int) -> Scan:
         f = files[i]
         moved = False
         u8 = None
-        for rows, one in file_runs(f, rec.options.check_crc, bv.accepts_v2):
-            if rows is not None:
+        for ev in walk_file(f, 0, f.size, check_crc=rec.options.check_crc, accept_v2=bv.accepts_v2, batch=RUN_BATCH):
+            if type(ev) is RecordRun:
                 if u8 is None:
                     u8 = np.frombuffer(f.buffer, dtype=np.uint8)
-                if scan_run(rec, scan, f, u8, rows, dispatch_all, dispatch_from, delay_table):
+                if scan_run(rec, scan, f, u8, ev.rows, dispatch_all, dispatch_from, delay_table):
                     break
                 continue
-            kind, p, size, hdr, bpos, crc_ok, reason = one
+            kind, p = ev.kind, ev.position
             if kind == BLANK:
                 if i + 1 < n:
                     i += 1
@@ -421,7 +424,7 @@ def scan_commitlog(rec: Recovery, idx: int) -> Scan:
                     break
                 scan.stop(BLANK, "blank end-of-file record in the last file", f.name, p)
             else:
-                why = reason or kind
+                why = ev.reason or kind
                 if kind == FILE_END:
                     why = "the file ends without a blank record; the broker reads past it and stops"
                 scan.stop(kind, why, f.name, p)
@@ -574,7 +577,11 @@ def reput_after_start(rec: Recovery, t: int, last_dispatched_end: int) -> tuple[
                          last_dispatched_end)
     else:
         reput_from = max([cl.min_offset] + [m.max_phys for m in models])
-    for f, rows in commitlog_runs(cl, reput_from, t, rec.bv.accepts_v2):
+    for ev in cl.walk(reput_from, t, check_crc=False, accept_v2=rec.bv.accepts_v2, stop_at_end=True,
+                      batch=RUN_BATCH):
+        if type(ev) is not RecordRun:
+            continue
+        f, rows = ev.file, ev.rows
         sel = np.flatnonzero(GOES_TO_CONSUME_QUEUE[rows[:, 5] & 0xF])
         if not sel.size:
             continue
