@@ -1,7 +1,7 @@
-"""Records the recovery hands to the dispatchers: DispatchRequests built in bulk from scanned record rows.
+"""Records the recovery hands to the dispatchers: DispatchRequests built in bulk from the walk's record runs.
 
-The rows are the compiled scanner's (store.commitlog FAST_FIELDS order); TAGS tagsCode and topic interning
-come from the rebuild dispatcher's ``dispatch_fields``, so recovery and rebuild compute one tagsCode.
+TAGS tagsCode and topic interning come from the rebuild dispatcher's ``dispatch_fields``, so recovery and
+rebuild compute one tagsCode.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...formats.commitlog import parse_properties
-from ...formats.constants import CRC32_RESERVED_LEN, PROPERTY_CRC32, PROPERTY_DELAY_TIME_LEVEL, RMQ_SYS_SCHEDULE_TOPIC
+from ...formats.constants import PROPERTY_CRC32, PROPERTY_DELAY_TIME_LEVEL, RMQ_SYS_SCHEDULE_TOPIC
+from ...formats.properties import crc32_trailer_rows, parse_properties
+from ...store.commitlog import RecordRun
 from ..dispatch import DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
 from ..rebuild import dispatch_fields
 
@@ -41,23 +42,23 @@ SCHEDULE_TOPIC_BYTES = np.frombuffer(RMQ_SYS_SCHEDULE_TOPIC.encode(), dtype=np.u
 GOES_TO_CONSUME_QUEUE = np.array([goes_to_consume_queue(f) for f in range(16)], dtype=bool)
 
 
-def rows_with_topic(u8: np.ndarray, rows: np.ndarray, name: np.ndarray) -> np.ndarray:
-    """Rows whose topic bytes are ``name`` (a uint8 array)."""
-    out = rows[:, 12] == name.size
+def records_with_topic(u8: np.ndarray, records: np.ndarray, name: np.ndarray) -> np.ndarray:
+    """Mask of the records (RECORD_DTYPE) whose topic bytes are ``name`` (a uint8 array)."""
+    out = records["topic_len"] == name.size
     cand = np.flatnonzero(out)
     if cand.size:
-        out[cand] = (u8[rows[cand, 11][:, None] + np.arange(name.size)] == name).all(axis=1)
+        out[cand] = (u8[records["topic_pos"][cand][:, None] + np.arange(name.size)] == name).all(axis=1)
     return out
 
 
 class RecordBatch:
-    """What dispatch needs of a batch of scanned records: topic (interned in ``names``, shared by every batch)
-    and tagsCode per row; only SCHEDULE_TOPIC_XXXX records go through ``dispatch_tags_code`` one by one."""
+    """What dispatch needs of a run of records: topic (interned in ``names``, shared by every batch) and
+    tagsCode per record; only SCHEDULE_TOPIC_XXXX records go through ``dispatch_tags_code`` one by one."""
 
-    def __init__(self, buf, rows: np.ndarray, names: dict[bytes, str]):
-        self.buf = buf
-        self.rows = rows
-        fields, _, topics = dispatch_fields(buf, rows, want_keys=False)
+    def __init__(self, run: RecordRun, names: dict[bytes, str]):
+        self.buf = buf = run.file.buffer
+        self.records = run.records
+        fields, _, topics = dispatch_fields(buf, run.rows, want_keys=False)
         self.tid = fields[:, 0]
         self.codes = fields[:, 1].copy()
         self.topics = []
@@ -76,23 +77,25 @@ class RecordBatch:
             return None
         buf = self.buf
         for j in np.flatnonzero(np.isin(self.tid, sched)).tolist():
-            r = self.rows[j]
-            pp, pl = int(r[13]), int(r[14])
+            r = self.records[j]
+            pp, pl = int(r["properties_pos"]), int(r["properties_len"])
             props = parse_properties(bytes(buf[pp:pp + pl]) if pl > 0 else b"")
             if PROPERTY_DELAY_TIME_LEVEL in props:
                 try:
-                    self.codes[j], _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, int(r[9]), delay_table)
+                    self.codes[j], _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, int(r["store_timestamp"]),
+                                                          delay_table)
                 except DelayLevelError as e:
                     return j, e
         return None
 
     def redispatch_records(self, idx: np.ndarray, base: int) -> list[Redispatch]:
-        r = self.rows[idx]
+        r = self.records[idx]
         topics = self.topics
         return [Redispatch(p + base, size, topics[t], qid, qoff, code, sf, ts)
                 for p, size, t, qid, qoff, code, sf, ts in
-                zip(r[:, 0].tolist(), r[:, 1].tolist(), self.tid[idx].tolist(), r[:, 6].tolist(), r[:, 7].tolist(),
-                    self.codes[idx].tolist(), r[:, 5].tolist(), r[:, 9].tolist(), strict=True)]
+                zip(r["position"].tolist(), r["total_size"].tolist(), self.tid[idx].tolist(), r["queue_id"].tolist(),
+                    r["queue_offset"].tolist(), self.codes[idx].tolist(), r["sys_flag"].tolist(),
+                    r["store_timestamp"].tolist(), strict=True)]
 
     def dispatch_to_queues(self, idx: np.ndarray, base: int, queue: Callable[[str, int], object],
                            count: bool = True) -> None:
@@ -100,21 +103,21 @@ class RecordBatch:
         queues are touched (and created, ``queue(topic, queue_id)``) in order of their first record, as
         record-by-record dispatch does. ``count``: the entries are the recovery's re-dispatch (not the
         ReputMessageService's after start())."""
-        sel = idx[GOES_TO_CONSUME_QUEUE[self.rows[idx, 5] & 0xF]]
+        sel = idx[GOES_TO_CONSUME_QUEUE[self.records["sys_flag"][idx] & 0xF]]
         if not sel.size:
             return
-        r = self.rows[sel]
+        r = self.records[sel]
         tid = self.tid[sel]
-        qid = r[:, 6]
+        qid = r["queue_id"]
         key = (tid << 32) + (qid & 0xFFFFFFFF)
         order = np.argsort(key, kind="stable")
         ks = key[order]
         cuts = (np.flatnonzero(ks[1:] != ks[:-1]) + 1).tolist()
         bounds = list(zip([0] + cuts, cuts + [len(sel)], strict=True))
         bounds.sort(key=lambda ab: int(order[ab[0]]))
-        phys = r[:, 0] + base
-        size = r[:, 1]
-        qoff = r[:, 7]
+        phys = r["position"] + base
+        size = r["total_size"]
+        qoff = r["queue_offset"]
         codes = self.codes[sel]
         for a, b in bounds:
             o = order[a:b]
@@ -125,23 +128,17 @@ class RecordBatch:
                 st.rec.redispatched += n
 
 
-_CRC_TRAILER = np.frombuffer((PROPERTY_CRC32 + "\x01").encode(), dtype=np.uint8)
-_CRC_TRAILER_AT = np.arange(-CRC32_RESERVED_LEN, -CRC32_RESERVED_LEN + _CRC_TRAILER.size)
-
-
-def has_crc32_property(buf, rows: np.ndarray) -> bool:
-    """Whether a record carries the 5.2.0+ ``__CRC32#`` property. The broker writes it only as the
-    record's last CRC32_RESERVED_LEN bytes (FORMATS.md §1.8, as verify reads it): records with that
-    trailer are candidates, confirmed with ``parse_properties``."""
+def has_crc32_property(buf, records: np.ndarray) -> bool:
+    """Whether a record carries the 5.2.0+ ``__CRC32#`` property: records with the broker's trailer
+    (``formats.properties.crc32_trailer_rows``) are candidates, confirmed with ``parse_properties``."""
     u8 = np.frombuffer(buf, dtype=np.uint8)
-    ends = rows[:, 0] + rows[:, 1]
-    cand = np.flatnonzero((u8[ends[:, None] + _CRC_TRAILER_AT] == _CRC_TRAILER).all(axis=1))
+    cand = crc32_trailer_rows(u8, records["position"] + records["total_size"])
     for j in cand.tolist():
-        pp, pl = int(rows[j, 13]), int(rows[j, 14])
+        pp, pl = int(records["properties_pos"][j]), int(records["properties_len"][j])
         if pl > 0 and PROPERTY_CRC32 in parse_properties(bytes(buf[pp:pp + pl])):
             return True
     return False
 
 
 __all__ = ["GOES_TO_CONSUME_QUEUE", "RecordBatch", "Redispatch", "SCHEDULE_TOPIC_BYTES", "has_crc32_property",
-           "rows_with_topic"]
+           "records_with_topic"]

@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...formats.constants import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, SysFlag
+from ...formats.commitlog import (
+    HEADER_INDEX,
+    MAGIC_CODE_POSITION,
+    PHYSICAL_OFFSET_POSITION,
+    SYSFLAG_POSITION,
+    store_timestamp_position,
+)
+from ...formats.constants import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
 from ...formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE
 from ...store import Store
 from ...store.commitlog import BLANK, END, FILE_END, ILLEGAL, MESSAGE, RecordRun, scan_buffer, walk_file
@@ -37,7 +44,7 @@ from .dispatch import (
     RecordBatch,
     Redispatch,
     has_crc32_property,
-    rows_with_topic,
+    records_with_topic,
 )
 from .queues import ConsumeQueueModel, QueueRecovery, QueueSet, default_cq_file_size
 from .rocksdb import (
@@ -306,27 +313,29 @@ class _NeedRocksDB(Exception):
     pass
 
 
+# isMappedFileMatchedRecover reads the header up to STORETIMESTAMP of an IPv4 record
+_MATCH_HEADER_SIZE = store_timestamp_position(0) + 8
+
+
 def first_record_store_timestamp(buf, version: BrokerVersion) -> int:
-    """STORETIMESTAMP of a file's first record as isMappedFileMatchedRecover reads it."""
-    if version.store_ts_fixed_56:
-        return struct.unpack_from(">q", buf, 56)[0]
-    sf = struct.unpack_from(">i", buf, 36)[0]
-    born = 20 if sf & SysFlag.BORNHOST_V6 else 8
-    return struct.unpack_from(">q", buf, 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born)[0]
+    """STORETIMESTAMP of a file's first record as isMappedFileMatchedRecover reads it (before 4.6.0 at the
+    IPv4 position whatever the sysFlag says)."""
+    sf = 0 if version.store_ts_fixed_56 else struct.unpack_from(">i", buf, SYSFLAG_POSITION)[0]
+    return struct.unpack_from(">q", buf, store_timestamp_position(sf))[0]
 
 
 def abnormal_file_matches(rec: Recovery, f) -> tuple[bool, str]:
     """CommitLog.isMappedFileMatchedRecover (4.x / 5.0-5.3.3)."""
     version = rec.bv
-    if f.size < 64:
+    if f.size < _MATCH_HEADER_SIZE:
         return False, "file too short for a record header"
     buf = f.buffer
-    magic = struct.unpack_from(">i", buf, 4)[0]
+    magic = struct.unpack_from(">i", buf, MAGIC_CODE_POSITION)[0]
     ok_magic = magic == MESSAGE_MAGIC_CODE_V1 or (version.accepts_v2 and magic == MESSAGE_MAGIC_CODE_V2)
     if not ok_magic:
         return False, "first record has no message magic code"
     if version.is_5x and rec.rocksdb:
-        phys = struct.unpack_from(">q", buf, 28)[0]
+        phys = struct.unpack_from(">q", buf, PHYSICAL_OFFSET_POSITION)[0]
         if rec.rocksdb_max_phys is None:
             raise _NeedRocksDB()
         return phys <= rec.rocksdb_max_phys, f"first PHYSICALOFFSET {phys} vs RocksDB max {rec.rocksdb_max_phys}"
@@ -349,15 +358,15 @@ def head_file_matches(rec: Recovery, f) -> tuple[bool, str]:
     kind, hdr = (first[0], first[3]) if first is not None else (None, None)
     if kind != MESSAGE:
         return False, f"first record does not validate ({kind})"
-    ts = hdr[11]
+    ts = hdr[HEADER_INDEX["store_timestamp"]]
     if ts == 0:
         return False, "first record STORETIMESTAMP is 0"
     cp = rec.store.checkpoint
     if rec.options.index_safe and cp is not None and ts > cp.index_msg_timestamp:
         return False, "first record newer than checkpoint indexMsgTimestamp"
     if rec.normal:
-        return hdr[6] <= rec.max_phy_cq, f"first PHYSICALOFFSET {hdr[6]} vs maxPhyOffsetOfConsumeQueue " \
-                                         f"{rec.max_phy_cq}"
+        phys = hdr[HEADER_INDEX["physical_offset"]]
+        return phys <= rec.max_phy_cq, f"first PHYSICALOFFSET {phys} vs maxPhyOffsetOfConsumeQueue {rec.max_phy_cq}"
     limit = cp.min_timestamp if cp is not None else 0
     return ts <= limit, f"first STORETIMESTAMP {ts} vs checkpoint minTimestamp {limit}"
 
@@ -412,7 +421,7 @@ def scan_commitlog(rec: Recovery, idx: int) -> Scan:
             if type(ev) is RecordRun:
                 if u8 is None:
                     u8 = np.frombuffer(f.buffer, dtype=np.uint8)
-                if scan_run(rec, scan, f, u8, ev.rows, dispatch_all, dispatch_from, delay_table):
+                if scan_run(rec, scan, ev, u8, dispatch_all, dispatch_from, delay_table):
                     break
                 continue
             kind, p = ev.kind, ev.position
@@ -444,63 +453,67 @@ def scan_commitlog(rec: Recovery, idx: int) -> Scan:
     return scan
 
 
-def scan_run(rec: Recovery, scan: Scan, f, u8: np.ndarray, rows: np.ndarray, dispatch_all: bool,
+def scan_run(rec: Recovery, scan: Scan, run: RecordRun, u8: np.ndarray, dispatch_all: bool,
              dispatch_from: int | None, delay_table: DelayTable) -> bool:
     """A run of records that passed the check: dispatch the ones past the dispatch-from offset, parse the
     DELAY of SCHEDULE_TOPIC_XXXX records (a failing Integer.parseInt makes the record illegal and ends the
     scan there). Returns whether the scan stopped in this run."""
+    recs = run.records
+    base = run.base
     # only the records the recovery dispatches, or whose delay level it parses, need their fields
     if dispatch_all:
-        want = np.ones(len(rows), dtype=bool)
+        want = np.ones(len(recs), dtype=bool)
     elif dispatch_from is not None:
-        want = rows[:, 0] + rows[:, 1] + f.start > dispatch_from
+        want = recs["position"] + recs["total_size"] + base > dispatch_from
     else:
-        want = np.zeros(len(rows), dtype=bool)
-    slow = want | rows_with_topic(u8, rows, SCHEDULE_TOPIC_BYTES)
+        want = np.zeros(len(recs), dtype=bool)
+    slow = want | records_with_topic(u8, recs, SCHEDULE_TOPIC_BYTES)
     stop_at = None
     sl = np.flatnonzero(slow)
     if sl.size:
-        b = RecordBatch(f.buffer, rows[sl], rec.topics)
+        b = RecordBatch(run[sl], rec.topics)
         # checkMessageAndReturnSize parses DELAY of SCHEDULE_TOPIC_XXXX records (Integer.parseInt)
         err = b.schedule_codes(delay_table)
         w = want[sl]
         if err is not None:
             j, e = err
-            scan.stop(ILLEGAL, f"{e} (Integer.parseInt fails: illegal record)", f.name, int(b.rows[j, 0]))
+            scan.stop(ILLEGAL, f"{e} (Integer.parseInt fails: illegal record)", run.file.name,
+                      int(b.records["position"][j]))
             stop_at = int(sl[j])
             w = w.copy()
             w[j:] = False
         wi = np.flatnonzero(w)
         if wi.size:
-            redispatch_during_scan(rec, scan, f, b, wi)
-    k = len(rows) if stop_at is None else stop_at
+            redispatch_during_scan(rec, scan, base, b, wi)
+    k = len(recs) if stop_at is None else stop_at
     if k:
-        done = rows[:k]
-        if not scan.saw_v2 and bool((done[:, 15] == 2).any()):
+        done = recs[:k]
+        if not scan.saw_v2 and bool((done["magic_version"] == 2).any()):
             scan.saw_v2 = True
         scan.messages += k
-        scan.scanned_bytes += int(done[:, 1].sum())
-        scan.truncate_offset = f.start + int(done[-1, 0] + done[-1, 1])
+        scan.scanned_bytes += int(done["total_size"].sum())
+        scan.truncate_offset = base + int(done["position"][-1] + done["total_size"][-1])
     if stop_at is not None:
-        scan.truncate_offset = f.start + int(rows[stop_at, 0])
+        scan.truncate_offset = base + int(recs["position"][stop_at])
         return True
     return False
 
 
-def redispatch_during_scan(rec: Recovery, scan: Scan, f, b: RecordBatch, wi: np.ndarray) -> None:
+def redispatch_during_scan(rec: Recovery, scan: Scan, base: int, b: RecordBatch, wi: np.ndarray) -> None:
     """DefaultMessageStore.doDispatch during the scan, before truncateDirtyLogicFiles."""
-    if not scan.saw_crc32_property and has_crc32_property(f.buffer, b.rows[wi]):
+    sent = b.records[wi]
+    if not scan.saw_crc32_property and has_crc32_property(b.buf, sent):
         scan.saw_crc32_property = True
-    offs = b.rows[wi, 0] + f.start
+    offs = sent["position"] + base
     if rec.options.keep_redispatch:
-        scan.redispatch.extend(b.redispatch_records(wi, f.start))
+        scan.redispatch.extend(b.redispatch_records(wi, base))
     scan.redispatch_count += int(wi.size)
     if scan.redispatch_first is None:
         scan.redispatch_first = int(offs[0])
     scan.redispatch_last = int(offs[-1])
-    scan.last_dispatched_end = int(offs[-1] + b.rows[wi[-1], 1])
+    scan.last_dispatched_end = int(offs[-1] + sent["total_size"][-1])
     if rec.dispatches:
-        b.dispatch_to_queues(wi, f.start, rec.queues.get)
+        b.dispatch_to_queues(wi, base, rec.queues.get)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -581,18 +594,16 @@ def reput_after_start(rec: Recovery, t: int, last_dispatched_end: int) -> tuple[
                       batch=RUN_BATCH):
         if type(ev) is not RecordRun:
             continue
-        f, rows = ev.file, ev.rows
-        sel = np.flatnonzero(GOES_TO_CONSUME_QUEUE[rows[:, 5] & 0xF])
+        sel = np.flatnonzero(GOES_TO_CONSUME_QUEUE[ev.records["sys_flag"] & 0xF])
         if not sel.size:
             continue
-        b = RecordBatch(f.buffer, rows[sel], rec.topics)
+        b = RecordBatch(ev[sel], rec.topics)
         err = b.schedule_codes(rec.options.delay_table)
         k = len(sel) if err is None else err[0]
         if k:
-            b.dispatch_to_queues(np.arange(k), f.start, rec.queues.get, count=False)
+            b.dispatch_to_queues(np.arange(k), ev.base, rec.queues.get, count=False)
         if err is not None:
-            r = b.rows[k]
-            rec.queues.get(b.topics[int(b.tid[k])], int(r[6]))
+            rec.queues.get(b.topics[int(b.tid[k])], int(b.records["queue_id"][k]))
             break  # the dispatcher's check fails (-1): ReputMessageService stops
     return reput_from, {m.rec.key: m.max_offset() for m in rec.queues.sorted()}
 
