@@ -185,6 +185,18 @@ class Recovery:
         """Whether dispatched records reach a queue model (not with an unreadable RocksDB database)."""
         return not self.rocksdb or self.rocksdb_table is not None
 
+    def queue(self, topic: str, queue_id: int):
+        """findConsumeQueue: the queue's model, created on the first record dispatched to it (an empty file
+        queue of mappedFileSizeConsumeQueue, or an empty RocksDB queue)."""
+        m = self.queues.find(topic, queue_id)
+        if m is not None:
+            return m
+        if self.rocksdb:
+            return self.queues.add(RocksDBQueueModel(topic, queue_id))
+        cq = ConsumeQueue(topic, queue_id, os.path.join(self.store.layout.consumequeue_dir, topic, str(queue_id)))
+        size = self.options.cq_file_size or default_cq_file_size(self.queues.models)
+        return self.queues.add(ConsumeQueueModel(cq, self.bv, size))
+
 
 # ---------------------------------------------------------------------------------------------------
 # 1. load(): the consume queues
@@ -203,26 +215,18 @@ def load_consume_queues(store: Store, options: RecoveryOptions) -> Recovery:
     cq_dir = store.layout.consumequeue_dir
     rocksdb = os.path.isdir(cq_dir) and has_rocksdb_consume_queue(store)
     models: list = []
-    cq_file_size = options.cq_file_size
-
-    def create(topic: str, queue_id: int):
-        if rocksdb:
-            return RocksDBQueueModel(topic, queue_id)
-        cq = ConsumeQueue(topic, queue_id, os.path.join(cq_dir, topic, str(queue_id)))
-        return ConsumeQueueModel(cq, va.version, cq_file_size or default_cq_file_size(models))
-
     if not rocksdb:
         for q in list_queues(cq_dir):
-            cq = ConsumeQueue(q.topic, q.queue_id, q.path, cq_file_size)
-            m = ConsumeQueueModel(cq, va.version, cq.file_size or cq_file_size or default_cq_file_size([]))
+            cq = ConsumeQueue(q.topic, q.queue_id, q.path, options.cq_file_size)
+            m = ConsumeQueueModel(cq, va.version, cq.file_size or options.cq_file_size or default_cq_file_size([]))
             m.recover()
             models.append(m)
-    rec = Recovery(store, options, va, normal, rocksdb, QueueSet(models, create), notes,
+    rec = Recovery(store, options, va, normal, rocksdb, QueueSet(models), notes,
                    max_phy_cq=max((m.max_phys for m in models), default=-1),
                    rocksdb_max_phys=options.rocksdb_max_phys)
     if rocksdb:
         load_rocksdb_queues(rec)
-    rec.max_offsets_before = {m.rec.key: m.rec.max_offset_on_disk for m in models}
+    rec.max_offsets_before = {m.rec.key: m.rec.max_offset_on_disk for m in rec.queues.models}
     return rec
 
 
@@ -513,7 +517,7 @@ def redispatch_during_scan(rec: Recovery, scan: Scan, base: int, b: RecordBatch,
     scan.redispatch_last = int(offs[-1])
     scan.last_dispatched_end = int(offs[-1] + sent["total_size"][-1])
     if rec.dispatches:
-        b.dispatch_to_queues(wi, base, rec.queues.get)
+        b.dispatch_to_queues(wi, base, rec.queue)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -601,9 +605,9 @@ def reput_after_start(rec: Recovery, t: int, last_dispatched_end: int) -> tuple[
         err = b.schedule_codes(rec.options.delay_table)
         k = len(sel) if err is None else err[0]
         if k:
-            b.dispatch_to_queues(np.arange(k), ev.base, rec.queues.get, count=False)
+            b.dispatch_to_queues(np.arange(k), ev.base, rec.queue, count=False)
         if err is not None:
-            rec.queues.get(b.topics[int(b.tid[k])], int(b.records["queue_id"][k]))
+            rec.queue(b.topics[int(b.tid[k])], int(b.records["queue_id"][k]))
             break  # the dispatcher's check fails (-1): ReputMessageService stops
     return reput_from, {m.rec.key: m.max_offset() for m in rec.queues.sorted()}
 

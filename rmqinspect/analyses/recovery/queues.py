@@ -3,7 +3,6 @@ modelled in memory over the store's read-only maps (FORMATS.md §7)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -261,25 +260,22 @@ def default_cq_file_size(models: list) -> int:
 
 
 class QueueSet:
-    """Every consume queue of the store while recovery runs, by (topic, queueId). Dispatch to a queue that
-    does not exist yet creates it, as the broker's findConsumeQueue does, with ``create(topic, queue_id)``."""
+    """Every consume queue of the store while recovery runs (file or RocksDB models), in the order they were
+    loaded or created, and by (topic, queueId)."""
 
-    def __init__(self, models: list, create: Callable[[str, int], object]):
-        self.models = models
-        self.by_key = {(m.cq.topic, m.cq.queue_id): m for m in models}
-        self.create = create
+    def __init__(self, models: list | None = None):
+        self.models: list = []
+        self.by_key: dict = {}
+        for m in models or ():
+            self.add(m)
 
-    def add(self, model) -> None:
+    def add(self, model):
         self.models.append(model)
         self.by_key[(model.cq.topic, model.cq.queue_id)] = model
+        return model
 
-    def get(self, topic: str, queue_id: int):
-        m = self.by_key.get((topic, queue_id))
-        if m is None:
-            m = self.create(topic, queue_id)
-            self.models.append(m)
-            self.by_key[(topic, queue_id)] = m
-        return m
+    def find(self, topic: str, queue_id: int):
+        return self.by_key.get((topic, queue_id))
 
     def sorted(self) -> list:
         return sorted(self.models, key=lambda m: (m.cq.topic, m.cq.queue_id))
