@@ -78,7 +78,7 @@ def _hexdump(buf, start: int, length: int, base: int) -> str:
               help="Include the body (decompressed when the record says so; text falls back to hex).")
 @click.option("--keep-going", is_flag=True, help="Report damage and continue with the next file instead of stopping.")
 @broker_version_option_for("Read as this RocketMQ version would: before 5.1.0 a V2 record (magic 0xDAA320AB) is "
-                       "illegal data. Default: accept V1 and V2.")
+                           "illegal data. Default: accept V1 and V2.")
 @handle_errors
 def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, uniq_key, since, until, fmt, body,
                      keep_going, broker_version):

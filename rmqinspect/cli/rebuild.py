@@ -104,7 +104,7 @@ def _check_out(store: Store, out: str) -> None:
               "else 5000000.")
 @click.option("--index-max", type=int, help="maxIndexNum. Default: the store's index files, else 20000000.")
 @broker_version_option_for("Before 4.7.1 IndexFile counted hashSlotCount on every put; from 4.7.1 only newly used "
-                       "slots.", default="4.9")
+                           "slots.", default="4.9")
 @click.option("--dry-run", is_flag=True, help="Write nothing: compare what would be written with the CQ and index "
               "files in STORE and report every difference, queue by queue.")
 @click.option("--details", type=int, default=1000, show_default=True,

@@ -32,7 +32,7 @@ def _checks(ctx, param, value):
 @click.option("--max-errors", type=click.IntRange(min=1), default=None,
               help="List at most N problem ranges (the rest are counted).")
 @broker_version_option_for("Check as this RocketMQ version reads: before 5.1.0 V2 records (magic 0xDAA320AB) are "
-                       "damage. Default: V1 and V2 are valid.")
+                           "damage. Default: V1 and V2 are valid.")
 @format_option
 @handle_errors
 def verify_cmd(store, checks, max_errors, broker_version, fmt):

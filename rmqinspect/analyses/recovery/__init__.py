@@ -10,9 +10,9 @@ the index files dropped on an abnormal start, and the per-queue max offsets afte
 - ``version``: which release the plan assumes and why (the type is ``store.version.BrokerVersion``);
 - ``queues``: the file consume-queue model (ConsumeQueue.recover, truncateDirtyLogicFiles, dispatch);
 - ``rocksdb``: the RocksDB consume queue (5.2.0+) as recovery reads and truncates it;
-- ``dispatch``: DispatchRequests built in bulk from scanned records;
-- ``scan``: the commit-log walks recovery makes;
-- ``plan``: the steps, in the broker's order, and ``plan_recovery``.
+- ``dispatch``: DispatchRequests built in bulk from the walk's record runs;
+- ``plan``: the steps, in the broker's order (its two commit-log walks are ``store.commitlog``'s), and
+  ``plan_recovery``.
 """
 
 from .dispatch import Redispatch

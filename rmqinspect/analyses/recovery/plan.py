@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...formats.commitlog import (
-    HEADER_INDEX,
     MAGIC_CODE_POSITION,
     PHYSICAL_OFFSET_POSITION,
     SYSFLAG_POSITION,
@@ -34,7 +33,7 @@ from ...formats.commitlog import (
 from ...formats.constants import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
 from ...formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE
 from ...store import Store
-from ...store.commitlog import BLANK, END, FILE_END, ILLEGAL, MESSAGE, RecordRun, scan_buffer, walk_file
+from ...store.commitlog import BLANK, END, FILE_END, ILLEGAL, RecordRun, walk_file
 from ...store.consumequeue import ConsumeQueue, list_queues
 from ...store.version import BrokerVersion
 from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
@@ -358,18 +357,18 @@ def abnormal_file_matches(rec: Recovery, f) -> tuple[bool, str]:
 def head_file_matches(rec: Recovery, f) -> tuple[bool, str]:
     """The development branch's rule (normal and abnormal): the file's first record must pass the full check,
     then (normal) start at or below maxPhyOffsetOfConsumeQueue / (abnormal) be no newer than the checkpoint."""
-    first = next(scan_buffer(f.buffer, 0, f.size, rec.options.check_crc, rec.bv.accepts_v2), None)
-    kind, hdr = (first[0], first[3]) if first is not None else (None, None)
-    if kind != MESSAGE:
-        return False, f"first record does not validate ({kind})"
-    ts = hdr[HEADER_INDEX["store_timestamp"]]
+    first = next(walk_file(f, 0, f.size, check_crc=rec.options.check_crc, accept_v2=rec.bv.accepts_v2, batch=1),
+                 None)
+    if type(first) is not RecordRun:
+        return False, f"first record does not validate ({first.kind if first is not None else None})"
+    ts = int(first.records["store_timestamp"][0])
     if ts == 0:
         return False, "first record STORETIMESTAMP is 0"
     cp = rec.store.checkpoint
     if rec.options.index_safe and cp is not None and ts > cp.index_msg_timestamp:
         return False, "first record newer than checkpoint indexMsgTimestamp"
     if rec.normal:
-        phys = hdr[HEADER_INDEX["physical_offset"]]
+        phys = int(first.records["physical_offset_field"][0])
         return phys <= rec.max_phy_cq, f"first PHYSICALOFFSET {phys} vs maxPhyOffsetOfConsumeQueue {rec.max_phy_cq}"
     limit = cp.min_timestamp if cp is not None else 0
     return ts <= limit, f"first STORETIMESTAMP {ts} vs checkpoint minTimestamp {limit}"
