@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ALL_SCENARIOS, ORACLE, require_oracle
+from conftest import require_oracle
 from recover_fixtures import build_store
 from rmqinspect.store import Store, scanner
 from rmqinspect.store.commitlog import (
