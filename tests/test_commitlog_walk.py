@@ -44,14 +44,26 @@ def _events(it) -> list:
     return out
 
 
-def _both(fn):
-    """fn() with the compiled scanner and with the pure-Python one: must be equal."""
+def _both(fn, *args, **kw):
+    """fn(*args, **kw) with the compiled scanner and with the pure-Python one: must be equal."""
     with scanner.selected(True):
-        fast = fn()
+        fast = fn(*args, **kw)
     with scanner.selected(False):
-        slow = fn()
+        slow = fn(*args, **kw)
     assert fast == slow
     return fast
+
+
+def _file_events(f, **kw) -> list:
+    return _events(walk_file(f, **kw))
+
+
+def _walk_events(cl, start, end, **kw) -> list:
+    return _events(cl.walk(start, end, **kw))
+
+
+def _scan_tuples(cl, start, end, **kw) -> list:
+    return [(s.kind, s.offset, s.size, s.crc_ok, s.reason, s.header) for s in cl.scan(start, end, **kw)]
 
 
 def _reference(buf, start, limit, check_crc, accept_v2=True) -> list:
@@ -114,19 +126,18 @@ def test_compiled_scanner_equals_python_scanner_on_oracle(scenario):
         for f in cl.files:
             for crc in (True, False):
                 for crc_continue in (False, True):
-                    ev = _both(lambda: _events(walk_file(f, check_crc=crc, crc_continue=crc_continue)))
+                    ev = _both(_file_events, f, check_crc=crc, crc_continue=crc_continue)
                     if not crc_continue:
                         assert _flat(ev) == _reference(f.buffer, 0, f.size, crc)
                     n += sum(1 for e in ev if e[0] == MESSAGE)
                 for v2 in (True, False):
-                    _both(lambda: _events(walk_file(f, check_crc=crc, accept_v2=v2, batch=7)))
+                    _both(_file_events, f, check_crc=crc, accept_v2=v2, batch=7)
         ends = [None] + [f.start + f.size // 3 for f in cl.files]
         for start in [None] + [f.start for f in cl.files]:
             for end in ends:
                 for stop_at_end in (True, False):
-                    _both(lambda: _events(cl.walk(start, end, stop_at_end=stop_at_end)))
-                    _both(lambda: [(s.kind, s.offset, s.size, s.crc_ok, s.reason, s.header)
-                                   for s in cl.scan(start, end, check_crc=False, stop_at_end=stop_at_end)])
+                    _both(_walk_events, cl, start, end, stop_at_end=stop_at_end)
+                    _both(_scan_tuples, cl, start, end, check_crc=False, stop_at_end=stop_at_end)
     assert n > 0
 
 
@@ -158,10 +169,10 @@ def test_compiled_equals_python_on_randomly_corrupted_files(scenario_name):
         buf = _corrupt(rng, data)
         f = MappedFile.of_buffer(buf)
         for crc in (True, False):
-            ev = _both(lambda: _events(walk_file(f, check_crc=crc)))
+            ev = _both(_file_events, f, check_crc=crc)
             assert _flat(ev) == _reference(buf, 0, len(buf), crc)
             kinds.update(e[0] for e in ev)
-            _both(lambda: _events(walk_file(f, check_crc=crc, crc_continue=True, batch=5)))
+            _both(_file_events, f, check_crc=crc, crc_continue=True, batch=5)
     assert {MESSAGE, CRC_MISMATCH} <= kinds and kinds & {HALF, END, Kind.ILLEGAL}, kinds
 
 
@@ -300,12 +311,12 @@ def test_compiled_equals_python_on_damaged_stores(tmp_path, damage):
         for end in [None] + points[1::3]:
             for check_crc in (True, False):
                 for stop_at_end in (True, False):
-                    _both(lambda: _events(cl.walk(start, end, check_crc=check_crc, stop_at_end=stop_at_end)))
+                    _both(_walk_events, cl, start, end, check_crc=check_crc, stop_at_end=stop_at_end)
     for f in cl.files:
         for check_crc in (True, False):
-            ev = _both(lambda: _events(walk_file(f, check_crc=check_crc)))
+            ev = _both(_file_events, f, check_crc=check_crc)
             assert _flat(ev) == _reference(f.buffer, 0, f.size, check_crc)
-    kinds = {e[0] for e in _both(lambda: _events(cl.walk(check_crc=True, stop_at_end=False)))}
+    kinds = {e[0] for e in _both(_walk_events, cl, None, None, check_crc=True, stop_at_end=False)}
     # the damage is really there, so the comparison covered it
     want = {"torn-tail": CRC_MISMATCH, "bad-crc-middle-file": CRC_MISMATCH, "zero-page": END,
             "missing-middle-file": GAP, "half-record": HALF, "file-end": FILE_END, "clean": BLANK}.get(damage)

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..formats.constants import (
-    TRANSACTION_MASK,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TAGS,
     RMQ_SYS_SCHEDULE_TOPIC,
+    TRANSACTION_MASK,
 )
 from ..formats.javahash import java_string_hash, tags_code
 from ..store.commitlog import BLANK, FILE_END, HALF, ILLEGAL, RECORD_DTYPE, Gap, RecordRun
@@ -174,8 +174,8 @@ def _record(row: np.ndarray):
 
 
 def record_fields_py(buf, row) -> tuple:
-    """The reference for one scanned record (an int64 row in RECORD_FIELDS order): (topic bytes, tags_code, index key hashes
-    (UNIQ_KEY then KEYS tokens), DELAY bytes or None, INNER_MULTI_DISPATCH present). Non-UTF-8 text is
+    """The reference for one scanned record (an int64 row in RECORD_FIELDS order): (topic bytes, tags_code,
+    index key hashes (UNIQ_KEY then KEYS tokens), DELAY bytes or None, INNER_MULTI_DISPATCH present). Non-UTF-8 text is
     decoded with Python's replacement rule, as the rest of rmqinspect does."""
     rec = _record(row)
     tp, tl = int(rec["topic_pos"]), int(rec["topic_len"])
@@ -194,7 +194,8 @@ def record_fields_py(buf, row) -> tuple:
 
 
 def dispatch_fields(buf, rows: np.ndarray, want_keys: bool = True, use_compiled: bool = True) -> tuple:
-    """For a batch of scanned records (int64 rows in RECORD_FIELDS order, ``RecordRun.rows``): ``(fields, key_hashes, topics)``.
+    """For a batch of scanned records (``RecordRun.rows``: int64, RECORD_FIELDS order): ``(fields, key_hashes,
+    topics)``.
 
     ``fields`` is int64 (n, 6): topic id (index into ``topics``, a list of topic bytes), tagsCode of TAGS
     (0 when absent; not the SCHEDULE_TOPIC_XXXX delivery time), number of index keys, DELAY value position
@@ -370,9 +371,9 @@ class _Dispatcher:
         if len(self.queue_cache) > _CACHE_LIMIT:
             self.queue_cache.clear()
         if not self.bulk_cq:
-            for i, t, q_id, qoff, p, size, code in zip(idx.tolist(), tid.tolist(), qid.tolist(),
-                                                       r["queue_offset"][idx].tolist(), phys[idx].tolist(),
-                                                       r["total_size"][idx].tolist(), codes[idx].tolist()):
+            for t, q_id, qoff, p, size, code in zip(tid.tolist(), qid.tolist(), r["queue_offset"][idx].tolist(),
+                                                    phys[idx].tolist(), r["total_size"][idx].tolist(),
+                                                    codes[idx].tolist()):
                 q = self._queue(t, q_id, infos)
                 if q is False:
                     name = infos[t][0]
