@@ -13,8 +13,8 @@ Queue-offset monotonicity per queue is checked on what is salvaged.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 
@@ -126,7 +126,7 @@ def _zero_run(buf, lo: int, hi: int) -> int:
 def validate_at(f: MappedFile, pos: int, check_crc: bool, accept_v2: bool):
     """The first slot at ``pos`` if it is a fully valid record lying where it says, else None."""
     buf = f.buffer
-    for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer(buf, pos, f.size, check_crc, accept_v2):
+    for kind, p, size, hdr, bpos, crc_ok, _reason in scan_buffer(buf, pos, f.size, check_crc, accept_v2):
         if kind == MESSAGE:
             hdr = RecordHeader._make(hdr)
             if hdr.physical_offset == f.start + p:
@@ -390,7 +390,6 @@ def salvage(store: Store, truncate_offset: int, *, accept_v2: bool = True,
     nxt_q = dict(queue_next_offsets or {})
     rep = SalvageReport(truncate_offset, [])
     discarded = 0
-    last_good_end = truncate_offset
     for item in walk_with_resync(cl, truncate_offset, check_crc=True, accept_v2=accept_v2):
         if isinstance(item, Damage):
             rep.regions.append(item)
@@ -402,7 +401,6 @@ def salvage(store: Store, truncate_offset: int, *, accept_v2: bool = True,
         f = item.file
         msg = decode_slot(f.buffer, f.start, item.position, item.header, item.body_pos, item.crc_ok, f.path)
         discarded += item.size
-        last_good_end = item.offset + item.size
         if goes_to_consume_queue(msg.sys_flag):
             key = f"{msg.topic}/{msg.queue_id}"
             expect = nxt_q.get(key)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from ..store import Store
-from ..store.detect import detect_store
 from ..formats.constants import MESSAGE_MAGIC_CODE_V1, TRANSACTION_MASK, SysFlag, TransactionType
+from ..store import Store
 from ..store.commitlog import BLANK, CRC_MISMATCH, END, HALF, ILLEGAL, Gap, RecordRun, topic_and_properties
+from ..store.detect import detect_store
 
 
 @dataclass

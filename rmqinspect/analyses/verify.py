@@ -25,18 +25,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..formats.constants import CRC32_RESERVED_LEN, PROPERTY_CRC32
 from ..formats.commitlog import decode_crc32_property
+from ..formats.constants import CRC32_RESERVED_LEN, PROPERTY_CRC32
 from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
 from ..formats.javahash import build_index_key, index_key_hash
 from ..store import Store
 from ..store.commitlog import RecordRun
 from ..store.consumequeue import pre_blank_mask
-from ..store.rocksdb_cq import ConsumeQueues
 from ..store.errors import RmqInspectError
 from ..store.indexfile import IndexFile
-from .dispatch import goes_to_consume_queue, index_keys
+from ..store.rocksdb_cq import ConsumeQueues
 from ._bulk import topic_ids as _topic_ids
+from .dispatch import goes_to_consume_queue, index_keys
 from .salvage import Damage, walk_batches
 
 ALL_CHECKS = ("structure", "crc", "cq", "index", "checkpoint")
@@ -347,7 +347,7 @@ def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
         base = idx.items_base
         # the record behind every item, found in bulk (searchsorted on the record offsets)
         rec_of = recs.find(items[items.dtype.names[1]].astype(np.int64)).tolist() if len(items) else []
-        for n, (kh, phy, tdiff, prev) in enumerate(items.tolist(), start=1):
+        for n, (kh, phy, tdiff, _prev) in enumerate(items.tolist(), start=1):
             checked += 1
             pos = base + n * 20
             if phy < cl.min_offset:

@@ -41,12 +41,12 @@ def _from_zip():
         with open(path, "wb") as fh:
             fh.write(data)
         name = f"{__package__}.{_EXT}"
-        spec = importlib.util.spec_from_file_location(name, path,
-                                                      loader=importlib.machinery.ExtensionFileLoader(name, path))
+        ext_loader = importlib.machinery.ExtensionFileLoader(name, path)
+        spec = importlib.util.spec_from_file_location(name, path, loader=ext_loader)
         if spec is None:
             return None
         mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        ext_loader.exec_module(mod)
         sys.modules[name] = mod
         return mod
     return None
