@@ -14,7 +14,7 @@ from conftest import ALL_SCENARIOS, require_oracle
 from test_rebuild_fastpath import _Recorder, _reference_rows
 from rmqinspect.analyses import rebuild as rb
 from rmqinspect.analyses.dispatch import index_keys
-from rmqinspect.formats.commitlog import encode_properties, parse_properties
+from rmqinspect.formats.properties import encode_properties, parse_properties
 from rmqinspect.formats.javahash import build_index_key, index_key_hash, java_string_hash, tags_code
 from rmqinspect.store import Store
 from rmqinspect.store import commitlog as clmod

@@ -58,6 +58,7 @@ class FieldTable:
             self.positions[n] = pos
             pos += struct.calcsize(">" + c)
         assert pos == self.size == self.dtype.itemsize
+        self._schema: Struct | None = None
 
     def __len__(self) -> int:
         return len(self.fields)
@@ -86,7 +87,11 @@ class FieldTable:
         return [n / (override[n] if n in override else _subcon(c)) for n, c in self.fields]
 
     def construct(self, **override: Any) -> Struct:
-        return Struct(*self.subcons(**override))
+        if override:
+            return Struct(*self.subcons(**override))
+        if self._schema is None:
+            self._schema = Struct(*self.subcons())
+        return self._schema
 
     def unpack_from(self, buf, offset: int = 0) -> tuple:
         return self.struct.unpack_from(buf, offset)
