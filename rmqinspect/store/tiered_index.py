@@ -242,7 +242,8 @@ def tiered_index_paths(path: str) -> list[str]:
 
 
 def lookup_files(files: list[TieredIndexFile], topic: str, key: str, max_count: int = 64, begin: int = 0,
-                 end: int = (1 << 63) - 1, stats: ReadStats | None = None) -> list[tuple[TieredIndexFile, TieredIndexItem]]:
+                 end: int = (1 << 63) - 1,
+                 stats: ReadStats | None = None) -> list[tuple[TieredIndexFile, TieredIndexItem]]:
     """Newest file first, skipping files that begin after ``end``; stops at ``max_count`` items
     (IndexStoreService.queryAsync). The header endTimestamp is not trusted for skipping: after a broker
     restart it equals beginTimestamp (FORMATS.md §10.3)."""

@@ -19,7 +19,8 @@ class BatchQueueWriter:
     """Appends inner-batch records for one (topic, queue) to a CommitLogWriter and the matching 46-byte
     BatchConsumeQueue entries (BatchConsumeQueue.putBatchMessagePositionInfo)."""
 
-    def __init__(self, root: str, commitlog: CommitLogWriter, topic: str, queue_id: int, entries_per_file: int = 300_000):
+    def __init__(self, root: str, commitlog: CommitLogWriter, topic: str, queue_id: int,
+                 entries_per_file: int = 300_000):
         self.dir = os.path.join(root, "batchconsumequeue", topic, str(queue_id))
         os.makedirs(self.dir, exist_ok=True)
         self.cl, self.topic, self.queue_id = commitlog, topic, queue_id
