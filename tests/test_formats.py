@@ -17,23 +17,50 @@ from hypothesis import strategies as st
 from conftest import ORACLE
 from rmqinspect.formats import (
     batch as FB,
+)
+from rmqinspect.formats import (
     checkpoint as FCK,
+)
+from rmqinspect.formats import (
     commitlog as FC,
+)
+from rmqinspect.formats import (
     consumequeue as FCQ,
+)
+from rmqinspect.formats import (
     indexfile as FI,
+)
+from rmqinspect.formats import (
     properties as FP,
+)
+from rmqinspect.formats import (
     rocksdb_cq as FR,
+)
+from rmqinspect.formats import (
     tiered_index as FT,
+)
+from rmqinspect.formats import (
     timer as FTM,
 )
 from rmqinspect.formats.commitlog import (
-    body_crc, crc32_trailer, decode_crc32_property, encode_crc32_property, encode_properties, encode_record,
-    parse_properties, record_length,
+    body_crc,
+    crc32_trailer,
+    decode_crc32_property,
+    encode_crc32_property,
+    encode_properties,
+    encode_record,
+    parse_properties,
+    record_length,
 )
 from rmqinspect.formats.constants import BLANK_MAGIC_CODE, MESSAGE_MAGICS, PROPERTY_CRC32
 from rmqinspect.formats.fields import FieldTable
 from rmqinspect.formats.javahash import (
-    index_key_hash, index_key_hashes, java_string_hash, java_string_hashes, tags_code, tiered_index_key_hash,
+    index_key_hash,
+    index_key_hashes,
+    java_string_hash,
+    java_string_hashes,
+    tags_code,
+    tiered_index_key_hash,
 )
 from rmqinspect.formats.msgid import decode_offset_msg_id, decode_uniq_key, host_string, offset_msg_id
 
@@ -80,7 +107,7 @@ def test_minimal_record_sizes():
 
 def test_properties_rule():
     # later duplicates win, empty values and pieces without \x01 are dropped, values may hold \x01
-    raw = "A\x011\x02B\x01\x02\x01x\x02junk\x02A\x012\x02C\x01v\x01w".encode()
+    raw = b"A\x011\x02B\x01\x02\x01x\x02junk\x02A\x012\x02C\x01v\x01w"
     assert parse_properties(raw) == {"A": "2", "C": "v\x01w"}
     assert parse_properties(encode_properties({"TAGS": "t", "KEYS": "a b"})) == {"TAGS": "t", "KEYS": "a b"}
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 
 from ..formats.batch import BCQ_ENTRY, BCQ_INVALID_POS, CQ_EXT_HEAD, encode_inner_item
-from ..formats.consumequeue import ext_address
-from ..formats.properties import encode_properties
 from ..formats.constants import SysFlag
+from ..formats.consumequeue import ext_address
 from ..formats.javahash import tags_code
+from ..formats.properties import encode_properties
 from .commitlog import CommitLogWriter, MessageSpec
 
 INNER_BATCH_SYSFLAG = SysFlag.NEED_UNWRAP | SysFlag.INNER_BATCH

@@ -143,7 +143,7 @@ class CommitLogWriter:
             self._fh.close()
             self._fh = None
 
-    def __enter__(self) -> "CommitLogWriter":
+    def __enter__(self) -> CommitLogWriter:
         return self
 
     def __exit__(self, *exc) -> None:

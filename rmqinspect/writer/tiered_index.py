@@ -6,8 +6,18 @@ from __future__ import annotations
 import os
 
 from ..formats.javahash import build_index_key, tiered_index_key_hash
-from ..formats.tiered_index import (BEGIN_MAGIC, END_MAGIC, HEADER, INVALID_INDEX, ITEM, UNSEALED_SLOT, item_position,
-                                    slot_position, time_diff, unsealed_file_size)
+from ..formats.tiered_index import (
+    BEGIN_MAGIC,
+    END_MAGIC,
+    HEADER,
+    INVALID_INDEX,
+    ITEM,
+    UNSEALED_SLOT,
+    item_position,
+    slot_position,
+    time_diff,
+    unsealed_file_size,
+)
 from ..store.errors import UnsafeOutputError
 
 
@@ -71,7 +81,7 @@ class TieredIndexWriter:
         if not self._f.closed:
             self._f.close()
 
-    def __enter__(self) -> "TieredIndexWriter":
+    def __enter__(self) -> TieredIndexWriter:
         return self
 
     def __exit__(self, *exc) -> None:
