@@ -31,7 +31,7 @@ from ...formats.commitlog import (
     store_timestamp_position,
 )
 from ...formats.constants import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
-from ...formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE
+from ...formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_HEADER_TABLE
 from ...store import Store
 from ...store.commitlog import BLANK, END, FILE_END, ILLEGAL, RecordRun, walk_file
 from ...store.consumequeue import ConsumeQueue, list_queues
@@ -637,7 +637,7 @@ def index_files_loaded(rec: Recovery) -> tuple[list[str], list[str]]:
             kept.append(name)
             rec.notes.append(f"index/{name} is shorter than its header")
             continue
-        end_ts = INDEX_HEADER.unpack_from(head, 0)[1]
+        end_ts = INDEX_HEADER.unpack_from(head, 0)[INDEX_HEADER_TABLE.index("end_timestamp")]
         (dropped if end_ts > cp.index_msg_timestamp else kept).append(name)
     return dropped, kept
 
