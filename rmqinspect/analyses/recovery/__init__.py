@@ -10,12 +10,12 @@ the index files dropped on an abnormal start, and the per-queue max offsets afte
 - ``version``: which release the plan assumes and why (the type is ``store.version.BrokerVersion``);
 - ``queues``: the file consume-queue model (ConsumeQueue.recover, truncateDirtyLogicFiles, dispatch);
 - ``rocksdb``: the RocksDB consume queue (5.2.0+) as recovery reads and truncates it;
-- ``dispatch``: DispatchRequests built in bulk from the walk's record runs;
+- ``redispatch``: DispatchRequests built in bulk from the walk's record runs;
 - ``plan``: the steps, in the broker's order (its two commit-log walks are ``store.commitlog``'s), and
   ``plan_recovery``.
 """
 
-from .dispatch import Redispatch
+from .redispatch import Redispatch
 from .plan import RecoveryOptions, RecoveryPlan, plan_recovery
 from .queues import ConsumeQueueModel, QueueRecovery
 from .rocksdb import RocksDBQueues, read_rocksdb_queues

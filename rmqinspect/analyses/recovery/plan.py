@@ -37,7 +37,7 @@ from ...store.commitlog import BLANK, END, FILE_END, ILLEGAL, RecordRun, walk_fi
 from ...store.consumequeue import ConsumeQueue, list_queues
 from ...store.version import BrokerVersion
 from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
-from .dispatch import (
+from .redispatch import (
     GOES_TO_CONSUME_QUEUE,
     SCHEDULE_TOPIC_BYTES,
     RecordBatch,
