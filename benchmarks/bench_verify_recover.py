@@ -23,7 +23,7 @@ import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rmqinspect.analyses.recover import plan_recovery  # noqa: E402
+from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery  # noqa: E402
 from rmqinspect.analyses.verify import verify  # noqa: E402
 from rmqinspect.formats.commitlog import encode_properties  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402
@@ -109,15 +109,18 @@ def main() -> None:
         results["verify --checks structure,crc"] = (t, nbytes)
         t, rep = timed(lambda: run_verify(("structure", "crc", "checkpoint")))
         results["verify (structure,crc,checkpoint; collects per-record columns)"] = (t, nbytes)
-        t, plan = timed(lambda: plan_recovery(Store.open(root), version="4.9.8", with_salvage=False,
-                                              keep_redispatch=False, model_start=False))
+        v498 = BrokerVersion.parse("4.9.8")
+        t, plan = timed(lambda: plan_recovery(Store.open(root), RecoveryOptions(v498, with_salvage=False,
+                                                                                keep_redispatch=False,
+                                                                                model_start=False)))
         assert plan.mode == "normal"
         results["recover --dry-run, normal, load() only (third-last file on)"] = (t, plan.scanned_bytes)
-        t, plan = timed(lambda: plan_recovery(Store.open(root), version="4.9.8", with_salvage=True,
-                                              keep_redispatch=False))
+        t, plan = timed(lambda: plan_recovery(Store.open(root), RecoveryOptions(v498, with_salvage=True,
+                                                                                keep_redispatch=False)))
         results["recover --dry-run, normal + start() (no CQ: every record dispatched)"] = (t, plan.truncate_offset)
         open(os.path.join(root, "abort"), "wb").close()
-        t, plan = timed(lambda: plan_recovery(Store.open(root), version="4.9.8", with_salvage=True, keep_redispatch=False))
+        t, plan = timed(lambda: plan_recovery(Store.open(root), RecoveryOptions(v498, with_salvage=True,
+                                                                                keep_redispatch=False)))
         assert plan.mode == "abnormal" and plan.start_file == "%020d" % 0
         end = plan.truncate_offset
         results["recover --dry-run, abnormal from file 0 (re-dispatch every record)"] = (t, plan.scanned_bytes)

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from recover_fixtures import build_store  # noqa: E402
 
-from rmqinspect.analyses.recover import plan_recovery  # noqa: E402
+from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery  # noqa: E402
 from rmqinspect.analyses.salvage import salvage, walk_with_resync  # noqa: E402
 from rmqinspect.analyses.verify import ALL_CHECKS, verify  # noqa: E402
 from rmqinspect.formats.commitlog import encode_properties  # noqa: E402
@@ -46,12 +46,13 @@ def reports(root: str) -> dict:
         for mode in (None, "normal", "abnormal"):
             for crc in (True, False):
                 try:
-                    plan = plan_recovery(Store.open(root), version=version, force_mode=mode, check_crc=crc)
+                    v = BrokerVersion.parse(version) if version else None
+                    plan = plan_recovery(Store.open(root), RecoveryOptions(v, force_mode=mode, check_crc=crc))
                     d = plan.to_dict(with_redispatch=True)
                     d["salvage"] = plan.salvage.to_dict() if plan.salvage else None
                     d["salvage_msgs"] = [m.to_dict() for m in plan.salvage.messages] if plan.salvage else None
                     d["cq_files"] = {k: {n: b.hex() for n, b in plan.consume_queue_files(k).items()}
-                                     for k in sorted(getattr(plan, "_queue_states", {}))}
+                                     for k in plan.consume_queue_keys()}
                 except Exception as e:  # noqa: BLE001 - the error text is part of the behaviour
                     d = {"error": f"{type(e).__name__}: {e}"}
                 out[f"recover {version} {mode} crc={crc}"] = d
@@ -162,9 +163,9 @@ def doctored(tmp: str):
 def main() -> None:
     out_path = sys.argv[1]
     if "--pure" in sys.argv:
-        import rmqinspect.store.commitlog as c
+        from rmqinspect.store import scanner
 
-        c._fastscan = None
+        scanner.use_compiled(False)
     tmp = tempfile.mkdtemp(prefix="rmqi-golden-")
     doc = {}
     try:

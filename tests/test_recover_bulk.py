@@ -1,6 +1,6 @@
 """The bulk re-dispatch paths of `recover --dry-run` against their record-by-record references:
-``store.record_runs.scan_record_runs`` yields exactly ``CommitLog.scan``'s MESSAGE records, and
-``_QueueState.dispatch_many`` leaves a queue exactly as calling ``dispatch`` (putMessagePositionInfo)
+``CommitLog.walk``'s record runs (what the recovery dispatches) hold exactly ``CommitLog.scan``'s MESSAGE records, and
+``ConsumeQueueModel.dispatch_many`` leaves a queue exactly as calling ``dispatch`` (putMessagePositionInfo)
 once per record does, including the cases where entries are refused or appended out of order."""
 
 import os
@@ -10,12 +10,11 @@ import pytest
 
 from conftest import require_oracle
 from recover_fixtures import build_store
-from rmqinspect.analyses.recover import BrokerVersion, _QueueState, plan_recovery
+from rmqinspect.analyses.recovery import BrokerVersion, ConsumeQueueModel, RecoveryOptions, plan_recovery
 from rmqinspect.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqinspect.store import Store
-from rmqinspect.store.commitlog import MESSAGE
+from rmqinspect.store.commitlog import MESSAGE, RecordRun
 from rmqinspect.store.consumequeue import ConsumeQueue
-from rmqinspect.store.record_runs import scan_record_runs
 
 
 def _messages_by_scan(cl, start, end, **kw):
@@ -24,9 +23,9 @@ def _messages_by_scan(cl, start, end, **kw):
 
 def _messages_by_runs(cl, start, end, **kw):
     out = []
-    for f, rows, one in scan_record_runs(cl, start, end, **kw):
-        if rows is not None:
-            out.extend(zip((rows[:, 0] + f.start).tolist(), rows[:, 1].tolist()))
+    for ev in cl.walk(start, end, **kw):
+        if type(ev) is RecordRun:
+            out.extend(zip((ev.records["position"] + ev.base).tolist(), ev.records["total_size"].tolist()))
     return out
 
 
@@ -43,7 +42,7 @@ def _damaged(tmp_path):
 
 @pytest.mark.parametrize("check_crc", [True, False])
 @pytest.mark.parametrize("stop_at_end", [True, False])
-def test_record_runs_equal_commitlog_scan(tmp_path, check_crc, stop_at_end):
+def test_walk_runs_equal_commitlog_scan(tmp_path, check_crc, stop_at_end):
     fx = _damaged(tmp_path)
     cl = Store.open(fx.root).commitlog
     recs = fx.records
@@ -55,7 +54,7 @@ def test_record_runs_equal_commitlog_scan(tmp_path, check_crc, stop_at_end):
     assert want == [] and len(_messages_by_scan(cl, None, None, check_crc=False, stop_at_end=False)) > 150
 
 
-def test_record_runs_on_oracle_stores():
+def test_walk_runs_on_oracle_stores():
     for name in ("rocketmq-all-4.9.8/crash-torn-tail", "rocketmq-all-5.3.3/clean"):
         cl = Store.open(require_oracle(name) / "store").commitlog
         want = _messages_by_scan(cl, None, None, check_crc=False)
@@ -65,7 +64,7 @@ def test_record_runs_on_oracle_stores():
 
 def _state(tmp_path, fx, topic="OrderTopic", qid=0):
     cq = ConsumeQueue(topic, qid, os.path.join(fx.root, "consumequeue", topic, str(qid)), fx.cq_file_size)
-    st = _QueueState(cq, BrokerVersion.parse("5.3.3"), fx.cq_file_size)
+    st = ConsumeQueueModel(cq, BrokerVersion.parse("5.3.3"), fx.cq_file_size)
     st.recover()
     return st
 
@@ -123,7 +122,7 @@ def test_crc32_property_note(tmp_path, crc_at):
                                  properties=encode_properties({"TAGS": "a", "UNIQ_KEY": "%032X" % i}),
                                  append_property_crc=i == crc_at))
     (root / "abort").write_bytes(b"")
-    plan = plan_recovery(Store.open(str(root)), version="4.9.8")
+    plan = plan_recovery(Store.open(str(root)), RecoveryOptions(version=BrokerVersion.parse("4.9.8")))
     assert plan.mode == "abnormal" and plan.redispatch_count == 60
     noted = any("__CRC32#" in n for n in plan.notes)
     assert noted == (crc_at is not None)

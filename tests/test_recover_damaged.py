@@ -11,14 +11,15 @@ from click.testing import CliRunner
 
 from conftest import tree_hashes
 from recover_fixtures import build_store
-from rmqinspect.analyses.recover import plan_recovery
+from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.analyses.verify import verify
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
 
 
-def _plan(fx, **kw):
-    return plan_recovery(Store.open(fx.root), **kw)
+def _plan(fx, version=None, **kw):
+    v = BrokerVersion.parse(version) if version else None
+    return plan_recovery(Store.open(fx.root), RecoveryOptions(version=v, **kw))
 
 
 def test_clean_fixture_is_clean(tmp_path):

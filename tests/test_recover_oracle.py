@@ -7,18 +7,19 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
-from rmqinspect.analyses.recover import BrokerVersion, plan_recovery
+from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
 
 
-def _plan(name, **kw):
+def _plan(name, version=None, **kw):
     p = require_oracle(name)
     e = load_expected(name)
     if "stateAfterLoad" not in e:
         pytest.skip(f"{name} has no recovered state")
     st = Store.open(p / "store")
-    return st, plan_recovery(st, **kw), e
+    v = BrokerVersion.parse(version) if version else None
+    return st, plan_recovery(st, RecoveryOptions(version=v, **kw)), e
 
 
 @pytest.mark.parametrize("name", ALL_SCENARIOS)

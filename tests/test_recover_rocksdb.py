@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from conftest import tree_hashes
 from recover_fixtures import build_store
-from rmqinspect.analyses.recover import plan_recovery
+from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.javahash import tags_code
 from rmqinspect.sinks.rocksdb_cq import write_rocksdb_consume_queue
@@ -55,7 +55,7 @@ def test_rocksdb_queue_without_recovery_dispatch_is_built_by_start(tmp_path):
     max offsets after load, and start()'s reput from the CHECKPOINT_TOPIC offset adds the rest."""
     fx = _rocksdb_store(tmp_path, upto=100)
     cut = fx.records[100]
-    plan = plan_recovery(Store.open(fx.root), version="4.9.8")
+    plan = plan_recovery(Store.open(fx.root), RecoveryOptions(version=BrokerVersion.parse("4.9.8")))
     assert plan.redispatch_count == 0
     assert plan.consume_queue_max_offsets == fx.queue_counts(before=cut.offset)
     assert plan.reput_from_offset == fx.records[99].end

@@ -6,21 +6,20 @@ import os
 
 import pytest
 
-import rmqinspect.store.commitlog as commitlog
 from recover_fixtures import build_store
-from rmqinspect.analyses.recover import plan_recovery
+from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.analyses.salvage import walk_with_resync
 from rmqinspect.analyses.verify import ALL_CHECKS, verify
 from rmqinspect.formats.commitlog import encode_properties
-from rmqinspect.store import Store
+from rmqinspect.store import Store, scanner
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 
-pytestmark = pytest.mark.skipif(not commitlog.fast_available(), reason="compiled scanner not built")
+pytestmark = pytest.mark.skipif(not scanner.compiled_built(), reason="compiled scanner not built")
 
 
 def _reports(root):
     rep = verify(Store.open(root), ALL_CHECKS)
-    plan = plan_recovery(Store.open(root), version="4.9.8", force_mode="abnormal")
+    plan = plan_recovery(Store.open(root), RecoveryOptions(BrokerVersion.parse("4.9.8"), force_mode="abnormal"))
     walk = [x.to_dict() if hasattr(x, "to_dict") else (x.kind, x.offset, x.size, x.body_pos, x.crc_ok, x.header)
             for x in walk_with_resync(Store.open(root))]
     return ([p.to_dict() for p in rep.problems], rep.to_dict(), plan.to_dict(with_redispatch=True),
@@ -28,9 +27,9 @@ def _reports(root):
 
 
 def _both(root, monkeypatch):
-    fast = _reports(root)
-    with monkeypatch.context() as m:
-        m.setattr(commitlog, "_fastscan", None)
+    with scanner.selected(True):
+        fast = _reports(root)
+    with scanner.selected(False):
         slow = _reports(root)
     assert fast == slow
     return fast

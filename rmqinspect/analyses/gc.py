@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..formats.consumequeue import CQ_ENTRY, CQ_STORE_UNIT_SIZE
-from ..formats.indexfile import INDEX_HEADER
+from ..formats.indexfile import INDEX_HEADER, INDEX_HEADER_TABLE
 from ..store.brokerconfig import consumer_offset_rows, load_config_file
 from ..store.consumequeue import ConsumeQueue, list_queues
 
@@ -233,7 +233,7 @@ def plan_gc(store, s: GcSettings, queues=None) -> GcPlan:
                 plan.files.append(FilePlan("index", p, False, "header truncated"))
                 go = False
                 continue
-            end_phy = INDEX_HEADER.unpack(raw)[3]
+            end_phy = INDEX_HEADER.unpack(raw)[INDEX_HEADER_TABLE.index("end_phy_offset")]
             if go and j < len(names) - 1 and end_phy < new_min:
                 plan.files.append(FilePlan("index", p, True, f"endPhyOffset {end_phy} < new commitlog min offset "
                                            f"{new_min}", last_physical_offset=end_phy))

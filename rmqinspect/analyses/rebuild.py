@@ -7,8 +7,8 @@ This module decides *what* is dispatched; where it goes is up to the sinks the c
 subclasses). ``rebuild`` and the project's ``StoreWriter`` both go through ``dispatch_commitlog``, so there
 is one implementation of the dispatch rules (which themselves live in ``analyses.dispatch``).
 
-Hot path: no ``Message`` objects and no per-record Python. ``store.commitlog.scan_records_array`` yields runs
-of well-formed records as numpy arrays (compiled scanner) and hands every other position to ``scan_buffer``;
+Hot path: no ``Message`` objects and no per-record Python. ``CommitLog.walk`` yields runs of well-formed
+records as numpy arrays (compiled scanner) and every other position as a ``Record`` decided by ``scan_buffer``;
 ``dispatch_fields`` (compiled in store/_fastscan.c, pure-Python fallback ``record_fields_py``) pulls
 TAGS/KEYS/UNIQ_KEY/DELAY out of the properties with ``parse_properties``' rule and computes tagsCode and the
 index key hashes; the consume-queue entries and index puts are then handed to the sinks in bulk (proven
@@ -27,11 +27,12 @@ from ..formats.constants import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TAGS,
     RMQ_SYS_SCHEDULE_TOPIC,
+    TRANSACTION_MASK,
 )
-from ..formats.javahash import java_string_hash, tags_code
-from ..store.commitlog import (
-    BLANK, FILE_END, HALF, ILLEGAL, MESSAGE, PageReleaser, _tuple_to_row, scan_records_array,
-)
+from ..formats.javahash import index_key_hashes, tags_code
+from ..formats.properties import dispatch_properties
+from ..store.commitlog import BLANK, FILE_END, HALF, ILLEGAL, RECORD_DTYPE, Gap, RecordRun
+from ..store.scanner import compiled
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
 
 # TopicValidator: the allowed characters. Length: 127 in 4.x, longer names exist in 5.x (V2 records); the
@@ -40,12 +41,9 @@ _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_LENGTH = 255
 
 _INDEX_BATCH = 1 << 16
+_RUN_BATCH = 1 << 16  # records per walked run: the dispatcher's numpy work is amortised over large runs
 _CACHE_LIMIT = 1 << 16
 
-try:  # the compiled dispatch_fields (optional; see setup.py)
-    from ..store import _fastscan
-except ImportError:  # pragma: no cover - exercised when the extension could not be built
-    _fastscan = None
 _SCHEDULE_B = RMQ_SYS_SCHEDULE_TOPIC.encode()
 _INNER_MULTI_DISPATCH = b"INNER_MULTI_DISPATCH\x01"
 
@@ -53,82 +51,6 @@ _INNER_MULTI_DISPATCH = b"INNER_MULTI_DISPATCH\x01"
 def topic_is_safe(topic: str) -> bool:
     """A topic that may become a directory name under the output root (no '/', '\\', '..', NUL ...)."""
     return 0 < len(topic) <= TOPIC_MAX_LENGTH and bool(_TOPIC_RE.match(topic))
-
-
-_WANTED = (b"TAGS\x01", b"KEYS\x01", b"UNIQ_KEY\x01", b"DELAY\x01")
-
-
-def dispatch_properties(raw: bytes) -> tuple:
-    """(TAGS, KEYS, UNIQ_KEY, DELAY) as raw bytes or None, as ``parse_properties`` would resolve them:
-    pieces split on \x02, name = up to the first \x01, empty values ignored, later duplicates win."""
-    tags = keys = uniq = delay = None
-    if raw:
-        for pc in raw.split(b"\x02"):
-            if pc.startswith(_WANTED):
-                name, _, val = pc.partition(b"\x01")
-                if val:
-                    if name == b"TAGS":
-                        tags = val
-                    elif name == b"KEYS":
-                        keys = val
-                    elif name == b"UNIQ_KEY":
-                        uniq = val
-                    else:
-                        delay = val
-    return tags, keys, uniq, delay
-
-
-def _pow31(n: int) -> np.ndarray:
-    p = np.full(max(n, 1), 31, dtype=np.uint32)
-    p[0] = 1
-    return np.cumprod(p, dtype=np.uint32)  # wraps mod 2**32, as Java int arithmetic does
-
-
-_POW = _pow31(1 << 12)
-
-
-def index_key_hashes(keys: list[bytes]) -> np.ndarray:
-    """IndexFile.indexKeyHashMethod for many ``topic#key`` byte strings at once (int64, non-negative).
-
-    ASCII keys are hashed vectorised (UTF-16 code units == bytes); others fall back to the scalar Java hash
-    of the UTF-8-decoded string, which is what the broker hashes.
-    """
-    global _POW
-    n = len(keys)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-    width = int(lens.max())
-    flat = None
-    if width <= 256:
-        # keys right-aligned in a zero-padded matrix: Horner's rule column by column (leading zeros add
-        # nothing), all keys at once, in uint32 so the arithmetic wraps like Java int
-        padded = b"".join([k.rjust(width, b"\0") for k in keys])
-        cols = np.frombuffer(padded, dtype=np.uint8).reshape(n, width).T.astype(np.uint32)  # contiguous columns
-        acc = np.zeros(n, dtype=np.uint32)
-        m31 = np.uint32(31)
-        for j in range(width):
-            acc *= m31
-            acc += cols[j]
-        h = acc.view(np.int32).astype(np.int64)
-    else:
-        flat = b"".join(keys)
-        ends = np.cumsum(lens)
-        starts = ends - lens
-        if width > len(_POW):
-            _POW = _pow31(width)
-        codes = np.frombuffer(flat, dtype=np.uint8).astype(np.uint32)
-        # exponent of each byte: distance to the end of its key minus one
-        expo = np.repeat(ends, lens) - 1 - np.arange(len(flat), dtype=np.int64)
-        contrib = codes * _POW[expo]
-        h = np.add.reduceat(contrib, starts).astype(np.uint32).view(np.int32).astype(np.int64)
-    if not (padded if flat is None else flat).isascii():
-        for i, k in enumerate(keys):
-            if not k.isascii():
-                h[i] = java_string_hash(k.decode("utf-8", "replace"))
-    h = np.abs(h)
-    h[h == 1 << 31] = 0  # abs(Integer.MIN_VALUE) stays negative in Java; the broker maps it to 0
-    return h
 
 
 @dataclass
@@ -171,11 +93,18 @@ DF_MULTI_DISPATCH = 2  # INNER_MULTI_DISPATCH property present
 _NOUT = 6  # topic_id, tags_code, nkeys, delay_pos, delay_len, flags
 
 
+def _record(row: np.ndarray):
+    """One int64 row (RECORD_FIELDS order) as a record with named fields."""
+    return np.ascontiguousarray(row, dtype=np.int64).view(RECORD_DTYPE)[0]
+
+
 def record_fields_py(buf, row) -> tuple:
-    """The reference for one scanned record (a FAST_FIELDS row): (topic bytes, tags_code, index key hashes
-    (UNIQ_KEY then KEYS tokens), DELAY bytes or None, INNER_MULTI_DISPATCH present). Non-UTF-8 text is
+    """The reference for one scanned record (an int64 row in RECORD_FIELDS order): (topic bytes, tags_code,
+    index key hashes (UNIQ_KEY then KEYS tokens), DELAY bytes or None, INNER_MULTI_DISPATCH present). Non-UTF-8 text is
     decoded with Python's replacement rule, as the rest of rmqinspect does."""
-    tp, tl, pp, pl = int(row[11]), int(row[12]), int(row[13]), int(row[14])
+    rec = _record(row)
+    tp, tl = int(rec["topic_pos"]), int(rec["topic_len"])
+    pp, pl = int(rec["properties_pos"]), int(rec["properties_len"])
     tb = bytes(buf[tp:tp + tl])
     raw = bytes(buf[pp:pp + pl]) if pl > 0 else b""
     tags, keys, uniq, delay = dispatch_properties(raw)
@@ -190,7 +119,8 @@ def record_fields_py(buf, row) -> tuple:
 
 
 def dispatch_fields(buf, rows: np.ndarray, want_keys: bool = True, use_compiled: bool = True) -> tuple:
-    """For a batch of scanned records (int64 rows in FAST_FIELDS order): ``(fields, key_hashes, topics)``.
+    """For a batch of scanned records (``RecordRun.rows``: int64, RECORD_FIELDS order): ``(fields, key_hashes,
+    topics)``.
 
     ``fields`` is int64 (n, 6): topic id (index into ``topics``, a list of topic bytes), tagsCode of TAGS
     (0 when absent; not the SCHEDULE_TOPIC_XXXX delivery time), number of index keys, DELAY value position
@@ -202,8 +132,9 @@ def dispatch_fields(buf, rows: np.ndarray, want_keys: bool = True, use_compiled:
     """
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     n = len(rows)
-    if _fastscan is not None and use_compiled and hasattr(_fastscan, "dispatch_fields"):
-        raw_f, raw_k, topics = _fastscan.dispatch_fields(buf, rows, want_keys)
+    ext = compiled() if use_compiled else None
+    if ext is not None:
+        raw_f, raw_k, topics = ext.dispatch_fields(buf, rows, want_keys)
         fields = np.frombuffer(raw_f, dtype=np.int64).reshape(n, _NOUT)
         keyh = np.frombuffer(raw_k, dtype=np.int64)
         fb = np.flatnonzero(fields[:, 5] & DF_FALLBACK)
@@ -240,7 +171,8 @@ def dispatch_fields(buf, rows: np.ndarray, want_keys: bool = True, use_compiled:
         f[3] = -1
         if delay is not None:
             # position of the last DELAY piece's value: the one dispatch_properties returned
-            pp, pl = int(row[13]), int(row[14])
+            rec = _record(row)
+            pp, pl = int(rec["properties_pos"]), int(rec["properties_len"])
             raw = bytes(buf[pp:pp + pl])
             at = raw.rfind(b"\x02DELAY\x01" + delay)
             at = at + 7 if at >= 0 else len(b"DELAY\x01")  # the first piece has no leading separator
@@ -282,12 +214,15 @@ class _Dispatcher:
             info = self.topic_info[tb] = (tstr, topic_is_safe(tstr), tb == _SCHEDULE_B)
         return info
 
-    def dispatch(self, buf, base: int, rows: np.ndarray):
-        """Dispatch a batch of MESSAGE rows. Returns None, or (row index, reason) when a record makes the
-        broker's dispatch stop (non-numeric DELAY on SCHEDULE_TOPIC_XXXX): rows before it are dispatched."""
-        fields, keyh, topics = dispatch_fields(buf, rows, self.index is not None)
+    def dispatch(self, run: RecordRun):
+        """Dispatch a run of records. Returns None, or (record index, reason) when a record makes the
+        broker's dispatch stop (non-numeric DELAY on SCHEDULE_TOPIC_XXXX): records before it are dispatched."""
+        buf = run.file.buffer
+        base = run.base
+        r = run.records
+        fields, keyh, topics = dispatch_fields(buf, run.rows, self.index is not None)
         infos = [self._topic(tb) for tb in topics]
-        n = len(rows)
+        n = len(r)
         codes = fields[:, 1]
         stop = None
         sched_ids = [i for i, inf in enumerate(infos) if inf[2]]
@@ -297,13 +232,13 @@ class _Dispatcher:
                 codes = codes.copy()
                 for i in cand.tolist():
                     # checkMessageAndReturnSize computes this for every record; a bad DELAY makes it illegal
-                    pp, pl = int(rows[i, 13]), int(rows[i, 14])
+                    pp, pl = int(r[i]["properties_pos"]), int(r[i]["properties_len"])
                     tags, _, _, delay = dispatch_properties(bytes(buf[pp:pp + pl]))
                     props = {PROPERTY_DELAY_TIME_LEVEL: delay.decode("utf-8", "replace")}
                     if tags is not None:
                         props[PROPERTY_TAGS] = tags.decode("utf-8", "replace")
                     try:
-                        codes[i], _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, int(rows[i, 9]),
+                        codes[i], _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, int(r[i]["store_timestamp"]),
                                                          self.delay_table)
                     except DelayLevelError as e:
                         stop = (i, f"{e}: the broker's dispatch stops here")
@@ -312,16 +247,16 @@ class _Dispatcher:
             n = stop[0]
             nk_all = fields[:, 2]
             keyh = keyh[:int(nk_all[:n].sum())]
-            rows = rows[:n]
+            r = r[:n]
             fields = fields[:n]
             codes = codes[:n]
         if n == 0:
             return stop
         self.messages += n
         self.rep.multi_dispatch_records += int(np.count_nonzero(fields[:, 5] & DF_MULTI_DISPATCH))
-        tx = rows[:, 5] & 0xC
-        phys = rows[:, 0] + base
-        ts = rows[:, 9]
+        tx = r["sys_flag"] & TRANSACTION_MASK
+        phys = r["position"] + base
+        ts = r["store_timestamp"]
         nkeys = fields[:, 2]
         if self.index is not None:
             inc = (tx != 0xC) & (phys >= self.index_end_phy)
@@ -340,7 +275,7 @@ class _Dispatcher:
                 if j < n:
                     b = max(j + 1, a + 1)
                     flush = True
-            self._cq(rows, fields, codes, tx, phys, infos, a, b)
+            self._cq(r, fields, codes, tx, phys, infos, a, b)
             if self.index is not None:
                 self._index(keyh, eff, phys, ts, tx, kstart, cum, a, b)
                 if flush:
@@ -348,7 +283,7 @@ class _Dispatcher:
             a = b
         return stop
 
-    def _cq(self, rows, fields, codes, tx, phys, infos, a, b):
+    def _cq(self, r, fields, codes, tx, phys, infos, a, b):
         rep = self.rep
         incq = (tx[a:b] == 0) | (tx[a:b] == 8)
         nin = int(np.count_nonzero(incq))
@@ -357,13 +292,13 @@ class _Dispatcher:
             return
         idx = np.flatnonzero(incq) + a
         tid = fields[idx, 0]
-        qid = rows[idx, 6]
+        qid = r["queue_id"][idx]
         if len(self.queue_cache) > _CACHE_LIMIT:
             self.queue_cache.clear()
         if not self.bulk_cq:
-            for i, t, q_id, qoff, p, size, code in zip(idx.tolist(), tid.tolist(), qid.tolist(),
-                                                       rows[idx, 7].tolist(), phys[idx].tolist(),
-                                                       rows[idx, 1].tolist(), codes[idx].tolist()):
+            for t, q_id, qoff, p, size, code in zip(tid.tolist(), qid.tolist(), r["queue_offset"][idx].tolist(),
+                                                    phys[idx].tolist(), r["total_size"][idx].tolist(),
+                                                    codes[idx].tolist()):
                 q = self._queue(t, q_id, infos)
                 if q is False:
                     name = infos[t][0]
@@ -379,12 +314,12 @@ class _Dispatcher:
         for g in np.argsort(first, kind="stable").tolist():
             members = idx[order[bounds[g]:bounds[g + 1]]]
             t = int(fields[members[0], 0])
-            q = self._queue(t, int(rows[members[0], 6]), infos)
+            q = self._queue(t, int(r[members[0]]["queue_id"]), infos)
             if q is False:
                 name = infos[t][0]
                 rep.skipped_topics[name] = rep.skipped_topics.get(name, 0) + len(members)
             else:
-                q.put_many(rows[members, 7], phys[members], rows[members, 1], codes[members])
+                q.put_many(r["queue_offset"][members], phys[members], r["total_size"][members], codes[members])
                 self.cq_entries += len(members)
 
     def _queue(self, tid: int, qid: int, infos: list):
@@ -432,10 +367,9 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
     ``put_many`` when the set has ``bulk_puts``) and ``index`` (``put_batch(hashes, phys, ts)``,
     ``close(record_after_last_put_ts)``).
 
-    The walk is ``scan_records_array`` (compiled scanner when built): runs of well-formed records come as
-    arrays and are dispatched in bulk; every other position is decided by ``scan_buffer``, the one
-    implementation of the broker's check (HALF: skip TOTALSIZE and go on; BLANK: next file; END/ILLEGAL:
-    stop).
+    The walk is ``CommitLog.walk``: runs of well-formed records are dispatched in bulk; the policy for
+    everything else is ReputMessageService's (HALF: skip TOTALSIZE and go on; BLANK: next file;
+    END/ILLEGAL: stop; a missing file: stop).
 
     The sinks are not closed here except the index's pending batch, which is flushed; the caller closes both.
     ``progress(bytes_done)`` is called at each file boundary.
@@ -446,98 +380,65 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
         cq = None
     if not opt.build_index:
         index = None
-    files = commitlog.files
     start = commitlog.min_offset if opt.from_offset is None else opt.from_offset
     end = opt.to_offset
     rep.start_offset = start
     fsize = commitlog.file_size
-    fi = None
-    for i, f in enumerate(files):
-        if f.start <= start < f.start + max(f.size, 1):
-            fi = i
-            break
-    if fi is None:
+    if not any(f.start <= start < f.start + max(f.size, 1) for f in commitlog.files):
         rep.end_offset = start
         rep.stop_kind = "gap"
         rep.stop_reason = f"no commitlog file covers offset {start}"
         return rep
 
     d = _Dispatcher(rep, cq, index, opt.delay_table)
-    pos = start - files[fi].start
     offset = start
-    while True:
-        f = files[fi]
-        base = f.start
-        limit = f.size
-        if end is not None and end - base < limit:
-            limit = max(end - base, 0)
-        buf = f.buffer
-        stop = None
-        next_file = False
-        rel = PageReleaser(buf, pos)
-        for rows, one in scan_records_array(buf, pos, limit, False, True):
-            if rows is None:
-                kind, p, size, hdr, bpos, _crc, reason = one
-                if kind == MESSAGE:  # the compiled scanner declined a record scan_buffer accepts
-                    rows = _tuple_to_row(buf, one)
-                elif kind == HALF:
-                    # ReputMessageService: size > 0 but not successful -> skip the record and go on
-                    rep.half_records.append({"offset": base + p, "size": size, "file": f.path, "reason": reason})
-                    pos = p + size
-                    offset = base + pos
-                    continue
-                elif kind == BLANK:
-                    next_file = True
-                    offset = base + fsize
+    stop = None
+    cur = None
+    for ev in commitlog.walk(start, end, check_crc=False, accept_v2=True, batch=_RUN_BATCH):
+        f = ev.file
+        if f is not cur and f is not None:
+            if cur is not None:
+                if f.start != cur.start + fsize:  # overlapping file names
+                    stop = ("gap", cur.start + fsize, f"missing commitlog file(s) between {cur.start + fsize} and "
+                            f"{f.start}", f.path)
                     break
-                elif kind == FILE_END:
-                    next_file = True
-                    offset = base + p
-                    break
-                else:  # END, ILLEGAL
-                    stop = (kind, base + p, reason)
-                    break
-            halt = d.dispatch(buf, base, rows)
+                if progress is not None:
+                    progress(f.start - start)
+            cur = f
+        if type(ev) is RecordRun:
+            halt = d.dispatch(ev)
             if halt is not None:
                 i, why = halt
-                stop = (ILLEGAL, base + int(rows[i, 0]), why)
+                stop = (ILLEGAL, f.start + int(ev.records[i]["position"]), why, f.path)
                 break
-            pos = int(rows[-1, 0] + rows[-1, 1])
-            offset = base + pos
-            if pos >= rel.next:
-                rel.advance(pos)
-        rel.finish(f.size)
-        if stop is not None:
-            rep.stop_kind, offset, rep.stop_reason = stop
-            rep.stop_file = f.path
+            offset = f.start + ev.end
+        elif type(ev) is Gap:
+            stop = ("gap", ev.start, f"missing commitlog file(s) between {ev.start} and {ev.end}",
+                    commitlog.locate(ev.end)[0].path)
             break
-        if end is not None and offset >= end:
-            rep.stop_kind = "to"
-            rep.stop_reason = f"reached --to {end}"
+        elif ev.kind == HALF:
+            rep.half_records.append({"offset": ev.offset, "size": ev.size, "file": f.path, "reason": ev.reason})
+            offset = ev.end
+        elif ev.kind == BLANK:
+            offset = f.start + fsize
+        elif ev.kind == FILE_END:
+            offset = ev.offset
+        else:  # END, ILLEGAL
+            stop = (ev.kind, ev.offset, ev.reason, f.path)
             break
-        if end is not None and limit < f.size and not next_file:
-            rep.stop_kind = "to"
-            rep.stop_reason = f"reached --to {end}"
-            break
-        fi += 1
-        if fi >= len(files):
-            rep.stop_kind = "end"
-            rep.stop_reason = "end of the last commitlog file"
-            break
-        nxt = files[fi]
-        if nxt.start != base + fsize:
-            offset = base + fsize
-            rep.stop_kind = "gap"
-            rep.stop_reason = f"missing commitlog file(s) between {base + fsize} and {nxt.start}"
-            rep.stop_file = nxt.path
-            break
-        if end is not None and nxt.start >= end:
-            rep.stop_kind = "to"
-            rep.stop_reason = f"reached --to {end}"
-            break
-        pos = 0
-        if progress is not None:
-            progress(nxt.start - start)
+    if stop is None and cur is not None and not (end is not None and offset >= end):
+        nxt = next((g for g in commitlog.files if g.start > cur.start), None)
+        if nxt is not None and nxt.start != cur.start + fsize:  # the walk ended at --to before a missing file
+            stop = ("gap", cur.start + fsize, f"missing commitlog file(s) between {cur.start + fsize} and "
+                    f"{nxt.start}", nxt.path)
+    if stop is not None:
+        rep.stop_kind, offset, rep.stop_reason, rep.stop_file = stop
+    elif end is not None and offset >= end:
+        rep.stop_kind = "to"
+        rep.stop_reason = f"reached --to {end}"
+    else:
+        rep.stop_kind = "end"
+        rep.stop_reason = "end of the last commitlog file"
     rep.messages = d.messages
     rep.cq_entries = d.cq_entries
     if index is not None:

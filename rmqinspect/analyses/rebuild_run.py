@@ -26,6 +26,7 @@ from ..store import Store
 from ..store.consumequeue import list_queues
 from ..store.indexfile import IndexFile
 from ..store.layout import ensure_new_directory, ensure_output_outside, is_offset_file_name
+from ..store.version import BrokerVersion
 from .compare.rebuild_vs_store import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
 from .dispatch import DEFAULT_DELAY_TABLE
 from .rebuild import RebuildOptions, RebuildReport, dispatch_commitlog
@@ -148,7 +149,8 @@ class RebuildRun:
 
 def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, build_index: bool = True,
             from_offset: int | None = None, to_offset: int | None = None, cq_file_size: int | None = None,
-            index_slots: int | None = None, index_max: int | None = None, broker_version: str = "4.9",
+            index_slots: int | None = None, index_max: int | None = None,
+            broker_version: BrokerVersion | None = None,
             dry_run: bool = False, details: int = 1000, cq_format: str = "file", dispatch: Dispatch | None = None,
             progress: Callable[[int], None] | None = None) -> RebuildRun:
     """Regenerate ``store``'s ConsumeQueue and IndexFile from its CommitLog into the new directory ``out``
@@ -156,7 +158,8 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
     writes them; with ``dry_run``, write nothing and reconcile them with the store's own files instead.
 
     ``out`` must lie outside the store and be new or empty (``UnsafeOutputError``, exit code 6).
-    ``broker_version`` "4.4" counts hashSlotCount on every put (4.9.x and 5.x count newly used slots).
+    ``broker_version`` before 4.7.1 counts hashSlotCount on every put (later versions count newly used slots);
+    default 4.9.
     Geometry options left None are inferred (``store_geometry``). ``cq_format`` "rocksdb" writes
     ``out/consumequeue`` as the 5.x RocksDB consume queue. ``dispatch`` replaces ``dispatch_commitlog`` (same
     signature; e.g. the Spark engine); ``progress(bytes_done)`` is called as the walk advances. The store is
@@ -166,7 +169,8 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
         raise ValueError("rebuild needs an output directory, or dry_run")
     geo = store_geometry(store, cq_file_size, index_slots, index_max)
     opts = RebuildOptions(build_cq=build_cq, build_index=build_index, from_offset=from_offset, to_offset=to_offset)
-    every = broker_version == "4.4"
+    version = broker_version or BrokerVersion.parse("4.9")
+    every = version.index_counts_every_put
     cl = store.commitlog
     recon = None
     if dry_run:
@@ -201,7 +205,7 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
     note = None
     if dry_run and build_cq and os.path.isfile(os.path.join(store.layout.consumequeue_dir, "CURRENT")):
         note = ROCKSDB_STORE_NOTE
-    run = RebuildRun(store.root, None if dry_run else os.path.abspath(out), dry_run, geo, broker_version, rep,
+    run = RebuildRun(store.root, None if dry_run else os.path.abspath(out), dry_run, geo, version.text, rep,
                      len(cq.queues) if cq is not None else 0, list(index.names) if index is not None else [],
                      cq_format, rocks_result, note, recon)
     if not dry_run:

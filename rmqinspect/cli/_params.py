@@ -5,13 +5,9 @@ from __future__ import annotations
 import click
 
 from ..formats.timestamps import parse_epoch_millis
+from ..store.version import ACCEPTED, BrokerVersion
 
 store_argument = click.argument("store", type=click.Path(exists=False, file_okay=True, dir_okay=True))
-
-broker_version_option = click.option(
-    "--broker-version", default=None, metavar="VERSION",
-    help="Override store detection (e.g. 4.9.8, 5.3.3, 4.x, 5.x).")
-
 
 class TimeParam(click.ParamType):
     """Epoch milliseconds, or an ISO-8601 date/time (UTC unless it carries an offset)."""
@@ -46,14 +42,34 @@ class OffsetParam(click.ParamType):
 OFFSET = OffsetParam()
 
 
-def accepts_v2(broker_version: str | None) -> bool:
-    """Message format V2 (2-byte topic length) exists from RocketMQ 5.1.0 (FORMATS.md §0.1)."""
-    if not broker_version:
-        return True
-    parts = [int(p) if p.isdigit() else 0 for p in broker_version.replace("x", "0").split(".")[:3]]
-    if broker_version.upper() == "HEAD":
-        return True
-    parts += [0] * (3 - len(parts))
-    if not broker_version[0].isdigit():
-        raise click.BadParameter(f"{broker_version!r} is not a RocketMQ version", param_hint="--broker-version")
-    return tuple(parts) >= (5, 1, 0)
+class BrokerVersionParam(click.ParamType):
+    """A RocketMQ version (store.version.BrokerVersion); anything else is a usage error naming the option."""
+
+    name = "VERSION"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, BrokerVersion):
+            return value
+        try:
+            return BrokerVersion.parse(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not {ACCEPTED}", param, ctx)
+
+
+BROKER_VERSION = BrokerVersionParam()
+
+
+def broker_version_option_for(help: str, default: str | None = None):
+    """``--broker-version`` for every command: a ``BrokerVersion`` (``default`` when given, else None: the
+    command's own default, e.g. detection); ``help`` says what the version changes in that command."""
+    return click.option("--broker-version", "broker_version", type=BROKER_VERSION, default=default,
+                        metavar="VERSION", show_default=default is not None, help=help)
+
+
+# the 5.x structure commands: the version overrides store detection
+broker_version_option = broker_version_option_for("Override store detection (e.g. 4.9.8, 5.3.3, 4.x, 5.x).")
+
+
+def accepts_v2(version: BrokerVersion | None) -> bool:
+    """Whether records with message format V2 are read as records; without a version, both formats are."""
+    return True if version is None else version.accepts_v2

@@ -11,7 +11,7 @@ from ..analyses.summary import summarize
 from ..store import Store
 from ..store.commitlog import CRC_MISMATCH, GAP, HALF, ILLEGAL, MESSAGE, decode_slot
 from ..store.errors import EXIT_CORRUPT, EXIT_PROBLEMS, CorruptDataError
-from ._params import OFFSET, TIME, accepts_v2, store_argument
+from ._params import OFFSET, TIME, accepts_v2, broker_version_option_for, store_argument
 from .output import emit, emit_document, handle_errors, ms_to_iso, print_kv, progress, warn
 
 TABLE_COLUMNS = ("physical_offset", "total_size", "topic", "queue_id", "queue_offset", "store_time", "sys_flag",
@@ -77,9 +77,8 @@ def _hexdump(buf, start: int, length: int, base: int) -> str:
 @click.option("--body", type=click.Choice(("none", "text", "hex", "base64")), default="none", show_default=True,
               help="Include the body (decompressed when the record says so; text falls back to hex).")
 @click.option("--keep-going", is_flag=True, help="Report damage and continue with the next file instead of stopping.")
-@click.option("--broker-version", default=None, metavar="V",
-              help="Read as this RocketMQ version would: before 5.1.0 a V2 record (magic 0xDAA320AB) is illegal "
-                   "data. Default: accept V1 and V2.")
+@broker_version_option_for("Read as this RocketMQ version would: before 5.1.0 a V2 record (magic 0xDAA320AB) is "
+                           "illegal data. Default: accept V1 and V2.")
 @handle_errors
 def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, uniq_key, since, until, fmt, body,
                      keep_going, broker_version):
@@ -158,7 +157,7 @@ def _output_messages(msgs, fmt, body, cl) -> None:
 @click.command("summary")
 @store_argument
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "ndjson")), default="table", show_default=True)
-@click.option("--broker-version", default=None, help="Override the detected RocketMQ version (e.g. 4.9.8, 5.3.3).")
+@broker_version_option_for("Override the detected RocketMQ version (e.g. 4.9.8, 5.3.3).")
 @handle_errors
 def summary(store, fmt, broker_version):
     """File map, offsets, per-topic and per-queue counts, time range, checkpoint, abort file, and what the

@@ -10,7 +10,7 @@ import click
 from ..analyses.rebuild_run import PROBLEM_STOPS, rebuild
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
-from ._params import OFFSET, store_argument
+from ._params import OFFSET, broker_version_option_for, store_argument
 from .output import emit, emit_document, format_option, handle_errors, print_kv, progress, warn
 
 QUEUE_COLUMNS = ("topic", "queue_id", "rebuilt_entries", "store_entries", "matching", "missing", "extra", "wrong",
@@ -31,8 +31,8 @@ DIFF_COLUMNS = ("topic", "queue_id", "queue_offset", "index_file", "item", "kind
 @click.option("--index-slots", type=int, help="maxHashSlotNum. Default: inferred from the store's index files, "
               "else 5000000.")
 @click.option("--index-max", type=int, help="maxIndexNum. Default: the store's index files, else 20000000.")
-@click.option("--broker-version", type=click.Choice(("4.4", "4.9", "5")), default="4.9", show_default=True,
-              help="4.4 counted hashSlotCount on every put; 4.9.x and 5.x count newly used slots.")
+@broker_version_option_for("Before 4.7.1 IndexFile counted hashSlotCount on every put; from 4.7.1 only newly used "
+                           "slots.", default="4.9")
 @click.option("--dry-run", is_flag=True, help="Write nothing: compare what would be written with the CQ and index "
               "files in STORE and report every difference, queue by queue.")
 @click.option("--details", type=int, default=1000, show_default=True,

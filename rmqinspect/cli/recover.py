@@ -8,18 +8,17 @@ import sys
 import click
 
 from ..analyses.offsets import lost_window
-from ..analyses.recover import plan_recovery
+from ..analyses.recovery import RecoveryOptions, plan_recovery
 from ..analyses.salvage import salvage
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE, UnsafeOutputError
-from ._params import store_argument
+from ._params import broker_version_option_for, store_argument
 from .output import dumps, emit, emit_document, format_option, handle_errors, print_kv, warn
 
-version_option = click.option(
-    "--broker-version", "broker_version", metavar="V", default=None,
-    help="RocketMQ version whose recovery rules apply (e.g. 4.9.8, 5.3.1, 5.3.3, HEAD). Default: detected "
-         "from the files (V2 records, abort content, checkpoint length, 5.x directories); the assumption used "
-         "is printed.")
+version_option = broker_version_option_for(
+    "RocketMQ version whose recovery rules apply (e.g. 4.9.8, 5.3.1, 5.3.3, HEAD). Default: detected "
+    "from the files (V2 records, abort content, checkpoint length, 5.x directories); the assumption used "
+    "is printed.")
 mode_option = click.option("--mode", type=click.Choice(("auto", "normal", "abnormal")), default="auto",
                            show_default=True, help="Override the abort-file decision (what-if).")
 
@@ -27,12 +26,9 @@ mode_option = click.option("--mode", type=click.Choice(("auto", "normal", "abnor
 def _plan(store, broker_version, check_crc=True, index_safe=False, mode="auto", keep_redispatch=False,
           cq_file_size=None):
     st = Store.open(store)
-    try:
-        plan = plan_recovery(st, version=broker_version, check_crc=check_crc, index_safe=index_safe,
-                             force_mode=None if mode == "auto" else mode, keep_redispatch=keep_redispatch,
-                             cq_file_size=cq_file_size)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--broker-version") from e
+    plan = plan_recovery(st, RecoveryOptions(version=broker_version, check_crc=check_crc, index_safe=index_safe,
+                                             force_mode=None if mode == "auto" else mode,
+                                             keep_redispatch=keep_redispatch, cq_file_size=cq_file_size))
     return st, plan
 
 
@@ -170,7 +166,7 @@ def salvage_cmd(store, out_path, broker_version, body, fmt):
     if out_path is not None:
         if st.layout.within(out_path) or st.layout.within(os.path.dirname(os.path.abspath(out_path)) or "."):
             raise UnsafeOutputError("refusing to write inside the inspected store", out_path)
-    plan = plan_recovery(st, version=broker_version, with_salvage=False, keep_redispatch=False)
+    plan = plan_recovery(st, RecoveryOptions(version=broker_version, with_salvage=False, keep_redispatch=False))
     rep = salvage(st, plan.truncate_offset, queue_next_offsets=plan.consume_queue_max_offsets)
     if out_path is not None:
         with open(out_path, "w", encoding="utf-8") as fh:

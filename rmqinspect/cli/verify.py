@@ -9,7 +9,7 @@ import click
 from ..analyses.verify import ALL_CHECKS, verify
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
-from ._params import accepts_v2, store_argument
+from ._params import accepts_v2, broker_version_option_for, store_argument
 from .output import dumps, emit, format_option, handle_errors, print_kv, progress
 
 PROBLEM_COLUMNS = ("check", "kind", "start", "end", "count", "file", "position", "reason")
@@ -31,9 +31,8 @@ def _checks(ctx, param, value):
               help=f"Comma-separated subset of {','.join(ALL_CHECKS)} (default: all).")
 @click.option("--max-errors", type=click.IntRange(min=1), default=None,
               help="List at most N problem ranges (the rest are counted).")
-@click.option("--broker-version", default=None, metavar="V",
-              help="Check as this RocketMQ version reads: before 5.1.0 V2 records (magic 0xDAA320AB) are damage. "
-                   "Default: V1 and V2 are valid.")
+@broker_version_option_for("Check as this RocketMQ version reads: before 5.1.0 V2 records (magic 0xDAA320AB) are "
+                           "damage. Default: V1 and V2 are valid.")
 @format_option
 @handle_errors
 def verify_cmd(store, checks, max_errors, broker_version, fmt):

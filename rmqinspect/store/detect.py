@@ -2,7 +2,8 @@
 
 Each signal says what was looked at and which version range it implies; the guess is "5.x" when any
 5.x-only structure is present, "4.x" when the store shows only 4.x traits, "unknown" otherwise.
-``--broker-version`` on the commands overrides the guess.
+``--broker-version`` on the commands overrides the guess; either way ``StoreDetection.broker_version`` is the
+one ``BrokerVersion`` type every analysis takes.
 """
 
 from __future__ import annotations
@@ -11,13 +12,19 @@ import os
 import struct
 from dataclasses import asdict, dataclass, field
 
-from ..formats.commitlog import MESSAGE_MAGIC_CODE_V2
+import numpy as np
+
+from ..formats.checkpoint import CHECKPOINT_TABLE
 from ..formats.constants import SysFlag
-from .commitlog import MESSAGE
+from ..formats.properties import crc32_trailer_rows
+from .commitlog import RecordRun
 from .errors import RmqInspectError
 from .rocksdb_cq import is_rocksdb_dir, rocksdb_files
+from .version import BrokerVersion
 
 SCAN_RECORDS = 5000  # records examined for V2 magic / __CRC32# / inner batch (bounded cost on huge stores)
+# checkpoint fields 5.x maps after the 4.x ones
+_5X_CHECKPOINT_FIELDS = tuple(CHECKPOINT_TABLE.position(n) for n in ("master_flushed_offset", "confirm_phy_offset"))
 
 
 @dataclass
@@ -33,23 +40,32 @@ class StoreDetection:
     version_guess: str  # "4.x" | "5.x" | "unknown"
     consume_queue_kind: str  # "file" | "rocksdb" | "file+rocksdb" | "none"
     evidence: list[Evidence] = field(default_factory=list)
-    override: str | None = None
+    override: BrokerVersion | None = None
+
+    @property
+    def broker_version(self) -> BrokerVersion | None:
+        """The version commands act on: the override when given, else the guess (None when unknown)."""
+        if self.override is not None:
+            return self.override
+        return None if self.version_guess == "unknown" else BrokerVersion.parse(self.version_guess)
 
     @property
     def version(self) -> str:
-        """The version commands act on: the override when given, else the guess."""
-        return self.override or self.version_guess
+        """``broker_version`` as text ("unknown" when there is none)."""
+        v = self.broker_version
+        return v.text if v is not None else self.version_guess
 
     @property
     def major(self) -> int | None:
-        v = self.version
-        return int(v[0]) if v and v[0].isdigit() else None
+        v = self.broker_version
+        return v.major if v is not None else None
 
     def found(self) -> list[Evidence]:
         return [e for e in self.evidence if e.found]
 
     def to_dict(self) -> dict:
-        return {"version_guess": self.version_guess, "version": self.version, "override": self.override,
+        return {"version_guess": self.version_guess, "version": self.version,
+                "override": self.override.text if self.override is not None else None,
                 "consume_queue_kind": self.consume_queue_kind, "evidence": [asdict(e) for e in self.evidence]}
 
 
@@ -57,22 +73,24 @@ def _dir_nonempty(p: str) -> bool:
     return os.path.isdir(p) and bool(os.listdir(p))
 
 
-def detect_store(store, broker_version: str | None = None, scan_records: int = SCAN_RECORDS) -> StoreDetection:
-    """Look at ``store`` (a Store) and return the evidence. Never writes."""
+def detect_store(store, broker_version: BrokerVersion | None = None,
+                 scan_records: int = SCAN_RECORDS) -> StoreDetection:
+    """Look at ``store`` (a Store) and return the evidence; ``broker_version`` overrides the guess. Never writes."""
     root = store.layout.root
     ev: list[Evidence] = []
 
     def add(signal, found, detail, implies):
         ev.append(Evidence(signal, bool(found), detail, implies))
 
-    # checkpoint: 5.x maps more fields (masterFlushedOffset @24, confirmPhyOffset @32)
+    # checkpoint: 5.x maps more fields (masterFlushedOffset, confirmPhyOffset)
     cp = os.path.join(root, "checkpoint")
     if os.path.isfile(cp):
         with open(cp, "rb") as f:
             raw = f.read(4096)
         used = len(raw.rstrip(b"\0"))
-        extra = any(struct.unpack_from(">q", raw, o)[0] for o in (24, 32) if len(raw) >= o + 8)
-        add("checkpoint used length", extra, f"{used} non-zero prefix bytes; fields @24/@32 "
+        extra = any(struct.unpack_from(">q", raw, o)[0] for o in _5X_CHECKPOINT_FIELDS if len(raw) >= o + 8)
+        at = "/".join(f"@{o}" for o in _5X_CHECKPOINT_FIELDS)
+        add("checkpoint used length", extra, f"{used} non-zero prefix bytes; fields {at} "
             f"{'set' if extra else 'zero'}", "5.x" if extra else "")
     # abort: 4.x empty, 5.x the broker PID
     ab = store.layout.abort_path
@@ -102,16 +120,15 @@ def detect_store(store, broker_version: str | None = None, scan_records: int = S
     v2 = crc = inner = 0
     seen = 0
     try:
-        for slot in store.commitlog.scan(check_crc=False, stop_at_end=False):
-            if slot.kind != MESSAGE:
+        for run in store.commitlog.walk(check_crc=False, stop_at_end=False):
+            if type(run) is not RecordRun:
                 continue
-            seen += 1
-            if slot.header[1] == MESSAGE_MAGIC_CODE_V2:
-                v2 += 1
-            if slot.header[7] & SysFlag.INNER_BATCH:
-                inner += 1
-            if b"__CRC32#" in bytes(slot.file.buffer[slot.position:slot.position + slot.size][-40:]):
-                crc += 1
+            recs = run.records[:scan_records - seen]
+            seen += len(recs)
+            v2 += int((recs["magic_version"] == 2).sum())
+            inner += int(((recs["sys_flag"] & SysFlag.INNER_BATCH) != 0).sum())
+            crc += len(crc32_trailer_rows(np.frombuffer(run.file.buffer, dtype=np.uint8),
+                                          recs["position"] + recs["total_size"]))
             if seen >= scan_records:
                 break
     except RmqInspectError as e:

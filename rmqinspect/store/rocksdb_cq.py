@@ -15,19 +15,31 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 
-from ..formats.consumequeue import CQ_DTYPE
-from ..formats.rocksdb_cq import (CF_OFFSET, CHECKPOINT_TOPIC, CQ_UNIT_SIZE, CQ_VALUE_FIELDS, OFFSET_VALUE,
-                                  parse_cq_key, parse_offset_key, queue_prefix)
+from ..formats.consumequeue import CQ_DTYPE, CQ_ENTRY_TABLE
+from ..formats.rocksdb_cq import (
+    CF_OFFSET,
+    CHECKPOINT_TOPIC,
+    CQ_KEY_TAIL,
+    CQ_OFFSET_FROM_KEY_END,
+    CQ_UNIT_SIZE,
+    CQ_VALUE_DTYPE,
+    CTRL_2,
+    OFFSET_VALUE,
+    parse_cq_key,
+    parse_offset_key,
+    queue_prefix,
+)
 from .consumequeue import ConsumeQueue, list_queues, pre_blank_mask
 from .errors import CorruptDataError, StoreIOError, StoreNotFoundError
 
 # numpy view of many 28-byte CQ values joined together: the per-row fast path.
-ROCKS_CQ_DTYPE = np.dtype([(n, ">i8" if c == "q" else ">i4") for n, c in CQ_VALUE_FIELDS])
+ROCKS_CQ_DTYPE = CQ_VALUE_DTYPE
+_CQ_OFFSET_DTYPE = CQ_KEY_TAIL.dtype["cq_offset"]
 assert ROCKS_CQ_DTYPE.itemsize == CQ_UNIT_SIZE
 CHUNK_ROWS = 65536
 
@@ -109,7 +121,7 @@ class RocksDBConsumeQueueStore:
             raise CorruptDataError(f"RocksDB refused to open the snapshot: {e}", consumequeue_dir) from e
         self._offset_table: OffsetTable | None = None
 
-    def __enter__(self) -> "RocksDBConsumeQueueStore":
+    def __enter__(self) -> RocksDBConsumeQueueStore:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -139,7 +151,7 @@ class RocksDBConsumeQueueStore:
                 continue
             out.append(RocksQueueId(topic, qid))
             # the broker's range-delete end key: prefix with the last CTRL_1 replaced by CTRL_2
-            it.seek(queue_prefix(topic, qid)[:-1] + b"\x02")
+            it.seek(queue_prefix(topic, qid)[:-1] + CTRL_2)
         out.sort(key=lambda q: (q.topic, q.queue_id))
         return out
 
@@ -154,10 +166,10 @@ class RocksDBConsumeQueueStore:
             yield k, it.value()
             it.next()
 
-    def queue(self, topic: str, queue_id: int) -> "RocksDBConsumeQueue":
+    def queue(self, topic: str, queue_id: int) -> RocksDBConsumeQueue:
         return RocksDBConsumeQueue(self, topic, queue_id)
 
-    def queues(self) -> list["RocksDBConsumeQueue"]:
+    def queues(self) -> list[RocksDBConsumeQueue]:
         return [self.queue(q.topic, q.queue_id) for q in self.queue_ids()]
 
     # -- offset table ----------------------------------------------------------------------------
@@ -202,7 +214,7 @@ class RocksDBConsumeQueue:
         vals: list[bytes] = []
 
         def flush():
-            offs = np.frombuffer(b"".join(k[-8:] for k in keys), dtype=">i8")
+            offs = np.frombuffer(b"".join(k[-CQ_OFFSET_FROM_KEY_END:] for k in keys), dtype=_CQ_OFFSET_DTYPE)
             arr = np.frombuffer(b"".join(vals), dtype=ROCKS_CQ_DTYPE)
             # split where the logical offsets are not consecutive (rows removed by the compaction filter)
             breaks = np.flatnonzero(np.diff(offs) != 1) + 1
@@ -213,8 +225,8 @@ class RocksDBConsumeQueue:
 
         for k, v in self.db.rows(self.topic, self.queue_id, from_offset):
             if len(v) != CQ_UNIT_SIZE:
-                raise CorruptDataError(f"CQ value of {self.topic}/{self.queue_id} offset "
-                                       f"{int.from_bytes(k[-8:], 'big', signed=True)} has {len(v)} bytes, "
+                off = int.from_bytes(k[-CQ_OFFSET_FROM_KEY_END:], "big", signed=True)
+                raise CorruptDataError(f"CQ value of {self.topic}/{self.queue_id} offset {off} has {len(v)} bytes, "
                                        f"expected {CQ_UNIT_SIZE}", self.directory)
             keys.append(k)
             vals.append(v)
@@ -229,7 +241,7 @@ class RocksDBConsumeQueue:
         consecutive logical offsets (RocksDB has no zero-filled tail; rows are yielded as stored)."""
         for base, arr in self.raw_chunks():
             out = np.empty(len(arr), dtype=CQ_DTYPE)
-            for n in CQ_DTYPE.names:
+            for n in CQ_ENTRY_TABLE.names:
                 out[n] = arr[n]
             yield base, out
 
@@ -326,7 +338,7 @@ class ConsumeQueues:
         if self.db is not None:
             self.db.close()
 
-    def __enter__(self) -> "ConsumeQueues":
+    def __enter__(self) -> ConsumeQueues:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -8,9 +8,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..formats.timer import (BLANK_MAGIC_CODE, DEFAULT_PRECISION_MS, MAGIC_DELETE, MAGIC_ROLL, SLOT, SLOT_DTYPE,
-                             SLOTS_TOTAL, TIMERCHECK, TIMERCHECK_FIELDS, UNIT, UNIT_SIZE, WHEEL_SLOT_SIZE,
-                             magic_names, magic_valid)
+from ..formats.timer import (
+    BLANK,
+    BLANK_MAGIC_CODE,
+    DEFAULT_PRECISION_MS,
+    MAGIC_DELETE,
+    MAGIC_ROLL,
+    SLOT,
+    SLOT_DTYPE,
+    SLOT_TABLE,
+    SLOTS_TOTAL,
+    TIMERCHECK,
+    TIMERCHECK_TABLE,
+    UNIT,
+    UNIT_SIZE,
+    WHEEL_SLOT_SIZE,
+    magic_names,
+    magic_valid,
+)
 from .errors import CorruptDataError, StoreNotFoundError
 from .layout import is_offset_file_name
 from .mapped import MappedFile
@@ -68,9 +83,9 @@ class TimerLog:
         for f in self.files:
             buf = f.buffer
             pos = 0
-            while pos + 16 <= f.size:
-                size = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
-                magic = int.from_bytes(buf[pos + 12:pos + 16], "big", signed=True)
+            while pos + BLANK.size <= f.size:
+                # a unit and a blank start alike (size, 8 bytes, magic): read that much before deciding
+                size, _, magic = BLANK.unpack_from(buf, pos)
                 if magic == BLANK_MAGIC_CODE:
                     pos = f.size
                     break
@@ -138,7 +153,7 @@ class TimerWheel:
             return []
         arr = np.frombuffer(self.mf.buffer, dtype=SLOT_DTYPE, count=n)
         idx = np.flatnonzero((arr["num"] != 0) | (arr["last_pos"] != 0) | (arr["time_units"] != 0))
-        return [WheelSlot(int(i), *[int(arr[k][i]) for k in SLOT_DTYPE.names]) for i in idx]
+        return [WheelSlot(int(i), *[int(arr[k][i]) for k in SLOT_TABLE.names]) for i in idx]
 
     def slot_for(self, time_ms: int) -> WheelSlot | None:
         """TimerWheel.getSlot: valid only if the stored time equals time // precision."""
@@ -156,7 +171,7 @@ class TimerWheel:
 
 def walk_slot(log: TimerLog, slot: WheelSlot, limit: int = 1 << 20) -> list[TimerUnit]:
     """TimerMessageStore.dequeue: from lastPos follow prevPos until -1 (cycle-safe)."""
-    out = []
+    out: list[TimerUnit] = []
     pos = slot.last_pos
     seen = set()
     while pos != -1 and len(out) < limit:
@@ -176,4 +191,4 @@ def read_timercheck(path: str) -> dict | None:
         raw = f.read(TIMERCHECK.size)
     if len(raw) < TIMERCHECK.size:
         raise CorruptDataError(f"{len(raw)} bytes, expected at least {TIMERCHECK.size}", path, 0)
-    return dict(zip((n for n, _ in TIMERCHECK_FIELDS), TIMERCHECK.unpack(raw)))
+    return TIMERCHECK_TABLE.parse_dict(raw)

@@ -14,13 +14,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..formats.commitlog import crc32_trailer, encode_blank, encode_record, record_length
+from ..formats.commitlog import encode_blank, encode_record, record_length
 from ..formats.constants import (
     CRC32_RESERVED_LEN,
     DEFAULT_COMMITLOG_FILE_SIZE,
     END_FILE_MIN_BLANK_LENGTH,
+    TRANSACTION_MASK,
     TransactionType,
 )
+from ..formats.properties import PROPERTY_SEPARATOR_B, crc32_trailer
 
 
 @dataclass
@@ -93,8 +95,8 @@ class CommitLogWriter:
         version = spec.version or (2 if len(spec.topic) > 127 else 1)
         props = spec.properties
         if spec.append_property_crc:
-            if props and not props.endswith(b"\x02"):
-                props += b"\x02"
+            if props and not props.endswith(PROPERTY_SEPARATOR_B):
+                props += PROPERTY_SEPARATOR_B
             props += b"\0" * CRC32_RESERVED_LEN  # placeholder, replaced below once offsets are known
         size = record_length(spec.sys_flag, len(spec.body), len(topic_b), len(props), version)
         if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
@@ -103,7 +105,7 @@ class CommitLogWriter:
             self._fh.seek(self._pos)
             self._fh.write(encode_blank(self.file_size - self._pos))
             self._open_file(self._file_start + self.file_size)
-        tx = spec.sys_flag & 0xC
+        tx = spec.sys_flag & TRANSACTION_MASK
         key = (spec.topic, spec.queue_id)
         if spec.queue_offset is not None:
             qoff = spec.queue_offset
@@ -141,7 +143,7 @@ class CommitLogWriter:
             self._fh.close()
             self._fh = None
 
-    def __enter__(self) -> "CommitLogWriter":
+    def __enter__(self) -> CommitLogWriter:
         return self
 
     def __exit__(self, *exc) -> None:

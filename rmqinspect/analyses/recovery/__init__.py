@@ -1,0 +1,25 @@
+"""The recovery a RocketMQ broker runs when it loads a store, reproduced offline (FORMATS.md §7).
+
+``plan_recovery(store, RecoveryOptions(...))`` answers "what will the broker keep and what will it throw
+away if I start it on these files?": normal vs abnormal mode (the ``abort`` file), the first commit-log file
+scanned (by version), the record scan and its stop rule, the truncation point T, the commit-log files
+deleted / truncated, every consume queue's recover + truncateDirtyLogicFiles, the records re-dispatched,
+the index files dropped on an abnormal start, and the per-queue max offsets after ``load()`` and
+``start()``. Nothing is written: every number is computed from read-only maps.
+
+- ``version``: which release the plan assumes and why (the type is ``store.version.BrokerVersion``);
+- ``queues``: the file consume-queue model (ConsumeQueue.recover, truncateDirtyLogicFiles, dispatch);
+- ``rocksdb``: the RocksDB consume queue (5.2.0+) as recovery reads and truncates it;
+- ``redispatch``: DispatchRequests built in bulk from the walk's record runs;
+- ``plan``: the steps, in the broker's order (its two commit-log walks are ``store.commitlog``'s), and
+  ``plan_recovery``.
+"""
+
+from .redispatch import Redispatch
+from .plan import RecoveryOptions, RecoveryPlan, plan_recovery
+from .queues import ConsumeQueueModel, QueueRecovery
+from .rocksdb import RocksDBQueues, read_rocksdb_queues
+from .version import BrokerVersion, VersionAssumption, detect_version
+
+__all__ = ["BrokerVersion", "ConsumeQueueModel", "QueueRecovery", "RecoveryOptions", "RecoveryPlan", "Redispatch",
+           "RocksDBQueues", "VersionAssumption", "detect_version", "plan_recovery", "read_rocksdb_queues"]

@@ -1,0 +1,144 @@
+"""Records the recovery hands to the dispatchers: DispatchRequests built in bulk from the walk's record runs.
+
+TAGS tagsCode and topic interning come from the rebuild dispatcher's ``dispatch_fields``, so recovery and
+rebuild compute one tagsCode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...formats.constants import PROPERTY_CRC32, PROPERTY_DELAY_TIME_LEVEL, RMQ_SYS_SCHEDULE_TOPIC
+from ...formats.properties import crc32_trailer_rows, parse_properties
+from ...store.commitlog import RecordRun
+from ..dispatch import DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
+from ..rebuild import dispatch_fields
+
+
+@dataclass
+class Redispatch:
+    """A DispatchRequest the recovery hands to the dispatchers (same order as the oracle's dispatchRecorded)."""
+
+    commit_log_offset: int
+    msg_size: int
+    topic: str
+    queue_id: int
+    consume_queue_offset: int
+    tags_code: int
+    sys_flag: int
+    store_timestamp: int
+
+    def as_list(self) -> list:
+        return [self.commit_log_offset, self.msg_size, self.topic, self.queue_id, self.consume_queue_offset,
+                self.tags_code, self.sys_flag, self.store_timestamp]
+
+
+SCHEDULE_TOPIC_BYTES = np.frombuffer(RMQ_SYS_SCHEDULE_TOPIC.encode(), dtype=np.uint8)
+
+# goes_to_consume_queue by the low sysFlag bits (it only looks at the transaction type)
+GOES_TO_CONSUME_QUEUE = np.array([goes_to_consume_queue(f) for f in range(16)], dtype=bool)
+
+
+def records_with_topic(u8: np.ndarray, records: np.ndarray, name: np.ndarray) -> np.ndarray:
+    """Mask of the records (RECORD_DTYPE) whose topic bytes are ``name`` (a uint8 array)."""
+    out = records["topic_len"] == name.size
+    cand = np.flatnonzero(out)
+    if cand.size:
+        out[cand] = (u8[records["topic_pos"][cand][:, None] + np.arange(name.size)] == name).all(axis=1)
+    return out
+
+
+class RecordBatch:
+    """What dispatch needs of a run of records: topic (interned in ``names``, shared by every batch) and
+    tagsCode per record; only SCHEDULE_TOPIC_XXXX records go through ``dispatch_tags_code`` one by one."""
+
+    def __init__(self, run: RecordRun, names: dict[bytes, str]):
+        self.buf = buf = run.file.buffer
+        self.records = run.records
+        fields, _, topics = dispatch_fields(buf, run.rows, want_keys=False)
+        self.tid = fields[:, 0]
+        self.codes = fields[:, 1].copy()
+        self.topics = []
+        for tb in topics:
+            name = names.get(tb)
+            if name is None:
+                name = names[tb] = tb.decode("utf-8", "replace")
+            self.topics.append(name)
+
+    def schedule_codes(self, delay_table: DelayTable):
+        """tagsCode of SCHEDULE_TOPIC_XXXX records with a DELAY property (delivery time with the table's
+        levels). Returns (index, DelayLevelError) for the first record whose DELAY Integer.parseInt rejects
+        (codes after it are not computed), else None."""
+        sched = [i for i, t in enumerate(self.topics) if t == RMQ_SYS_SCHEDULE_TOPIC]
+        if not sched:
+            return None
+        buf = self.buf
+        for j in np.flatnonzero(np.isin(self.tid, sched)).tolist():
+            r = self.records[j]
+            pp, pl = int(r["properties_pos"]), int(r["properties_len"])
+            props = parse_properties(bytes(buf[pp:pp + pl]) if pl > 0 else b"")
+            if PROPERTY_DELAY_TIME_LEVEL in props:
+                try:
+                    self.codes[j], _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, int(r["store_timestamp"]),
+                                                          delay_table)
+                except DelayLevelError as e:
+                    return j, e
+        return None
+
+    def redispatch_records(self, idx: np.ndarray, base: int) -> list[Redispatch]:
+        r = self.records[idx]
+        topics = self.topics
+        return [Redispatch(p + base, size, topics[t], qid, qoff, code, sf, ts)
+                for p, size, t, qid, qoff, code, sf, ts in
+                zip(r["position"].tolist(), r["total_size"].tolist(), self.tid[idx].tolist(), r["queue_id"].tolist(),
+                    r["queue_offset"].tolist(), self.codes[idx].tolist(), r["sys_flag"].tolist(),
+                    r["store_timestamp"].tolist(), strict=True)]
+
+    def dispatch_to_queues(self, idx: np.ndarray, base: int, queue: Callable[[str, int], object],
+                           count: bool = True) -> None:
+        """CommitLogDispatcherBuildConsumeQueue for the records ``idx`` (in order): per queue in bulk;
+        queues are touched (and created, ``queue(topic, queue_id)``) in order of their first record, as
+        record-by-record dispatch does. ``count``: the entries are the recovery's re-dispatch (not the
+        ReputMessageService's after start())."""
+        sel = idx[GOES_TO_CONSUME_QUEUE[self.records["sys_flag"][idx] & 0xF]]
+        if not sel.size:
+            return
+        r = self.records[sel]
+        tid = self.tid[sel]
+        qid = r["queue_id"]
+        key = (tid << 32) + (qid & 0xFFFFFFFF)
+        order = np.argsort(key, kind="stable")
+        ks = key[order]
+        cuts = (np.flatnonzero(ks[1:] != ks[:-1]) + 1).tolist()
+        bounds = list(zip([0] + cuts, cuts + [len(sel)], strict=True))
+        bounds.sort(key=lambda ab: int(order[ab[0]]))
+        phys = r["position"] + base
+        size = r["total_size"]
+        qoff = r["queue_offset"]
+        codes = self.codes[sel]
+        for a, b in bounds:
+            o = order[a:b]
+            first = int(o[0])
+            st = queue(self.topics[int(tid[first])], int(qid[first]))
+            n = st.dispatch_many(phys[o], size[o], qoff[o], codes[o])
+            if count:
+                st.rec.redispatched += n
+
+
+def has_crc32_property(buf, records: np.ndarray) -> bool:
+    """Whether a record carries the 5.2.0+ ``__CRC32#`` property: records with the broker's trailer
+    (``formats.properties.crc32_trailer_rows``) are candidates, confirmed with ``parse_properties``."""
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    cand = crc32_trailer_rows(u8, records["position"] + records["total_size"])
+    for j in cand.tolist():
+        pp, pl = int(records["properties_pos"][j]), int(records["properties_len"][j])
+        if pl > 0 and PROPERTY_CRC32 in parse_properties(bytes(buf[pp:pp + pl])):
+            return True
+    return False
+
+
+__all__ = ["GOES_TO_CONSUME_QUEUE", "RecordBatch", "Redispatch", "SCHEDULE_TOPIC_BYTES", "has_crc32_property",
+           "records_with_topic"]

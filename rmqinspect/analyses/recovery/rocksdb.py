@@ -1,0 +1,105 @@
+"""The RocksDB consume queue (5.2.0+, storeType=defaultRocksDB) as recovery sees it (FORMATS.md §10.1).
+
+Read with ``store.rocksdb_cq`` from a private snapshot: RocksDB never opens the store's own directory.
+Rows are keyed by queue offset and the offset table keeps each queue's last dispatched entry, so recovery
+models a RocksDB queue by its max offset and the physical offset of its last entry only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...store import Store
+from ...store.errors import RmqInspectError
+from ...store.rocksdb_cq import RocksDBConsumeQueueStore, RocksQueueId, is_rocksdb_dir
+from .queues import QueueRecovery
+
+
+def has_rocksdb_consume_queue(store: Store) -> bool:
+    return is_rocksdb_dir(store.layout.consumequeue_dir)
+
+
+@dataclass
+class RocksDBQueues:
+    """What recovery needs of a RocksDB consume queue, read once."""
+
+    checkpoint: int | None  # CHECKPOINT_TOPIC max: the dispatch-from offset
+    max: dict  # (topic, queueId) -> (physical offset of the last entry, max offset (exclusive))
+    problems: list[str] = field(default_factory=list)
+
+
+def read_rocksdb_queues(store: Store) -> tuple[RocksDBQueues | None, str]:
+    """The offset table of the RocksDB consume queue: per queue the ``max`` row (RocksDBConsumeQueue
+    getMaxOffsetInQueue = cq offset + 1; a queue without one falls back to its last row) and the
+    CHECKPOINT_TOPIC value. Returns (None, why) when the database cannot be read."""
+    try:
+        with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+            table = db.offset_table
+            out = {}
+            for q in db.queue_ids():
+                mx = table.max.get((q.topic, q.queue_id))
+                if mx is not None:
+                    out[(q.topic, q.queue_id)] = (mx[0], mx[1] + 1)
+                else:
+                    qq = db.queue(q.topic, q.queue_id)
+                    out[(q.topic, q.queue_id)] = (qq.max_physical_offset, qq.bounds()[1])
+            for (topic, qid), mx in table.max.items():
+                out.setdefault((topic, qid), (mx[0], mx[1] + 1))
+            return RocksDBQueues(table.checkpoint, out, list(table.problems)), \
+                "RocksDB consume queue read from a private snapshot (store.rocksdb_cq)"
+    except RmqInspectError as e:
+        return None, f"cannot read the RocksDB consume queue: {e}"
+    except Exception as e:  # a damaged database must not abort the plan
+        return None, f"cannot read the RocksDB consume queue: {type(e).__name__}: {e}"
+
+
+class RocksDBQueueModel:
+    """One RocksDB consume queue while recovery runs: only its max offset (and the physical offset of its last
+    entry) is modelled; ``dispatch_many`` and ``truncate_to`` keep the same interface as the file model."""
+
+    def __init__(self, topic: str, queue_id: int, max_phys: int = -1, max_offset: int = 0):
+        self.cq = RocksQueueId(topic, queue_id)
+        self.max_phys = max_phys
+        self.max_off = max_offset
+        self.rec = QueueRecovery(topic, queue_id, 0, [], max_offset_on_disk=max_offset, max_physic_offset=max_phys)
+
+    def max_offset(self) -> int:
+        return self.max_off
+
+    def dispatch_many(self, phys: np.ndarray, size: np.ndarray, cq_offset: np.ndarray, tags_code: np.ndarray) -> int:
+        if len(phys):
+            self.max_off = int(cq_offset[-1]) + 1
+            self.max_phys = int(phys[-1])
+        return len(phys)
+
+    def truncate_to(self, max_offset: int) -> None:
+        self.rec.entries_cut = max(0, self.max_off - max_offset)
+        self.max_off = max_offset
+        self.rec.max_offset_after_truncate = max_offset
+
+
+def truncate_rocksdb_queues(store: Store, models: list[RocksDBQueueModel], t: int) -> str | None:
+    """truncateDirtyLogicFiles(T) on RocksDB queues whose last entry starts at or after T: the queue's max
+    offset goes back to just after its last entry starting before T. Returns why it could not be modelled."""
+    hit = [m for m in models if m.max_phys >= t]
+    if not hit:
+        return None
+    try:
+        with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+            for m in hit:
+                keep = 0
+                for base, arr in db.queue(m.cq.topic, m.cq.queue_id).raw_chunks():
+                    ok = np.flatnonzero(arr["physical_offset"] < t)
+                    if ok.size:
+                        keep = base + int(ok[-1]) + 1
+                        m.max_phys = int(arr["physical_offset"][ok[-1]])
+                m.truncate_to(keep)
+    except Exception as e:  # noqa: BLE001 - reported, not fatal
+        return f"RocksDB truncateDirtyLogicFiles not modelled: {e}"
+    return None
+
+
+__all__ = ["RocksDBQueueModel", "RocksDBQueues", "has_rocksdb_consume_queue", "read_rocksdb_queues",
+           "truncate_rocksdb_queues"]

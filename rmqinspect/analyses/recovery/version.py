@@ -1,0 +1,66 @@
+"""Which broker version a recovery plan assumes, and why (given, detected from the files, or the default).
+
+The version type itself is ``store.version.BrokerVersion``; this module adds the recovery's choice of a
+concrete release when only the generation is known, and the sentence the report prints about it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...store import Store
+from ...store.detect import detect_store
+from ...store.version import BrokerVersion
+
+NORMAL_START_RULES = {
+    "third-last": "normal recovery starts at the third-last commit-log file (4.x ... 5.3.1)",
+    "cq-max": "normal recovery starts at the newest file whose start <= maxPhyOffsetOfConsumeQueue (5.3.2, 5.3.3)",
+    "head": "normal recovery starts at the newest file whose first record validates (after 5.3.3)",
+}
+
+# the release assumed when the files show only the generation
+ASSUMED_5X = "5.3.3"
+ASSUMED_4X = "4.9.8"
+
+
+@dataclass
+class VersionAssumption:
+    version: BrokerVersion
+    source: str  # "option" | "detected" | "default"
+    evidence: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        how = {"option": "given with --broker-version", "detected": "detected", "default": "assumed"}[self.source]
+        ev = f" ({'; '.join(self.evidence)})" if self.evidence else ""
+        abn = ("abnormal recovery starts at the newest file whose first record validates and is not newer than "
+               "the checkpoint minTimestamp" if self.version.normal_rule == "head" else
+               "abnormal recovery starts at the newest file whose first record is not newer than the checkpoint "
+               "minTimestamp")
+        return f"RocketMQ {self.version.text} {how}{ev}: {NORMAL_START_RULES[self.version.normal_rule]}; {abn}"
+
+    def to_dict(self) -> dict:
+        return {"version": self.version.text, "source": self.source, "evidence": self.evidence,
+                "normal_start_rule": self.version.normal_rule, "description": self.describe()}
+
+
+def detect_version(store: Store) -> VersionAssumption:
+    """What the files themselves say about the broker version (FORMATS.md §0.1, §6), from the one store
+    detector (``store.detect``): any 5.x-only structure or record format means 5.x rules."""
+    det = detect_store(store)
+    ev5 = [e.detail for e in det.found() if e.implies.startswith("5")]
+    other = [e.detail for e in det.found() if not e.implies.startswith("5")]
+    if ev5:
+        return VersionAssumption(BrokerVersion.parse(ASSUMED_5X), "detected", ev5 + other +
+                                 [f"5.x release assumed: {ASSUMED_5X}; pass --broker-version for 5.0-5.3.1 or HEAD"])
+    return VersionAssumption(BrokerVersion.parse(ASSUMED_4X), "default",
+                             other + ["no 5.x marker found (abort PID, abort.bak, compaction/, timer store, RocksDB "
+                                      "consume queue, V2 or __CRC32# records, 32/40-byte checkpoint); 4.x assumed: "
+                                      f"{ASSUMED_4X}"])
+
+
+def assume_version(store: Store, version: BrokerVersion | None) -> VersionAssumption:
+    """The given version, else the one the files suggest."""
+    return detect_version(store) if version is None else VersionAssumption(version, "option")
+
+
+__all__ = ["BrokerVersion", "NORMAL_START_RULES", "VersionAssumption", "assume_version", "detect_version"]
