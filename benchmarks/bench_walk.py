@@ -5,7 +5,7 @@ file) as the baseline:
 
   crc32-baseline     zlib.crc32 over each whole file (the one-pass C limit)
   verify-compiled    CommitLog.scan(check_crc=True): record headers + body CRC, compiled scanner
-  verify-arrays      CommitLog.walk: the same, record runs as numpy arrays (what bulk analyses use)
+  verify-arrays      walk_file per file: the same, record runs as numpy arrays (what bulk analyses use)
   verify-python      the pure-Python scanner (no C extension), headers + CRC
   decode-full        Message objects with parsed properties (the decode-commitlog walk), on a slice
   construct-schema   CommitLogRecord.parse per record (the declarative schema), on a slice
@@ -27,7 +27,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rmqinspect.formats.commitlog import CommitLogRecord  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402
-from rmqinspect.store.commitlog import MESSAGE, RecordRun, decode_slot, fast_available, scan_buffer  # noqa: E402
+from rmqinspect.store.commitlog import (  # noqa: E402
+    MESSAGE, RecordRun, decode_slot, fast_available, scan_buffer, walk_file,
+)
 from rmqinspect.writer.commitlog import CommitLogWriter  # noqa: E402
 from rmqinspect.writer.sample import benchmark_messages  # noqa: E402
 
@@ -99,9 +101,10 @@ def main() -> None:
 
     def verify_arrays():
         n = 0
-        for ev in cl.walk(check_crc=True, batch=65536):
-            if type(ev) is RecordRun:
-                n += len(ev)
+        for f in cl.files:
+            for ev in walk_file(f, check_crc=True, batch=65536):
+                if type(ev) is RecordRun:
+                    n += len(ev)
         return n
 
     sec, n = timed(verify_arrays)

@@ -210,10 +210,6 @@ class Record:
         return f"Record({self.kind}, offset={self.offset}, size={self.size}, reason={self.reason!r})"
 
 
-# Former name of ``Record`` (CommitLog.scan yielded "slots").
-Slot = Record
-
-
 def _python_row(buf, t) -> list:
     """RECORD_FIELDS of a record ``scan_buffer`` accepted (what the compiled scanner would have reported)."""
     kind, pos, total, hdr, bpos, crc_ok, _ = t
@@ -523,7 +519,7 @@ RELEASE_EVERY = 64 << 20
 class PageReleaser:
     """Drops already-walked pages of a read-only file map (``MADV_DONTNEED``) every ``RELEASE_EVERY``
     bytes, so a walk's RSS does not grow with the file size. The pages stay in the page cache and are
-    faulted back in from the file if a caller reads a released range again (a Slot kept for later)."""
+    faulted back in from the file if a caller reads a released range again (a Record kept for later)."""
 
     __slots__ = ("buf", "released", "next", "ok")
 
