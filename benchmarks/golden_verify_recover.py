@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
-from recover_fixtures import build_store  # noqa: E402
+from support.recover_fixtures import build_store  # noqa: E402
 
 from rmqinspect.analyses.recover import plan_recovery  # noqa: E402
 from rmqinspect.analyses.salvage import salvage, walk_with_resync  # noqa: E402

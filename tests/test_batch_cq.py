@@ -8,7 +8,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from conftest import tree_hashes
+from support import tree_hashes
 from rmqinspect.cli.main import cli
 from rmqinspect.formats import batch as F
 from rmqinspect.formats.constants import SysFlag

@@ -11,8 +11,8 @@ import os
 import numpy as np
 import pytest
 
-from conftest import ALL_SCENARIOS, require_oracle
-from recover_fixtures import build_store
+from support import ALL_SCENARIOS, require_oracle
+from support.recover_fixtures import build_store
 from rmqinspect.store import Store
 from rmqinspect.store import commitlog as clmod
 from rmqinspect.store.commitlog import (

@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import require_oracle, tree_hashes
+from support import require_oracle, tree_hashes
 from rmqinspect.cli.main import cli
 from rmqinspect.store.brokerconfig import load_config_file, parse_fastjson, quote_bare_keys, read_broker_config
 

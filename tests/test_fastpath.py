@@ -61,7 +61,7 @@ def test_compiled_scanner_equals_python_scanner_on_oracle(scenario):
 def test_compiled_scanner_equals_python_scanner_on_damage():
     """Random corruption (bit flips, zeroed ranges, garbage lengths) of a real commitlog file: both
     scanners must stop at the same place for the same reason."""
-    from conftest import ORACLE, require_oracle
+    from support import ORACLE, require_oracle
 
     require_oracle("rocketmq-all-5.3.3/clean")
     data = (ORACLE / "rocketmq-all-5.3.3/clean/store/commitlog/00000000000000000000").read_bytes()

@@ -8,7 +8,7 @@ import os
 
 from click.testing import CliRunner
 
-from conftest import require_oracle, tree_hashes
+from support import require_oracle, tree_hashes
 from rmqinspect.analyses.gc import GcSettings, disk_used_ratio, is_time_to_delete, plan_gc
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.commitlog import encode_properties

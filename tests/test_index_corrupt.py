@@ -18,7 +18,7 @@ from rmqinspect.formats.indexfile import (INDEX_HEADER_SIZE, INDEX_ITEM_SIZE, In
 from rmqinspect.formats.javahash import build_index_key, index_key_hash
 from rmqinspect.store import Store
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
-from tests.conftest import tree_hashes
+from support import tree_hashes
 
 SLOTS, MAX_ITEMS = 8, 40  # few slots: chains with several keys, and collisions
 T0 = 1_700_000_000_000

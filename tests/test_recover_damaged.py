@@ -9,8 +9,8 @@ import json
 
 from click.testing import CliRunner
 
-from conftest import tree_hashes
-from recover_fixtures import build_store
+from support import tree_hashes
+from support.recover_fixtures import build_store
 from rmqinspect.analyses.recover import plan_recovery
 from rmqinspect.analyses.verify import verify
 from rmqinspect.cli.main import cli

@@ -5,8 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import tree_hashes
-from recover_fixtures import build_store
+from support import tree_hashes
+from support.recover_fixtures import build_store
 from rmqinspect.cli.main import cli
 from rmqinspect.store.config import fastjson_to_json, read_config
 from rmqinspect.store.errors import CorruptDataError

@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
+from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
 from rmqinspect.analyses.recover import BrokerVersion, plan_recovery
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store

@@ -12,8 +12,8 @@ import shutil
 
 from click.testing import CliRunner
 
-from conftest import tree_hashes
-from recover_fixtures import build_store
+from support import tree_hashes
+from support.recover_fixtures import build_store
 from rmqinspect.analyses.recover import plan_recovery
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.javahash import tags_code

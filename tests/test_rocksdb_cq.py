@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import load_expected, require_oracle, tree_hashes
+from support import load_expected, require_oracle, tree_hashes
 from rmqinspect.formats import rocksdb_cq as F
 from rmqinspect.store import Store
 from rmqinspect.store.errors import UnsafeOutputError

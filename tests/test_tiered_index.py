@@ -10,7 +10,7 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from conftest import tree_hashes
+from support import tree_hashes
 from rmqinspect.analyses.compact_index import compact_index_file
 from rmqinspect.cli.main import cli
 from rmqinspect.formats import tiered_index as F

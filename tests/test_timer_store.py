@@ -7,7 +7,7 @@ import os
 
 from click.testing import CliRunner
 
-from conftest import tree_hashes
+from support import tree_hashes
 from rmqinspect.cli.main import cli
 from rmqinspect.formats import timer as F
 from rmqinspect.formats.commitlog import encode_properties

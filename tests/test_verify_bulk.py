@@ -7,7 +7,7 @@ import os
 import pytest
 
 import rmqinspect.store.commitlog as commitlog
-from recover_fixtures import build_store
+from support.recover_fixtures import build_store
 from rmqinspect.analyses.recover import plan_recovery
 from rmqinspect.analyses.salvage import walk_with_resync
 from rmqinspect.analyses.verify import ALL_CHECKS, verify

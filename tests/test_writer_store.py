@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import require_oracle, tree_hashes
+from support import require_oracle, tree_hashes
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.store import Store
 from rmqinspect.store.consumequeue import ConsumeQueue, list_queues
