@@ -31,7 +31,8 @@ _DLEDGER_TESTS = {
     "test_consume_queue_max_offsets_after_load", "test_redispatch_equals_broker_load_phase",
     "test_version_detection_matches_oracle", "test_cli_recover_dry_run_json_never_writes",
     "test_consume_queue_max_offsets_after_start", "test_spark_export_equals_local_and_expected",
-    "test_verify_oracle", "test_cli_verify_exit_codes_and_ndjson", "test_max_phy_offset_of_consume_queue_matches_broker_log",
+    "test_verify_oracle", "test_cli_verify_exit_codes_and_ndjson",
+    "test_max_phy_offset_of_consume_queue_matches_broker_log",
 }
 PENDING_ORACLE_CASES: dict[str, tuple[str, set[str]]] = {
     "rocketmq-all-4.9.8/dledger-clean": (_DLEDGER, _DLEDGER_TESTS),

@@ -4,12 +4,8 @@ the numpy fast path against the construct schema, and `cq --join` finding exactl
 from __future__ import annotations
 
 import json
-import os
 
-import numpy as np
 import pytest
-
-from support import load_expected
 from click.testing import CliRunner
 
 from rmqinspect.analyses.cqjoin import join_queue
@@ -17,7 +13,7 @@ from rmqinspect.cli.main import cli
 from rmqinspect.formats.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueueEntry
 from rmqinspect.store import Store
 from rmqinspect.store.consumequeue import ConsumeQueue, list_queues
-from support import tree_hashes
+from support import load_expected, tree_hashes
 
 
 def cq_dir_of(path):

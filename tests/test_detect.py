@@ -7,13 +7,13 @@ import os
 
 from click.testing import CliRunner
 
-from support import tree_hashes
 from rmqinspect.cli.main import cli
+from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.store import Store
 from rmqinspect.store.detect import detect_store
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
-from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.writer.rocksdb_cq import write_rocksdb_consume_queue
+from support import tree_hashes
 
 
 def test_every_oracle_scenario(scenario):

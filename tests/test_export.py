@@ -3,7 +3,6 @@ topics, output-directory safety."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
@@ -21,13 +20,14 @@ from rmqinspect.analyses.export import (
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
 from rmqinspect.store.commitlog import MESSAGE
-from support.msgstores import common_specs, spec, write_store
 from support import tree_hashes
 from support.export_rows import assert_rows_equal_expected, sorted_rows
+from support.msgstores import common_specs, spec, write_store
 
 pa = pytest.importorskip("pyarrow")
 
 from rmqinspect.analyses.export import export_local, read_dataset  # noqa: E402
+
 
 def test_file_rows_equal_expected_and_whole_store_scan(scenario):
     """Per-file scans (the unit of both engines) == CommitLog.messages over the whole store == expected.json."""

@@ -7,14 +7,20 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
 from click.testing import CliRunner
 
 from rmqinspect.analyses.lookup import IndexService, query_message
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.commitlog import encode_properties
-from rmqinspect.formats.indexfile import (INDEX_HEADER_SIZE, INDEX_ITEM_SIZE, IndexHeader, IndexItem,
-                                          index_file_schema, item_position, slot_position)
+from rmqinspect.formats.indexfile import (
+    INDEX_HEADER_SIZE,
+    INDEX_ITEM_SIZE,
+    IndexHeader,
+    IndexItem,
+    index_file_schema,
+    item_position,
+    slot_position,
+)
 from rmqinspect.formats.javahash import build_index_key, index_key_hash
 from rmqinspect.store import Store
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec

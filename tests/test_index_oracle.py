@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from click.testing import CliRunner
 
 from rmqinspect.analyses.lookup import IndexService, query_message

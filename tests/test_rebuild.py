@@ -10,10 +10,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from support import require_oracle, tree_hashes
-from support.rebuild import GEOMETRY, assert_same_cq, assert_same_index
-from support.rebuild import files_by_relpath as _files
-from support.rebuild import read_bytes as _read
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.consumequeue import CQ_DTYPE, CQ_ENTRY, PRE_BLANK_SIZE
@@ -22,6 +18,10 @@ from rmqinspect.store import Store
 from rmqinspect.writer.commitlog import MessageSpec
 from rmqinspect.writer.indexfile import index_file_name
 from rmqinspect.writer.store import StoreWriter
+from support import require_oracle, tree_hashes
+from support.rebuild import GEOMETRY, assert_same_cq, assert_same_index
+from support.rebuild import files_by_relpath as _files
+from support.rebuild import read_bytes as _read
 
 VERSIONS = ["rocketmq-all-4.9.8", "rocketmq-all-5.3.3"]
 

@@ -10,8 +10,6 @@ import random
 import numpy as np
 import pytest
 
-from support import ALL_SCENARIOS, require_oracle
-from support.dispatch import RecordingSink, reference_dispatch_rows
 from rmqinspect.analyses import rebuild as rb
 from rmqinspect.analyses.dispatch import index_keys
 from rmqinspect.formats.commitlog import encode_properties, parse_properties
@@ -23,6 +21,8 @@ from rmqinspect.writer.commitlog import MessageSpec
 from rmqinspect.writer.consumequeue import ConsumeQueueSet
 from rmqinspect.writer.indexfile import IndexFileSet
 from rmqinspect.writer.store import StoreWriter
+from support import ALL_SCENARIOS, require_oracle
+from support.dispatch import RecordingSink, reference_dispatch_rows
 
 compiled = pytest.mark.skipif(not fast_available() or not hasattr(clmod._fastscan, "dispatch_fields"),
                               reason="compiled extension not built (no C compiler / zlib headers)")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from support import ALL_SCENARIOS, require_oracle
 from rmqinspect.analyses.dispatch import index_keys
 from rmqinspect.analyses.rebuild import dispatch_properties, index_key_hashes, topic_is_safe
 from rmqinspect.formats.commitlog import parse_properties
 from rmqinspect.formats.javahash import build_index_key, index_key_hash
 from rmqinspect.store import Store
+from support import ALL_SCENARIOS, require_oracle
+from support.dispatch import RecordingSink, reference_dispatch_rows
 
 NAMES = ("TAGS", "KEYS", "UNIQ_KEY", "DELAY")
 

@@ -8,14 +8,14 @@ import os
 import numpy as np
 import pytest
 
-from support import require_oracle
-from support.recover_fixtures import build_store
 from rmqinspect.analyses.recover import BrokerVersion, _QueueState, plan_recovery
 from rmqinspect.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqinspect.store import Store
 from rmqinspect.store.commitlog import MESSAGE
 from rmqinspect.store.consumequeue import ConsumeQueue
 from rmqinspect.store.record_runs import scan_record_runs
+from support import require_oracle
+from support.recover_fixtures import build_store
 
 
 def _messages_by_scan(cl, start, end, **kw):

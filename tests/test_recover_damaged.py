@@ -9,12 +9,12 @@ import json
 
 from click.testing import CliRunner
 
-from support import tree_hashes
-from support.recover_fixtures import build_store
 from rmqinspect.analyses.recover import plan_recovery
 from rmqinspect.analyses.verify import verify
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
+from support import tree_hashes
+from support.recover_fixtures import build_store
 
 
 def _plan(fx, **kw):

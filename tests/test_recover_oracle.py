@@ -6,10 +6,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
 from rmqinspect.analyses.recover import BrokerVersion, plan_recovery
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
+from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
 
 
 def _plan(name, **kw):

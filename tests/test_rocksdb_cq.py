@@ -7,13 +7,17 @@ import os
 
 import pytest
 
-from support import load_expected, require_oracle, tree_hashes
 from rmqinspect.formats import rocksdb_cq as F
 from rmqinspect.store import Store
 from rmqinspect.store.errors import UnsafeOutputError
-from rmqinspect.store.rocksdb_cq import (RocksDBConsumeQueueStore, is_rocksdb_dir, list_rocksdb_queues,
-                                         open_consume_queues)
+from rmqinspect.store.rocksdb_cq import (
+    RocksDBConsumeQueueStore,
+    is_rocksdb_dir,
+    list_rocksdb_queues,
+    open_consume_queues,
+)
 from rmqinspect.writer.rocksdb_cq import rows_from_consume_queues, write_rocksdb_consume_queue
+from support import load_expected, require_oracle, tree_hashes
 
 ROCKS = "rocketmq-all-5.3.3/rocksdb-cq-small"
 CLEAN5 = "rocketmq-all-5.3.3/clean"

@@ -21,9 +21,9 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 from rmqinspect.analyses.export import export_local, read_dataset, topic_partition  # noqa: E402
 from rmqinspect.cli.main import cli  # noqa: E402
-from support.msgstores import FILE_SIZE, T0, common_specs, replicas, write_store  # noqa: E402
 from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes  # noqa: E402
 from support.export_rows import assert_rows_equal_expected, sorted_rows  # noqa: E402
+from support.msgstores import common_specs, replicas, write_store  # noqa: E402
 
 
 @pytest.fixture(scope="module")

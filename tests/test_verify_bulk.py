@@ -7,13 +7,13 @@ import os
 import pytest
 
 import rmqinspect.store.commitlog as commitlog
-from support.recover_fixtures import build_store
 from rmqinspect.analyses.recover import plan_recovery
 from rmqinspect.analyses.salvage import walk_with_resync
 from rmqinspect.analyses.verify import ALL_CHECKS, verify
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.store import Store
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
+from support.recover_fixtures import build_store
 
 pytestmark = pytest.mark.skipif(not commitlog.fast_available(), reason="compiled scanner not built")
 

@@ -39,7 +39,7 @@ def require_oracle(name: str) -> Path:
     return p
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_expected(name: str) -> dict:
     with open(ORACLE / name / "expected.json", encoding="utf-8") as f:
         return json.load(f)
