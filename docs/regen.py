@@ -10,9 +10,10 @@ A marked example is an HTML comment naming the rmqinspect arguments, directly fo
     1
     ```
 
-Commands run from the repository root. The only normalisation is the checkout's location: the absolute path of
-the repository becomes a relative path (``tests/fixtures/...``) and the absolute path of ``../shared`` (the
-oracle stores beside the checkout) becomes ``../shared``, so no machine's paths appear in the docs.
+Commands run from the repository root. The only normalisation is where things are on this machine: the absolute
+path of the repository becomes a relative path (``tests/fixtures/...``), the absolute path of ``../shared`` (the
+oracle stores beside the checkout) becomes ``../shared``, and an ``--out /tmp/NAME`` is written into a fresh
+temporary directory (deleted afterwards) whose path is shown as ``/tmp``.
 tests/test_docs.py reruns every mark and fails when a block differs from what the command prints today.
 
     python docs/regen.py            rewrite every marked block
@@ -24,8 +25,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,11 +80,19 @@ def normalise(text: str) -> str:
 
 def run(args: str) -> str:
     """The block an example should hold: the command line, everything it printed, and a non-zero exit code."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8")
-    env.pop("COLUMNS", None)
-    proc = subprocess.run([sys.executable, "-m", "rmqinspect", *shlex.split(args)], cwd=REPO, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=600)
-    out = normalise(proc.stdout.decode("utf-8"))
+    argv = shlex.split(args)
+    scratch = tempfile.mkdtemp(prefix="rmqinspect-doc-")
+    try:
+        for i in range(len(argv) - 1):
+            if argv[i] == "--out" and argv[i + 1].startswith("/tmp/"):
+                argv[i + 1] = os.path.join(scratch, argv[i + 1][len("/tmp/"):])
+        env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8")
+        env.pop("COLUMNS", None)
+        proc = subprocess.run([sys.executable, "-m", "rmqinspect", *argv], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=600)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    out = normalise(proc.stdout.decode("utf-8").replace(scratch, "/tmp"))
     if out and not out.endswith("\n"):
         out += "\n"
     block = f"$ rmqinspect {args}\n{out}"
