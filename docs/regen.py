@@ -12,8 +12,9 @@ A marked example is an HTML comment naming the rmqinspect arguments, directly fo
 
 Commands run from the repository root. The only normalisation is where things are on this machine: the absolute
 path of the repository becomes a relative path (``tests/fixtures/...``), the absolute path of ``../shared`` (the
-oracle stores beside the checkout) becomes ``../shared``, and an ``--out /tmp/NAME`` is written into a fresh
-temporary directory (deleted afterwards) whose path is shown as ``/tmp``.
+oracle stores beside the checkout) becomes ``../shared``, and every ``/tmp/...`` argument lives in a fresh
+temporary directory (deleted afterwards) whose path is shown as ``/tmp``. Examples on ``/tmp/rmqi-doc/store`` get
+the demo store built by ``build_demo_store`` in that directory first.
 tests/test_docs.py reruns every mark and fails when a block differs from what the command prints today.
 
     python docs/regen.py            rewrite every marked block
@@ -22,6 +23,7 @@ tests/test_docs.py reruns every mark and fails when a block differs from what th
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -34,6 +36,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+DEMO = "/tmp/rmqi-doc/"
 MARK = re.compile(r"^<!-- rmqinspect: (?P<args>.+?) -->$")
 FENCE = "```"
 
@@ -78,14 +81,30 @@ def normalise(text: str) -> str:
     return text.replace(str(SHARED.resolve()), "../shared").replace(str(SHARED), "../shared")
 
 
+def build_demo_store(root: str) -> None:
+    """The damaged store of docs/verify-and-recover.md, built with the test fixtures: 240 messages in five 16 KiB
+    commitlog files with consume queues, an abort file, a checkpoint at the first store time, one body byte flipped
+    in the record at 17290 (second file), and one consumer group's committed offsets."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.recover_fixtures import build_store
+
+    fx = build_store(os.path.join(root, "store"))
+    fx.set_abort()
+    fx.write_checkpoint(fx.records[0].store_ts)
+    fx.patch(17290 + 100, b"\xff")  # a body byte of the record at 17290 (the body starts 88 bytes in)
+    offsets = {"offsetTable": {"OrderTopic@billing": {"0": 79, "1": 20}, "PayTopic@billing": {"0": 80}}}
+    with open(os.path.join(root, "store", "config", "consumerOffset.json"), "w", encoding="utf-8") as f:
+        json.dump(offsets, f)
+
+
 def run(args: str) -> str:
     """The block an example should hold: the command line, everything it printed, and a non-zero exit code."""
     argv = shlex.split(args)
     scratch = tempfile.mkdtemp(prefix="rmqinspect-doc-")
     try:
-        for i in range(len(argv) - 1):
-            if argv[i] == "--out" and argv[i + 1].startswith("/tmp/"):
-                argv[i + 1] = os.path.join(scratch, argv[i + 1][len("/tmp/"):])
+        if any(a.startswith(DEMO) for a in argv):
+            build_demo_store(os.path.join(scratch, DEMO[len("/tmp/"):]))
+        argv = [os.path.join(scratch, a[len("/tmp/"):]) if a.startswith("/tmp/") else a for a in argv]
         env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8")
         env.pop("COLUMNS", None)
         proc = subprocess.run([sys.executable, "-m", "rmqinspect", *argv], cwd=REPO, env=env, stdout=subprocess.PIPE,
