@@ -1,61 +1,10 @@
-"""Shared test fixtures: the oracle stores (read in place, never copied), hashing for the evidence rule."""
+"""pytest fixtures and hooks only; the helpers the test modules share live in the ``support`` package."""
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
-import os
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-ORACLE = Path(os.environ.get("RMQINSPECT_ORACLE", REPO.parent / "shared" / "oracle"))
-FIXTURES = REPO / "tests" / "fixtures"
-SAMPLE_STORE = FIXTURES / "sample-store"
-
-
-def oracle_scenarios() -> list[str]:
-    """'<version>/<scenario>' for every oracle scenario present (empty when ../shared is absent)."""
-    if not ORACLE.is_dir():
-        return []
-    return sorted(f"{v.name}/{s.name}" for v in ORACLE.iterdir() if v.is_dir() for s in v.iterdir()
-                  if (s / "expected.json").is_file())
-
-
-ALL_SCENARIOS = oracle_scenarios() or ["<oracle missing>"]
-
-
-def require_oracle(name: str) -> Path:
-    if not ORACLE.is_dir() or name == "<oracle missing>":
-        pytest.skip(f"oracle stores not found at {ORACLE} (../shared absent); set RMQINSPECT_ORACLE")
-    p = ORACLE / name
-    if not (p / "expected.json").is_file():
-        pytest.skip(f"oracle scenario {name} not present")
-    return p
-
-
-@functools.lru_cache(maxsize=None)
-def load_expected(name: str) -> dict:
-    with open(ORACLE / name / "expected.json", encoding="utf-8") as f:
-        return json.load(f)
-
-
-def tree_hashes(root: str | Path) -> dict[str, str]:
-    """sha256 + mtime of every file under root: proves a command wrote nothing there."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in filenames:
-            p = os.path.join(dirpath, name)
-            h = hashlib.sha256()
-            with open(p, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            out[os.path.relpath(p, root)] = h.hexdigest()
-        for d in dirnames:
-            out[os.path.relpath(os.path.join(dirpath, d), root) + "/"] = "dir"
-    return out
+from support import ALL_SCENARIOS, load_expected, require_oracle
 
 
 @pytest.fixture(params=ALL_SCENARIOS)
@@ -82,7 +31,8 @@ _DLEDGER_TESTS = {
     "test_consume_queue_max_offsets_after_load", "test_redispatch_equals_broker_load_phase",
     "test_version_detection_matches_oracle", "test_cli_recover_dry_run_json_never_writes",
     "test_consume_queue_max_offsets_after_start", "test_spark_export_equals_local_and_expected",
-    "test_verify_oracle", "test_cli_verify_exit_codes_and_ndjson", "test_max_phy_offset_of_consume_queue_matches_broker_log",
+    "test_verify_oracle", "test_cli_verify_exit_codes_and_ndjson",
+    "test_max_phy_offset_of_consume_queue_matches_broker_log",
 }
 PENDING_ORACLE_CASES: dict[str, tuple[str, set[str]]] = {
     "rocketmq-all-4.9.8/dledger-clean": (_DLEDGER, _DLEDGER_TESTS),

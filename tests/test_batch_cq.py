@@ -8,7 +8,6 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from conftest import tree_hashes
 from rmqinspect.cli.main import cli
 from rmqinspect.formats import batch as F
 from rmqinspect.formats.constants import SysFlag
@@ -18,6 +17,7 @@ from rmqinspect.store.batch import BatchConsumeQueue, decode_inner_batch, list_b
 from rmqinspect.store.errors import CorruptDataError
 from rmqinspect.writer.batch import BatchQueueWriter, write_cq_ext_unit
 from rmqinspect.writer.commitlog import CommitLogWriter
+from support import tree_hashes
 
 
 def make_store(root):

@@ -10,11 +10,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import load_expected, require_oracle, tree_hashes
 from rmqinspect.analyses.get_message import GetMessageOptions, batch_get_message, batch_unit_at
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
 from rmqinspect.store.batch import BatchConsumeQueue, list_batch_queues
+from support import load_expected, require_oracle, tree_hashes
 
 NAME = "rocketmq-all-5.3.3/batchcq"
 

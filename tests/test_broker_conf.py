@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ALL_SCENARIOS, load_expected, require_oracle
 from rmqinspect.store.broker_conf import KNOWN_KEYS, BrokerConfigError, Setting, read_broker_conf
 from rmqinspect.store.errors import EXIT_USAGE
+from support import ALL_SCENARIOS, load_expected, require_oracle
 
 
 def _java(v) -> str:

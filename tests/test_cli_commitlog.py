@@ -2,16 +2,14 @@
 
 import json
 import os
-import shutil
 import struct
 
-import pytest
 from click.testing import CliRunner
 
-from conftest import SAMPLE_STORE, load_expected, require_oracle, tree_hashes
 from rmqinspect.cli.main import cli
 from rmqinspect.store.message import CONTRACT_KEYS
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
+from support import SAMPLE_STORE, load_expected, require_oracle, tree_hashes
 
 
 def run(*args):

@@ -2,6 +2,8 @@
 
 import hashlib
 
+import pytest
+
 from rmqinspect.store import Store
 from rmqinspect.store.commitlog import BLANK, MESSAGE
 
@@ -18,7 +20,8 @@ FIELD_MAP = {
 def test_every_message_matches_expected(scenario):
     path, exp = scenario
     if "messages" not in exp:
-        return  # rebuild scenarios carry no messages (identical to clean)
+        assert exp["scenario"] == "rebuild", "only the rebuild scenarios may come without messages"
+        pytest.skip("rebuild scenario: expected.json carries no messages (its commitlog is the clean scenario's)")
     with Store.open(path / "store") as st:
         decoded = {m.physical_offset: m for m in st.commitlog.messages(keep_going=True)}
     assert len(exp["messages"]) > 0
@@ -48,7 +51,8 @@ def test_walk_matches_broker_records(scenario):
     """The scan finds the same messages and blank records, at the same offsets, as ReputMessageService."""
     path, exp = scenario
     if "records" not in exp:
-        return
+        assert exp["scenario"] == "rebuild", "only the rebuild scenarios may come without records"
+        pytest.skip("rebuild scenario: expected.json carries no record walk (its commitlog is the clean scenario's)")
     with Store.open(path / "store") as st:
         walk = [(s.kind, s.offset, s.size) for s in st.commitlog.scan(check_crc=False) if s.kind in (MESSAGE, BLANK)]
     max_off = exp["stateAfterStart"]["commitLogMaxOffset"]

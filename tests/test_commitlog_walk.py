@@ -13,8 +13,8 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import require_oracle
-from recover_fixtures import build_store
+from support import require_oracle
+from support.recover_fixtures import build_store
 from rmqinspect.store import Store, scanner
 from rmqinspect.store.commitlog import (
     BLANK, CRC_MISMATCH, END, FILE_END, GAP, HALF, MESSAGE, RECORD_DTYPE, RECORD_FIELDS, Gap, Kind, Record,

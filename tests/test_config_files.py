@@ -7,9 +7,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import require_oracle, tree_hashes
 from rmqinspect.cli.main import cli
 from rmqinspect.store.brokerconfig import load_config_file, parse_fastjson, quote_bare_keys, read_broker_config
+from support import require_oracle, tree_hashes
 
 # fastjson 1.x pretty output shape (tabs, unquoted int keys), incl. the PR #10283 compatibility case
 CONSUMER_OFFSET = """{

@@ -4,12 +4,8 @@ the numpy fast path against the construct schema, and `cq --join` finding exactl
 from __future__ import annotations
 
 import json
-import os
 
-import numpy as np
 import pytest
-
-from conftest import load_expected
 from click.testing import CliRunner
 
 from rmqinspect.analyses.compare.cq_vs_commitlog import join_queue
@@ -17,7 +13,7 @@ from rmqinspect.cli.main import cli
 from rmqinspect.formats.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueueEntry
 from rmqinspect.store import Store
 from rmqinspect.store.consumequeue import ConsumeQueue, list_queues
-from tests.conftest import tree_hashes
+from support import load_expected, tree_hashes
 
 
 def cq_dir_of(path):
@@ -145,13 +141,13 @@ def test_queue_bounds_and_cli_all(scenario):
 
 
 def _store(name):
-    from tests.conftest import require_oracle
+    from support import require_oracle
     return require_oracle(name) / "store"
 
 
 def test_cli_cq_entries_and_from_count():
     store = _store("rocketmq-all-4.9.8/clean")
-    from tests.conftest import load_expected
+    from support import load_expected
     exp = load_expected("rocketmq-all-4.9.8/clean")
     before = tree_hashes(store)
     r = CliRunner().invoke(cli, ["cq", str(store), "--topic", "OrderTopic", "--queue", "1", "--from", "58",

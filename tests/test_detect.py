@@ -7,7 +7,6 @@ import os
 
 from click.testing import CliRunner
 
-from conftest import tree_hashes
 from rmqinspect.cli.main import cli
 from rmqinspect.sinks.rocksdb_cq import write_rocksdb_consume_queue
 from rmqinspect.store import Store

@@ -5,8 +5,8 @@ on it; outputs go to tmp_path. A new command must be added to INVOCATIONS (the t
 import pytest
 from click.testing import CliRunner
 
-from conftest import load_expected, require_oracle, tree_hashes
 from rmqinspect.cli.main import cli
+from support import load_expected, require_oracle, tree_hashes
 
 
 def invocations(store, exp, out):

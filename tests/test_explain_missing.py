@@ -12,7 +12,7 @@ from rmqinspect.cli.main import cli
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.javahash import build_index_key
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
-from tests.conftest import load_expected, require_oracle, tree_hashes
+from support import load_expected, require_oracle, tree_hashes
 from tests.test_index_corrupt import IndexBuilder
 
 T0 = 1_700_000_000_000

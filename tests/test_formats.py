@@ -14,7 +14,7 @@ from construct import ConstructError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import ORACLE
+from support import ORACLE
 from rmqinspect.formats import (
     batch as FB,
 )

@@ -8,7 +8,6 @@ import os
 
 from click.testing import CliRunner
 
-from conftest import require_oracle, tree_hashes
 from rmqinspect.analyses.gc import GcSettings, disk_used_ratio, is_time_to_delete, plan_gc
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.commitlog import encode_properties
@@ -16,6 +15,7 @@ from rmqinspect.formats.consumequeue import CQ_ENTRY
 from rmqinspect.formats.indexfile import INDEX_HEADER
 from rmqinspect.store import Store
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
+from support import require_oracle, tree_hashes
 
 H = 3_600_000
 NOW = int(dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc).timestamp() * 1000)  # 10:00 UTC

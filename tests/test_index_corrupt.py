@@ -7,18 +7,24 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
 from click.testing import CliRunner
 
 from rmqinspect.analyses.lookup import IndexService, query_message
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.commitlog import encode_properties
-from rmqinspect.formats.indexfile import (INDEX_HEADER_SIZE, INDEX_ITEM_SIZE, IndexHeader, IndexItem,
-                                          index_file_schema, item_position, slot_position)
+from rmqinspect.formats.indexfile import (
+    INDEX_HEADER_SIZE,
+    INDEX_ITEM_SIZE,
+    IndexHeader,
+    IndexItem,
+    index_file_schema,
+    item_position,
+    slot_position,
+)
 from rmqinspect.formats.javahash import build_index_key, index_key_hash
 from rmqinspect.store import Store
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
-from tests.conftest import tree_hashes
+from support import tree_hashes
 
 SLOTS, MAX_ITEMS = 8, 40  # few slots: chains with several keys, and collisions
 T0 = 1_700_000_000_000

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from click.testing import CliRunner
 
 from rmqinspect.analyses.lookup import IndexService, query_message
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.javahash import index_key_hash, java_string_hash
 from rmqinspect.store import Store
-from tests.conftest import load_expected, require_oracle, tree_hashes
+from support import load_expected, require_oracle, tree_hashes
 
 
 def open_scenario(path):

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from rmqinspect.analyses.lookup import decode_msg_id
 from rmqinspect.cli.main import cli
-from tests.conftest import load_expected, require_oracle, tree_hashes
+from support import load_expected, require_oracle, tree_hashes
 
 NAME = "rocketmq-all-4.9.8/clean"
 

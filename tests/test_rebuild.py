@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import require_oracle, tree_hashes
+from support import require_oracle, tree_hashes
 from rmqinspect.analyses.rebuild_run import rebuild
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.commitlog import encode_properties
@@ -20,41 +20,16 @@ from rmqinspect.sinks.indexfile import index_file_name
 from rmqinspect.store import Store
 from rmqinspect.writer.commitlog import MessageSpec
 from rmqinspect.writer.store import StoreWriter
+from support import require_oracle, tree_hashes
+from support.rebuild import GEOMETRY, assert_same_cq, assert_same_index
+from support.rebuild import files_by_relpath as _files
+from support.rebuild import read_bytes as _read
 
 VERSIONS = ["rocketmq-all-4.9.8", "rocketmq-all-5.3.3"]
-GEOMETRY = ["--cq-file-size", "1200", "--index-slots", "64", "--index-max", "2000"]
 
 
 def run(*args):
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
-def _files(root):
-    out = {}
-    for dirpath, _, names in os.walk(root):
-        for n in names:
-            out[os.path.relpath(os.path.join(dirpath, n), root)] = os.path.join(dirpath, n)
-    return out
-
-
-def _read(p):
-    with open(p, "rb") as f:
-        return f.read()
-
-
-def assert_same_cq(expected_dir, got_dir):
-    exp, got = _files(expected_dir), _files(got_dir)
-    assert sorted(got) == sorted(exp)
-    for rel, p in exp.items():
-        assert _read(got[rel]) == _read(p), rel
-
-
-def assert_same_index(expected_dir, got_dir):
-    exp = sorted(os.listdir(expected_dir))
-    got = sorted(os.listdir(got_dir))
-    assert len(got) == len(exp)
-    for a, b in zip(exp, got):
-        assert _read(os.path.join(got_dir, b)) == _read(os.path.join(expected_dir, a)), (a, b)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

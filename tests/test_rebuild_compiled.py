@@ -10,8 +10,6 @@ import random
 import numpy as np
 import pytest
 
-from conftest import ALL_SCENARIOS, require_oracle
-from test_rebuild_fastpath import _Recorder, _reference_rows
 from rmqinspect.analyses import rebuild as rb
 from rmqinspect.analyses.dispatch import index_keys
 from rmqinspect.formats.properties import dispatch_properties, encode_properties, parse_properties
@@ -24,6 +22,8 @@ from rmqinspect.store import commitlog as clmod
 from rmqinspect.store.commitlog import MESSAGE, RecordRun, walk_file
 from rmqinspect.writer.commitlog import MessageSpec
 from rmqinspect.writer.store import StoreWriter
+from support import ALL_SCENARIOS, require_oracle
+from support.dispatch import RecordingSink, reference_dispatch_rows
 
 compiled = pytest.mark.skipif(not scanner.compiled_built(),
                               reason="compiled extension not built (no C compiler / zlib headers)")
@@ -249,9 +249,9 @@ def test_per_record_sink_sees_the_reference_puts_in_order(tmp_path):
     store = tmp_path / "store"
     _edge_store(store)
     with Store.open(store) as st:
-        rec = _Recorder()
+        rec = RecordingSink()
         rep = rb.dispatch_commitlog(st.commitlog, rec, None)
-        want = [r for r in _reference_rows(st.commitlog)[0] if rb.topic_is_safe(r[0])]
+        want = [r for r in reference_dispatch_rows(st.commitlog)[0] if rb.topic_is_safe(r[0])]
     assert rec.rows == want
     assert rep.cq_entries == len(want)
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ALL_SCENARIOS, require_oracle
 from rmqinspect.analyses.dispatch import index_keys
 from rmqinspect.analyses.rebuild import topic_is_safe
 from rmqinspect.formats.javahash import build_index_key, index_key_hash, index_key_hashes
 from rmqinspect.formats.properties import dispatch_properties, parse_properties
 from rmqinspect.store import Store
+from support import ALL_SCENARIOS, require_oracle
+from support.dispatch import RecordingSink, reference_dispatch_rows
 
 NAMES = ("TAGS", "KEYS", "UNIQ_KEY", "DELAY")
 
@@ -74,39 +75,6 @@ def test_topic_rule(topic, ok):
     assert topic_is_safe(topic) is ok
 
 
-class _Recorder:
-    """A consume-queue sink that records every put."""
-
-    def __init__(self):
-        self.rows = []
-
-    def queue(self, topic, queue_id):
-        rows = self.rows
-
-        class _Q:
-            def put(self, qoff, phys, size, code):
-                rows.append((topic, queue_id, qoff, phys, size, code))
-
-        return _Q()
-
-
-def _reference_rows(commitlog):
-    """Independent path: the record scan + full Message decode + analyses.dispatch rules."""
-    from rmqinspect.analyses.dispatch import dispatch_tags_code, goes_to_consume_queue
-    from rmqinspect.store.commitlog import HALF, MESSAGE, decode_slot
-
-    rows, halves = [], []
-    for slot in commitlog.scan(check_crc=False):
-        if slot.kind == HALF:
-            halves.append(slot.offset)
-        elif slot.kind == MESSAGE:
-            m = decode_slot(slot.file.buffer, slot.file.start, slot.position, slot.header, slot.body_pos, None)
-            if goes_to_consume_queue(m.sys_flag):
-                code, _ = dispatch_tags_code(m.topic, m.properties, m.store_timestamp)
-                rows.append((m.topic, m.queue_id, m.queue_offset, m.physical_offset, m.total_size, code))
-    return rows, halves
-
-
 @pytest.mark.parametrize("name", ALL_SCENARIOS)
 def test_inline_walk_equals_record_scan_on_every_oracle_store(name):
     """The dispatcher's inline fast walk accepts exactly the records scan_buffer accepts (all four host
@@ -115,8 +83,8 @@ def test_inline_walk_equals_record_scan_on_every_oracle_store(name):
 
     p = require_oracle(name)
     with Store.open(p / "store") as st:
-        rec = _Recorder()
+        rec = RecordingSink()
         rep = dispatch_commitlog(st.commitlog, rec, None)
-        want, halves = _reference_rows(st.commitlog)
+        want, halves = reference_dispatch_rows(st.commitlog)
     assert rec.rows == want
     assert [h["offset"] for h in rep.half_records] == halves

@@ -8,8 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from conftest import require_oracle
-from recover_fixtures import build_store
+from support import require_oracle
+from support.recover_fixtures import build_store
 from rmqinspect.analyses.recovery import BrokerVersion, ConsumeQueueModel, RecoveryOptions, plan_recovery
 from rmqinspect.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqinspect.store import Store

@@ -9,12 +9,14 @@ import json
 
 from click.testing import CliRunner
 
-from conftest import tree_hashes
-from recover_fixtures import build_store
+from support import tree_hashes
+from support.recover_fixtures import build_store
 from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.analyses.verify import verify
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
+from support import tree_hashes
+from support.recover_fixtures import build_store
 
 
 def _plan(fx, version=None, **kw):

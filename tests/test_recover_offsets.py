@@ -5,11 +5,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import tree_hashes
-from recover_fixtures import build_store
 from rmqinspect.cli.main import cli
 from rmqinspect.store.config import fastjson_to_json, read_config
 from rmqinspect.store.errors import CorruptDataError
+from support import tree_hashes
+from support.recover_fixtures import build_store
 
 FASTJSON = '{\n\t"offsetTable":{\n\t\t"OrderTopic@gid-a":{0:80,1:10\n\t\t},\n\t\t"PayTopic@gid-a":{0:79}\n\t}\n}'
 

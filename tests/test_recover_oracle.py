@@ -6,10 +6,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
+from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
 from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
+from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
 
 
 def _plan(name, version=None, **kw):

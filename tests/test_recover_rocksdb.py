@@ -1,6 +1,6 @@
 """`recover --dry-run` on stores whose consume queue is a RocksDB database (FORMATS.md §10.1, 5.x
 storeType=defaultRocksDB), built with the project's writers: the commit log by CommitLogWriter, the RocksDB
-consume queue by writer.rocksdb_cq from the fixture's own records (the oracle store is checked in
+consume queue by sinks.rocksdb_cq from the fixture's own records (the oracle store is checked in
 test_recover_oracle.py). Expectations come from the fixture records: the per-queue max offset is the
 RocksDB offset table's max (last entry + 1); a 5.x normal recovery re-dispatches every record ending after
 the CHECKPOINT_TOPIC offset (maxPhyOffsetOfConsumeQueue), which moves each queue's max to its last
@@ -12,8 +12,8 @@ import shutil
 
 from click.testing import CliRunner
 
-from conftest import tree_hashes
-from recover_fixtures import build_store
+from support import tree_hashes
+from support.recover_fixtures import build_store
 from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.javahash import tags_code

@@ -8,8 +8,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from conftest import require_oracle
-from recover_fixtures import build_store
+from support import require_oracle
+from support.recover_fixtures import build_store
 from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.analyses.recovery.plan import (
     choose_start_file,

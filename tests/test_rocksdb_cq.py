@@ -7,7 +7,6 @@ import os
 
 import pytest
 
-from conftest import load_expected, require_oracle, tree_hashes
 from rmqinspect.formats import rocksdb_cq as F
 from rmqinspect.sinks.rocksdb_cq import rows_from_consume_queues, write_rocksdb_consume_queue
 from rmqinspect.store import Store

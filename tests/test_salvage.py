@@ -6,11 +6,11 @@ import os
 
 from click.testing import CliRunner
 
-from conftest import require_oracle, tree_hashes
-from recover_fixtures import build_store
 from rmqinspect.analyses.salvage import find_next_valid, walk_with_resync
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
+from support import require_oracle, tree_hashes
+from support.recover_fixtures import build_store
 
 
 def _crc_damaged(tmp_path):

@@ -21,9 +21,9 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 from rmqinspect.analyses.export import export_local, read_dataset, topic_partition  # noqa: E402
 from rmqinspect.cli.main import cli  # noqa: E402
-from _msgstores import FILE_SIZE, T0, common_specs, replicas, write_store  # noqa: E402
-from conftest import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes  # noqa: E402
-from test_export import assert_rows_equal_expected, sorted_rows  # noqa: E402
+from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes  # noqa: E402
+from support.export_rows import assert_rows_equal_expected, sorted_rows  # noqa: E402
+from support.msgstores import common_specs, replicas, write_store  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -241,7 +241,7 @@ def test_spark_submit_available():
 def test_rebuild_engine_spark_same_bytes(spark, name, tmp_path):
     """rebuild --engine spark == the broker's own regenerated files (rebuild scenarios) and == the local
     engine byte for byte (also on a torn tail, where the walk skips a half record)."""
-    from test_rebuild import GEOMETRY, assert_same_cq, assert_same_index
+    from support.rebuild import GEOMETRY, assert_same_cq, assert_same_index
 
     sc = require_oracle(name)
     before = tree_hashes(sc)
@@ -268,7 +268,7 @@ def test_rebuild_engine_spark_same_bytes(spark, name, tmp_path):
 def test_rebuild_spark_multi_file_index_roll(spark, tmp_path):
     """A writer-made store with many commitlog files and an index that rolls several times, with
     PREPARED/ROLLBACK records and a trailing blank-only file: spark == local byte for byte."""
-    from test_rebuild import assert_same_cq, assert_same_index
+    from support.rebuild import assert_same_cq, assert_same_index
 
     store = tmp_path / "store"
     specs = common_specs(120)

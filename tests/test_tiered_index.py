@@ -10,7 +10,6 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from conftest import tree_hashes
 from rmqinspect.analyses.compact_index import compact_index_file
 from rmqinspect.cli.main import cli
 from rmqinspect.formats import tiered_index as F
@@ -18,6 +17,7 @@ from rmqinspect.formats.javahash import java_string_hash
 from rmqinspect.store.errors import CorruptDataError
 from rmqinspect.store.tiered_index import COMPACTED, UNSEALED, ReadStats, TieredIndexFile
 from rmqinspect.writer.tiered_index import TieredIndexWriter
+from support import tree_hashes
 
 BEGIN = 1_795_000_000_000
 

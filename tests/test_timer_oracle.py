@@ -8,11 +8,11 @@ import json
 
 from click.testing import CliRunner
 
-from conftest import load_expected, require_oracle, tree_hashes
 from rmqinspect.analyses.timers import list_timers
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
 from rmqinspect.store.timer import TimerLog, TimerWheel, walk_slot
+from support import load_expected, require_oracle, tree_hashes
 
 NAME = "rocketmq-all-5.3.3/timer-clean"
 KIND = {"normal": "default", "roll": "roll", "delete": "delete"}

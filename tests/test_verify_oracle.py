@@ -5,10 +5,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
 from rmqinspect.analyses.verify import verify
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
+from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
 
 
 @pytest.mark.parametrize("name", ALL_SCENARIOS)

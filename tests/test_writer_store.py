@@ -7,13 +7,13 @@ import os
 
 import pytest
 
-from conftest import require_oracle, tree_hashes
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.store import Store
 from rmqinspect.store.consumequeue import ConsumeQueue, list_queues
 from rmqinspect.store.indexfile import IndexFile
 from rmqinspect.writer.commitlog import MessageSpec, spec_from_message
 from rmqinspect.writer.store import StoreWriter
+from support import require_oracle, tree_hashes
 
 VERSIONS = ["rocketmq-all-4.9.8", "rocketmq-all-5.3.3"]
 

@@ -3,7 +3,7 @@
 ``CommitLogDispatcherBuildIndex``).
 
 This module decides *what* is dispatched; where it goes is up to the sinks the caller passes
-(``writer.consumequeue.ConsumeQueueSet`` / ``writer.indexfile.IndexFileSet`` or their dry-run comparing
+(``sinks.consumequeue.ConsumeQueueSet`` / ``sinks.indexfile.IndexFileSet`` or their dry-run comparing
 subclasses). ``rebuild`` and the project's ``StoreWriter`` both go through ``dispatch_commitlog``, so there
 is one implementation of the dispatch rules (which themselves live in ``analyses.dispatch``).
 
