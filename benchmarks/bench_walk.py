@@ -28,7 +28,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rmqinspect.formats.commitlog import CommitLogRecord  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402
 from rmqinspect.store.commitlog import (  # noqa: E402
-    MESSAGE, RecordRun, decode_slot, fast_available, scan_buffer, walk_file,
+    MESSAGE,
+    RecordRun,
+    decode_slot,
+    fast_available,
+    scan_buffer,
+    walk_file,
 )
 from rmqinspect.writer.commitlog import CommitLogWriter  # noqa: E402
 from rmqinspect.writer.sample import benchmark_messages  # noqa: E402

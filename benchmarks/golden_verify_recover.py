@@ -22,8 +22,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
-from support.recover_fixtures import build_store  # noqa: E402
-
 from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery  # noqa: E402
 from rmqinspect.analyses.salvage import salvage, walk_with_resync  # noqa: E402
 from rmqinspect.analyses.verify import ALL_CHECKS, verify  # noqa: E402

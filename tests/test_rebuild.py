@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from support import require_oracle, tree_hashes
 from rmqinspect.analyses.rebuild_run import rebuild
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.commitlog import encode_properties

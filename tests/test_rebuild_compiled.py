@@ -12,12 +12,11 @@ import pytest
 
 from rmqinspect.analyses import rebuild as rb
 from rmqinspect.analyses.dispatch import index_keys
-from rmqinspect.formats.properties import dispatch_properties, encode_properties, parse_properties
 from rmqinspect.formats.javahash import build_index_key, index_key_hash, java_string_hash, tags_code
+from rmqinspect.formats.properties import dispatch_properties, encode_properties, parse_properties
 from rmqinspect.sinks.consumequeue import ConsumeQueueSet
 from rmqinspect.sinks.indexfile import IndexFileSet
-from rmqinspect.store import Store
-from rmqinspect.store import scanner
+from rmqinspect.store import Store, scanner
 from rmqinspect.store import commitlog as clmod
 from rmqinspect.store.commitlog import MESSAGE, RecordRun, walk_file
 from rmqinspect.writer.commitlog import MessageSpec

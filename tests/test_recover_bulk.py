@@ -8,13 +8,13 @@ import os
 import numpy as np
 import pytest
 
-from support import require_oracle
-from support.recover_fixtures import build_store
 from rmqinspect.analyses.recovery import BrokerVersion, ConsumeQueueModel, RecoveryOptions, plan_recovery
 from rmqinspect.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqinspect.store import Store
 from rmqinspect.store.commitlog import MESSAGE, RecordRun
 from rmqinspect.store.consumequeue import ConsumeQueue
+from support import require_oracle
+from support.recover_fixtures import build_store
 
 
 def _messages_by_scan(cl, start, end, **kw):

@@ -9,8 +9,6 @@ import json
 
 from click.testing import CliRunner
 
-from support import tree_hashes
-from support.recover_fixtures import build_store
 from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.analyses.verify import verify
 from rmqinspect.cli.main import cli

@@ -6,7 +6,6 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
 from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store

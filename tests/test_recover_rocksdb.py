@@ -12,13 +12,13 @@ import shutil
 
 from click.testing import CliRunner
 
-from support import tree_hashes
-from support.recover_fixtures import build_store
 from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.javahash import tags_code
 from rmqinspect.sinks.rocksdb_cq import write_rocksdb_consume_queue
 from rmqinspect.store import Store
+from support import tree_hashes
+from support.recover_fixtures import build_store
 
 
 def _rocksdb_store(tmp_path, upto: int | None = None):

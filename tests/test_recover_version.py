@@ -8,8 +8,6 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from support import require_oracle
-from support.recover_fixtures import build_store
 from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.analyses.recovery.plan import (
     choose_start_file,
@@ -23,6 +21,8 @@ from rmqinspect.cli.main import cli
 from rmqinspect.formats.indexfile import INDEX_HEADER
 from rmqinspect.store import Store
 from rmqinspect.store.detect import detect_store
+from support import require_oracle
+from support.recover_fixtures import build_store
 
 
 @pytest.mark.parametrize("text, parts, shown", [

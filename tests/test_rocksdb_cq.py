@@ -11,8 +11,13 @@ from rmqinspect.formats import rocksdb_cq as F
 from rmqinspect.sinks.rocksdb_cq import rows_from_consume_queues, write_rocksdb_consume_queue
 from rmqinspect.store import Store
 from rmqinspect.store.errors import UnsafeOutputError
-from rmqinspect.store.rocksdb_cq import (RocksDBConsumeQueueStore, is_rocksdb_dir, list_rocksdb_queues,
-                                         open_consume_queues)
+from rmqinspect.store.rocksdb_cq import (
+    RocksDBConsumeQueueStore,
+    is_rocksdb_dir,
+    list_rocksdb_queues,
+    open_consume_queues,
+)
+from support import load_expected, require_oracle, tree_hashes
 
 ROCKS = "rocketmq-all-5.3.3/rocksdb-cq-small"
 CLEAN5 = "rocketmq-all-5.3.3/clean"

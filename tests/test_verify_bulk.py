@@ -6,7 +6,6 @@ import os
 
 import pytest
 
-from support.recover_fixtures import build_store
 from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.analyses.salvage import walk_with_resync
 from rmqinspect.analyses.verify import ALL_CHECKS, verify

@@ -15,9 +15,9 @@ the index files dropped on an abnormal start, and the per-queue max offsets afte
   ``plan_recovery``.
 """
 
-from .redispatch import Redispatch
 from .plan import RecoveryOptions, RecoveryPlan, plan_recovery
 from .queues import ConsumeQueueModel, QueueRecovery
+from .redispatch import Redispatch
 from .rocksdb import RocksDBQueues, read_rocksdb_queues
 from .version import BrokerVersion, VersionAssumption, detect_version
 

@@ -37,6 +37,7 @@ from ...store.commitlog import BLANK, END, FILE_END, ILLEGAL, RecordRun, walk_fi
 from ...store.consumequeue import ConsumeQueue, list_queues
 from ...store.version import BrokerVersion
 from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
+from .queues import ConsumeQueueModel, QueueRecovery, QueueSet, default_cq_file_size
 from .redispatch import (
     GOES_TO_CONSUME_QUEUE,
     SCHEDULE_TOPIC_BYTES,
@@ -45,7 +46,6 @@ from .redispatch import (
     has_crc32_property,
     records_with_topic,
 )
-from .queues import ConsumeQueueModel, QueueRecovery, QueueSet, default_cq_file_size
 from .rocksdb import (
     RocksDBQueueModel,
     RocksDBQueues,
