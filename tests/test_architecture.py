@@ -24,15 +24,6 @@ TOP = len(LAYERS)  # rmqinspect/__init__.py, rmqinspect/__main__.py
 # Violations other helpers of issue 10 are still removing in their own branches. Each entry is
 # (importing module, imported module, name or None for the module itself); delete it when the fix lands.
 ALLOWED: set[tuple[str, str, str | None]] = {
-    # A (walk): the compiled scanner and the row-building helper are imported directly by their users until
-    # one walk in store/ yields typed events and one switch selects the scanner
-    ("rmqinspect.analyses.rebuild", "rmqinspect.store._fastscan", None),
-    ("rmqinspect.analyses.rebuild", "rmqinspect.store.commitlog", "_tuple_to_row"),
-    ("rmqinspect.analyses.salvage", "rmqinspect.store.commitlog", "_tuple_to_row"),
-    ("rmqinspect.analyses.summary", "rmqinspect.store.commitlog", "_topic_and_properties"),
-    ("rmqinspect.store.record_runs", "rmqinspect.store.commitlog", "_tuple_to_row"),
-    # C (recovery): recover.py becomes the analyses/recovery/ package over the same walk
-    ("rmqinspect.analyses.recover", "rmqinspect.store.commitlog", "_tuple_to_row"),
     # F (rows): export's per-file loop moves onto public scanner names
     ("rmqinspect.analyses.export", "rmqinspect.store.commitlog", "_fastscan"),
 }
