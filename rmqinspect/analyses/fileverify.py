@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..store.commitlog import BLANK, END, FILE_END, HALF, ILLEGAL, MESSAGE, scan_buffer
 from ..store.mapped import MappedFile
-from .export import FileTask
+from .rows import FileTask
 
 _ZERO_CHUNK = 1 << 22
 

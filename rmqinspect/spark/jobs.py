@@ -8,7 +8,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..analyses.export import ExportResult, RowFilter, check_output_dir, file_tasks, write_file_task
+from ..analyses.export import ExportResult, check_output_dir, file_tasks, write_file_task
+from ..analyses.rows import RowFilter
 from ..analyses.fileverify import verify_file
 
 

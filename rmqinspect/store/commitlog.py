@@ -580,9 +580,11 @@ class CommitLog:
                 yield Slot(GAP, gap[0], gap[1], None, 0, reason=gap[2])
 
     def messages(self, start: int | None = None, end: int | None = None, *, keep_going: bool = False,
-                 accept_v2: bool = True) -> Iterator:
+                 accept_v2: bool = True, on_damage=None) -> Iterator:
         """Decoded messages (body CRC always computed, reported in ``crc_ok``). Damage raises
-        CorruptDataError unless ``keep_going`` (then the damaged file's rest is skipped)."""
+        CorruptDataError unless ``keep_going``: then a HALF record is decoded (its reason in ``problems``), the
+        rest of a damaged file is skipped and ``on_damage`` (when given) receives the CorruptDataError; it also
+        receives a ``Gap`` for every range no file covers."""
         for slot in self.scan(start, end, check_crc=False, stop_at_end=not keep_going, accept_v2=accept_v2):
             if slot.kind == MESSAGE or (slot.kind == HALF and keep_going):
                 msg = decode_slot(slot.file.buffer, slot.file.start, slot.position, slot.header, slot.body_pos,
@@ -590,9 +592,15 @@ class CommitLog:
                 if slot.kind == HALF:
                     msg.problems.append(slot.reason)
                 yield msg
-            elif slot.kind in (ILLEGAL, HALF) and not keep_going:
-                raise CorruptDataError(slot.reason, slot.file.path if slot.file else None, slot.offset,
+            elif slot.kind in (ILLEGAL, HALF):
+                err = CorruptDataError(slot.reason, slot.file.path if slot.file else None, slot.offset,
                                        kind=slot.kind)
+                if not keep_going:
+                    raise err
+                if on_damage is not None:
+                    on_damage(err)
+            elif slot.kind == GAP and on_damage is not None:
+                on_damage(Gap(slot.offset, slot.end))
 
     def read_message(self, offset: int, accept_v2: bool = True):
         """Decode the single record at ``offset``; raise a CorruptDataError naming file and offset.

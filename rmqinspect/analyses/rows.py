@@ -1,0 +1,582 @@
+"""Messages as table rows: the one row decoder behind ``export`` (local and Spark engines) and the ``rocketmq``
+Spark data source.
+
+The columns are declared once, in ``COLUMNS`` (name, type, meaning); the Arrow schema, the Spark DDL and the
+column table of docs/spark.md are derived from it (``arrow_schema``, ``spark_ddl``, ``columns_markdown``).
+
+``file_batches(task)`` turns one commitlog file into Arrow RecordBatches. Every commitlog file starts at a record
+boundary (the broker pads the end of a file with a blank record and starts the next record at position 0 of the
+next file), so one file is a self-contained unit of work. Rows are the records the broker accepts (scan kind
+MESSAGE, exactly what ``CommitLog.messages`` decodes, a body-CRC mismatch included with ``crc_ok`` false); torn
+or illegal records are reported as ``FileDamage`` and the scan goes on past a HALF record like the dispatcher,
+and stops at an ILLEGAL one.
+
+The decoder works on runs of scanned records (``store.commitlog.FAST_FIELDS`` rows, from the compiled or the
+pure-Python scanner alike): numeric columns are sliced or gathered with numpy from those rows and the mapped
+file, and only what is text by nature (properties, keys, problems, topic) goes through per-record Python.
+tests/rows_reference.py holds a per-record decoder (``CommitLog.messages``' ``decode_slot`` per row) that the
+tests prove equal to this one, row for row.
+
+It lives in analyses/ because two of its columns are broker rules of this layer (``tags_code``: the dispatcher's
+rule in ``analyses.dispatch``) or dataset choices (the partition columns), and it reads the store like every
+other analysis. pyarrow is imported lazily: the rest of rmqinspect never needs it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import hashlib
+import os
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Iterator, NamedTuple
+
+from ..formats.commitlog import CRC32_RESERVED_LEN, decode_crc32_property
+from ..formats.constants import (
+    PROPERTY_CRC32,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    RMQ_SYS_SCHEDULE_TOPIC,
+)
+from ..formats.javahash import tags_code
+from ..formats.msgid import host_string, offset_msg_id
+from ..store.commitlog import CRC_MISMATCH, FAST_FIELDS, HALF, ILLEGAL, MESSAGE, scan_records_array
+from ..store.mapped import MappedFile
+from .dispatch import DelayLevelError, dispatch_tags_code
+
+# --- the columns ----------------------------------------------------------------------------------
+
+
+class ColumnType(NamedTuple):
+    spark: str  # Spark SQL type
+    doc: str  # how docs/spark.md names it (Arrow / Spark)
+
+
+# Arrow types are built from these names in ``arrow_type`` (pyarrow is imported lazily).
+TYPES: dict[str, ColumnType] = {
+    "string": ColumnType("STRING", "string"),
+    "int64": ColumnType("BIGINT", "int64 / BIGINT"),
+    "int32": ColumnType("INT", "int32 / INT"),
+    "bool": ColumnType("BOOLEAN", "bool / BOOLEAN"),
+    "binary": ColumnType("BINARY", "binary / BINARY"),
+    "timestamp": ColumnType("TIMESTAMP", "timestamp[us, UTC] / TIMESTAMP"),
+    "list<string>": ColumnType("ARRAY<STRING>", "list<string> / ARRAY<STRING>"),
+    "map<string,string>": ColumnType("MAP<STRING,STRING>", "map<string,string> / MAP<STRING,STRING>"),
+}
+
+
+class Column(NamedTuple):
+    name: str
+    type: str  # a key of TYPES
+    doc: str
+
+
+BODY = "body"  # the one optional column (--with-body)
+# The documented schema, in column order. The two partition columns come last; they are directory names in the
+# dataset, not columns of its files.
+COLUMNS: tuple[Column, ...] = (
+    Column("source", "string", "store label (broker/replica); default the store directory name"),
+    Column("store_path", "string", "absolute path of the store root"),
+    Column("file", "string", "commitlog file name (20-digit start offset)"),
+    Column("file_position", "int64", "position of the record in its file"),
+    Column("physical_offset", "int64", "file start + position"),
+    Column("physical_offset_field", "int64", "PHYSICALOFFSET stored in the record"),
+    Column("total_size", "int32", "TOTALSIZE"),
+    Column("magic_version", "int32", "1 (0xDAA320A7) or 2 (0xDAA320AB, 2-byte topic length)"),
+    Column("topic", "string", "topic as stored (SCHEDULE_TOPIC_XXXX / RMQ_SYS_TRANS_HALF_TOPIC for delayed/half "
+                              "msgs)"),
+    Column("queue_id", "int32", "QUEUEID"),
+    Column("queue_offset", "int64", "QUEUEOFFSET (consume-queue index)"),
+    Column("flag", "int32", "FLAG"),
+    Column("sys_flag", "int32", "SYSFLAG"),
+    Column("transaction_type", "string", "NOT_TYPE | PREPARED | COMMIT | ROLLBACK (sysFlag & 0xC)"),
+    Column("born_timestamp", "timestamp", "BORNTIMESTAMP (UTC, null when outside years 1..9999)"),
+    Column("born_timestamp_ms", "int64", "BORNTIMESTAMP raw epoch ms"),
+    Column("born_host", "string", "ip:port ([ipv6]:port)"),
+    Column("store_timestamp", "timestamp", "STORETIMESTAMP (UTC, null when outside years 1..9999)"),
+    Column("store_timestamp_ms", "int64", "STORETIMESTAMP raw epoch ms"),
+    Column("store_host", "string", "ip:port ([ipv6]:port)"),
+    Column("reconsume_times", "int32", "RECONSUMETIMES"),
+    Column("prepared_transaction_offset", "int64", "PREPAREDTRANSACTIONOFFSET"),
+    Column("tags", "string", "TAGS property"),
+    Column("tags_code", "int64", "tagsCode the dispatcher writes into the consume queue (delivery time for "
+                                 "SCHEDULE_TOPIC_XXXX); null when DELAY is not a number"),
+    Column("keys", "list<string>", "KEYS split on single spaces, empty tokens dropped"),
+    Column("uniq_key", "string", "UNIQ_KEY (client msgId)"),
+    Column("offset_msg_id", "string", "offsetMsgId: store host + PHYSICALOFFSET field, upper-case hex"),
+    Column("properties", "map<string,string>", "all properties"),
+    Column("body_size", "int32", "BODYLEN (stored, possibly compressed)"),
+    Column("body_crc", "int64", "BODYCRC"),
+    Column("crc_ok", "bool", "body CRC check (null for an empty body)"),
+    Column("record_crc32", "int64", "zlib crc32 of the whole record (replica comparison)"),
+    Column("problems", "list<string>", "decode problems (bad __CRC32#, malformed properties, CRC mismatch)"),
+    Column(BODY, "binary", "stored body bytes (only with --with-body)"),
+    Column("store_date", "string", "partition: UTC date of STORETIMESTAMP (YYYY-MM-DD, 'invalid' when out of "
+                                   "range)"),
+    Column("topic_partition", "string", "partition: topic made safe as a directory name (see docs/spark.md)"),
+)
+PARTITION_COLUMNS = ("topic_partition", "store_date")
+TRANSACTION_TYPE_NAMES = ("NOT_TYPE", "PREPARED", "COMMIT", "ROLLBACK")  # by (sysFlag & 0xC) >> 2
+
+
+def columns(with_body: bool = False, partition_columns: bool = True) -> list[Column]:
+    return [c for c in COLUMNS
+            if (with_body or c.name != BODY) and (partition_columns or c.name not in PARTITION_COLUMNS)]
+
+
+def column_names(with_body: bool = False) -> list[str]:
+    return [c.name for c in columns(with_body)]
+
+
+def arrow_type(name: str):
+    import pyarrow as pa
+
+    return {
+        "string": pa.string(), "int64": pa.int64(), "int32": pa.int32(), "bool": pa.bool_(),
+        "binary": pa.binary(), "timestamp": pa.timestamp("us", tz="UTC"), "list<string>": pa.list_(pa.string()),
+        "map<string,string>": pa.map_(pa.string(), pa.string()),
+    }[name]
+
+
+def arrow_schema(with_body: bool = False, partition_columns: bool = True):
+    import pyarrow as pa
+
+    return pa.schema([pa.field(c.name, arrow_type(c.type)) for c in columns(with_body, partition_columns)])
+
+
+def arrow_schema_of(schema, names):
+    import pyarrow as pa
+
+    return pa.schema([schema.field(n) for n in names])
+
+
+def spark_ddl(with_body: bool = False) -> str:
+    """The schema as a Spark DDL string (for the Python Data Source)."""
+    return ", ".join(f"`{c.name}` {TYPES[c.type].spark}" for c in columns(with_body))
+
+
+def columns_markdown() -> str:
+    """The column table of docs/spark.md (a test keeps the two equal)."""
+    lines = ["| column | Arrow / Spark type | meaning |", "|---|---|---|"]
+    lines += [f"| `{c.name}` | {TYPES[c.type].doc} | {c.doc.replace('|', chr(92) + '|')} |" for c in COLUMNS]
+    return "\n".join(lines) + "\n"
+
+
+# --- partition values -----------------------------------------------------------------------------
+
+MIN_TIMESTAMP_MS = -62135596800000  # 0001-01-01T00:00:00Z
+MAX_TIMESTAMP_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
+_SAFE_TOPIC = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+_EPOCH = _dt.date(1970, 1, 1)
+
+
+@functools.lru_cache(maxsize=4096)
+def topic_partition(topic: str) -> str:
+    """A directory-name-safe stand-in for an untrusted topic.
+
+    RocketMQ topic names are ``[%|a-zA-Z0-9_-]``, at most 127 chars (V1) - but a damaged or hostile store can
+    hold anything, e.g. ``../../evil``. Safe names pass through unchanged; any other gets its unsafe characters
+    replaced by ``_``, is cut to 60 characters and gets an 8-hex-digit sha1 suffix so two different topics can
+    never share a partition. The real topic is always in the ``topic`` column.
+    """
+    if _SAFE_TOPIC.match(topic) and not topic.startswith("-"):
+        return topic
+    digest = hashlib.sha1(topic.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return "_" + _UNSAFE_CHARS.sub("_", topic)[:60] + "-" + digest
+
+
+@functools.lru_cache(maxsize=4096)
+def _day(days: int) -> str:
+    return (_EPOCH + _dt.timedelta(days=days)).isoformat()
+
+
+def store_date(ms: int) -> str:
+    """The ``store_date`` partition value of a store timestamp."""
+    return _day(ms // 86400000) if MIN_TIMESTAMP_MS <= ms <= MAX_TIMESTAMP_MS else "invalid"
+
+
+# --- the unit of work and what it reports ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """One commitlog file of one store: the unit a Spark task (or one local loop iteration) handles."""
+
+    source: str
+    store_path: str
+    path: str
+    start: int  # physical offset of position 0 (the file name)
+    size: int
+    index: int = 0  # position of the file in its store
+    last: bool = False  # the newest file of its store
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+
+@dataclass
+class RowFilter:
+    """Filters cheap enough to apply inside the scan: topic set and a store-time range (inclusive)."""
+
+    topics: frozenset[str] | None = None
+    since: int | None = None
+    until: int | None = None
+
+    def time_ok(self, store_timestamp: int) -> bool:
+        if self.since is not None and store_timestamp < self.since:
+            return False
+        if self.until is not None and store_timestamp > self.until:
+            return False
+        return True
+
+    def topic_ok(self, topic: str) -> bool:
+        return self.topics is None or topic in self.topics
+
+    @property
+    def empty(self) -> bool:
+        return self.topics is None and self.since is None and self.until is None
+
+
+@dataclass
+class FileDamage:
+    source: str
+    file: str
+    physical_offset: int
+    kind: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "file": self.file, "physical_offset": self.physical_offset,
+                "kind": self.kind, "reason": self.reason}
+
+
+@dataclass
+class FileResult:
+    """What the scan of one file saw besides rows (for reports)."""
+
+    task: FileTask
+    rows: int = 0
+    damage: list[FileDamage] = field(default_factory=list)
+
+
+# --- the decoder ----------------------------------------------------------------------------------
+
+BATCH_ROWS = 4096
+RUN_RECORDS = 16384  # records per scanner run
+
+# positions of the scanner's record rows (store.commitlog.FAST_FIELDS)
+(_POS, _TOTAL, _BODY_POS, _BODY_LEN, _CRC_OK, _SYS_FLAG, _QUEUE_ID, _QUEUE_OFFSET, _PHYSICAL_OFFSET_FIELD,
+ _STORE_TIMESTAMP, _BORN_TIMESTAMP, _TOPIC_POS, _TOPIC_LEN, _PROPS_POS, _PROPS_LEN, _MAGIC_VERSION) = (
+    FAST_FIELDS.index(n) for n in (
+        "pos", "total", "body_pos", "body_len", "crc_ok", "sys_flag", "queue_id", "queue_offset",
+        "physical_offset_field", "store_timestamp", "born_timestamp", "topic_pos", "topic_len", "props_pos",
+        "props_len", "magic_version"))
+# byte positions inside a record (FORMATS.md §1.1) of the fields the scanner rows do not carry
+_BODYCRC_AT, _FLAG_AT, _BORNHOST_AT = 8, 16, 48
+_BORNHOST_V6 = 0x10  # SysFlag.BORNHOST_V6_FLAG
+_STOREHOST_V6 = 0x20  # SysFlag.STOREHOSTADDRESS_V6_FLAG
+MALFORMED_PROPERTIES = "properties string has a piece without a name/value separator (\\x01)"
+BODY_CRC_MISMATCH = "body CRC mismatch"
+
+
+def _gather(u8, idx, width: int, dtype: str):
+    """Big-endian integers of ``width`` bytes at byte positions ``idx`` of ``u8``."""
+    import numpy as np
+
+    m = u8[idx[:, None] + np.arange(width)]
+    return np.ascontiguousarray(m).view(dtype).reshape(len(idx)).astype(np.int64)
+
+
+def _host_column(buf, u8, pos, wide, off, cache: dict):
+    """host strings of the 8-byte (IPv4) or 20-byte (IPv6) address at ``pos + off(row)``: distinct values are
+    rendered once (a store has few hosts)."""
+    import numpy as np
+
+    n = len(pos)
+    out = np.empty(n, dtype=object)
+    narrow = ~wide
+    if narrow.any():
+        p = pos[narrow] + off if np.isscalar(off) else (pos + off)[narrow]
+        raw = np.ascontiguousarray(u8[p[:, None] + np.arange(8)])
+        keys = raw.view(">u8").reshape(-1)
+        uniq, inv = np.unique(keys, return_inverse=True)
+        strs = []
+        for k in uniq.tolist():
+            s = cache.get(k)
+            if s is None:
+                b = k.to_bytes(8, "big")
+                s = cache[k] = host_string(b[:4], int.from_bytes(b[4:], "big", signed=True))
+            strs.append(s)
+        out[narrow] = np.array(strs, dtype=object)[inv.reshape(-1)]
+    if wide.any():
+        allp = pos + off
+        for i in np.flatnonzero(wide).tolist():
+            p = int(allp[i])
+            out[i] = host_string(bytes(buf[p:p + 16]), int.from_bytes(buf[p + 16:p + 20], "big", signed=True))
+    return out
+
+
+class RowDecoder:
+    """Arrow RecordBatches from runs of scanned records of one mapped commitlog file."""
+
+    def __init__(self, buf, task: FileTask, schema, with_body: bool = False, flt: RowFilter | None = None):
+        import numpy as np
+
+        self.buf = buf
+        self.mv = memoryview(buf)
+        self.u8 = np.frombuffer(buf, dtype=np.uint8) if len(self.mv) else np.zeros(0, dtype=np.uint8)
+        self.task, self.schema, self.with_body = task, schema, with_body
+        self.flt = None if flt is None or flt.empty else flt
+        self.tx_names = np.array(TRANSACTION_TYPE_NAMES, dtype=object)
+        self.topics: dict = {}
+        self.tags_codes: dict = {}
+        self.hosts: dict = {}
+
+    def close(self) -> None:
+        del self.u8
+        self.mv.release()
+
+    def _check_body_crc(self, R):
+        """Rows the scanner did not check (crc_ok -1 with a body) get their body CRC checked here."""
+        import numpy as np
+
+        unchecked = np.flatnonzero((R[:, _CRC_OK] < 0) & (R[:, _BODY_LEN] > 0))
+        if not len(unchecked):
+            return R
+        R = R.copy()
+        buf, crc32 = self.buf, zlib.crc32
+        for i in unchecked.tolist():
+            bp, bl = int(R[i, _BODY_POS]), int(R[i, _BODY_LEN])
+            body_crc = int.from_bytes(buf[int(R[i, _POS]) + _BODYCRC_AT:int(R[i, _POS]) + _BODYCRC_AT + 4], "big",
+                                      signed=True)
+            R[i, _CRC_OK] = int((crc32(self.mv[bp:bp + bl]) & 0x7FFFFFFF) == body_crc)
+        return R
+
+    def batch(self, R):
+        """One RecordBatch for a run of scanned records (rows of R), or None when the filter keeps nothing."""
+        import numpy as np
+        import pyarrow as pa
+
+        buf, u8, mv, task, schema, flt = self.buf, self.u8, self.mv, self.task, self.schema, self.flt
+        if flt is not None and (flt.since is not None or flt.until is not None):
+            sts = R[:, _STORE_TIMESTAMP]
+            keep = np.ones(len(R), dtype=bool)
+            if flt.since is not None:
+                keep &= sts >= flt.since
+            if flt.until is not None:
+                keep &= sts <= flt.until
+            R = R[keep]
+        tcache = self.topics
+        topics = []
+        for tp, tl in R[:, _TOPIC_POS:_TOPIC_LEN + 1].tolist():
+            tb = buf[tp:tp + tl]
+            t = tcache.get(tb)
+            if t is None:
+                t = tcache[tb] = tb.decode("utf-8", "replace")
+            topics.append(t)
+        if flt is not None and flt.topics is not None:
+            keep = np.fromiter((t in flt.topics for t in topics), dtype=bool, count=len(topics))
+            R = R[keep]
+            topics = [t for t, k in zip(topics, keep.tolist()) if k]
+        n = len(R)
+        if n == 0:
+            return None
+        R = self._check_body_crc(R)
+        pos, total, bpos = R[:, _POS], R[:, _TOTAL], R[:, _BODY_POS]
+        sys_flag, sts, bts = R[:, _SYS_FLAG], R[:, _STORE_TIMESTAMP], R[:, _BORN_TIMESTAMP]
+        born_v6 = (sys_flag & _BORNHOST_V6) != 0
+        store_v6 = (sys_flag & _STOREHOST_V6) != 0
+        born_len = np.where(born_v6, 20, 8)
+        store_off = _BORNHOST_AT + 8 + born_len  # STOREHOST follows BORNHOST and STORETIMESTAMP
+
+        # per-record text: properties (parse_properties and properties_well_formed in one pass: the same split
+        # rules; \x01 and \x02 are ASCII, so splitting the decoded text equals splitting the bytes), problems
+        crc32 = zlib.crc32
+        dicts: list = []
+        probs: list = []
+        proffs = [0]
+        malformed = False
+        for p, tot, crc_ok, pp, pl in R[:, (_POS, _TOTAL, _CRC_OK, _PROPS_POS, _PROPS_LEN)].tolist():
+            props = {}
+            if pl > 0:
+                for piece in buf[pp:pp + pl].decode("utf-8", "replace").split("\x02"):
+                    name, sep, value = piece.partition("\x01")
+                    if name and value:
+                        props[name] = value
+                    elif piece and not sep:
+                        malformed = True
+                if PROPERTY_CRC32 in props:
+                    stored = decode_crc32_property(props[PROPERTY_CRC32])
+                    actual = crc32(mv[p:p + tot - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+                    if stored != actual:
+                        probs.append(f"__CRC32# property {stored} != crc of record {actual}")
+                if malformed:
+                    malformed = False
+                    probs.append(MALFORMED_PROPERTIES)
+            if crc_ok == 0:
+                probs.append(BODY_CRC_MISMATCH)
+            dicts.append(props)
+            proffs.append(len(probs))
+        rcrc = [crc32(mv[p:p + tot]) for p, tot in R[:, _POS:_TOTAL + 1].tolist()]
+        bodies = ([buf[bp:bp + bl] if bl > 0 else b"" for bp, bl in R[:, _BODY_POS:_BODY_LEN + 1].tolist()]
+                  if self.with_body else None)
+        pkeys = [k for d in dicts for k in d]
+        pvals = [v for d in dicts for v in d.values()]
+        poffs = np.cumsum([0] + [len(d) for d in dicts], dtype=np.int64).astype(np.int32)
+        tags = [d.get(PROPERTY_TAGS) for d in dicts]
+        uniqs = [d.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for d in dicts]
+        tccache = self.tags_codes
+        for tg in set(tags):
+            if tg not in tccache:
+                tccache[tg] = tags_code(tg)
+        tcodes = [tccache[tg] for tg in tags]
+        kl = [[x for x in k.split(" ") if x] if k else [] for k in (d.get(PROPERTY_KEYS) for d in dicts)]
+        kflat = [x for ks in kl for x in ks]
+        koffs = np.cumsum([0] + [len(ks) for ks in kl], dtype=np.int64).astype(np.int32)
+        tcode_mask = None
+        for i, props in ((i, d) for i, d in enumerate(dicts) if PROPERTY_DELAY_TIME_LEVEL in d):
+            if topics[i] != RMQ_SYS_SCHEDULE_TOPIC:
+                continue
+            try:
+                tcodes[i] = dispatch_tags_code(topics[i], props, int(sts[i]))[0]
+            except DelayLevelError:
+                tcodes[i] = 0
+                if tcode_mask is None:
+                    tcode_mask = np.zeros(n, dtype=bool)
+                tcode_mask[i] = True
+
+        i64, i32 = pa.int64(), pa.int32()
+
+        def const(s):
+            return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)),
+                                                  pa.array([s])).cast(pa.string())
+
+        def ts(ms):
+            bad = (ms < MIN_TIMESTAMP_MS) | (ms > MAX_TIMESTAMP_MS)
+            return pa.array(np.where(bad, 0, ms) * 1000, type=schema.field("born_timestamp").type,
+                            mask=bad if bad.any() else None)
+
+        def strs(values):
+            return pa.array(values, type=pa.string())
+
+        def str_list(offs, flat):
+            return pa.ListArray.from_arrays(pa.array(offs, type=i32), strs(flat))
+
+        hcache = self.hosts
+        store_host = _host_column(buf, u8, pos, store_v6, store_off, hcache)
+        pof = R[:, _PHYSICAL_OFFSET_FIELD]
+        if not store_v6.any():
+            sh = np.ascontiguousarray(u8[(pos + store_off)[:, None] + np.arange(8)])
+            idb = np.hstack([sh, pof.astype(">i8").view(np.uint8).reshape(n, 8)]).tobytes().hex().upper().encode()
+            msgid = pa.StringArray.from_buffers(n, pa.py_buffer(np.arange(0, 32 * n + 1, 32, dtype=np.int32)),
+                                                pa.py_buffer(idb))
+        else:
+            msgid = strs([offset_msg_id(bytes(buf[p + so:p + so + 16]) if v6 else bytes(buf[p + so:p + so + 4]),
+                                        int.from_bytes(buf[p + so + (16 if v6 else 4):p + so + (20 if v6 else 8)],
+                                                       "big", signed=True), f)
+                          for p, so, v6, f in zip(pos.tolist(), store_off.tolist(), store_v6.tolist(),
+                                                  pof.tolist())])
+        days = np.floor_divide(sts, 86400000)
+        valid = (sts >= MIN_TIMESTAMP_MS) & (sts <= MAX_TIMESTAMP_MS)
+        udays, dinv = np.unique(np.where(valid, days, 0), return_inverse=True)
+        dates = np.array([_day(d) for d in udays.tolist()], dtype=object)[dinv.reshape(-1)]
+        if not valid.all():
+            dates[~valid] = "invalid"
+        tparts = [topic_partition(t) for t in topics]
+        crc_col = R[:, _CRC_OK]
+        arrays = {
+            "source": const(task.source),
+            "store_path": const(task.store_path),
+            "file": const(task.name),
+            "file_position": pa.array(pos, i64),
+            "physical_offset": pa.array(pos + task.start, i64),
+            "physical_offset_field": pa.array(pof, i64),
+            "total_size": pa.array(total.astype(np.int32), i32),
+            "magic_version": pa.array(R[:, _MAGIC_VERSION].astype(np.int32), i32),
+            "topic": strs(topics),
+            "queue_id": pa.array(R[:, _QUEUE_ID].astype(np.int32), i32),
+            "queue_offset": pa.array(R[:, _QUEUE_OFFSET], i64),
+            "flag": pa.array(_gather(u8, pos + _FLAG_AT, 4, ">i4").astype(np.int32), i32),
+            "sys_flag": pa.array(sys_flag.astype(np.int32), i32),
+            "transaction_type": strs(self.tx_names[(sys_flag & 0xC) >> 2]),
+            "born_timestamp": ts(bts),
+            "born_timestamp_ms": pa.array(bts, i64),
+            "born_host": strs(_host_column(buf, u8, pos, born_v6, _BORNHOST_AT, hcache)),
+            "store_timestamp": ts(sts),
+            "store_timestamp_ms": pa.array(sts, i64),
+            "store_host": strs(store_host),
+            # RECONSUMETIMES and PREPAREDTRANSACTIONOFFSET end right before BODYLEN + body
+            "reconsume_times": pa.array(_gather(u8, bpos - 16, 4, ">i4").astype(np.int32), i32),
+            "prepared_transaction_offset": pa.array(_gather(u8, bpos - 12, 8, ">i8"), i64),
+            "tags": strs(tags),
+            "tags_code": pa.array(np.array(tcodes, dtype=np.int64), i64, mask=tcode_mask),
+            "keys": str_list(koffs, kflat),
+            "uniq_key": strs(uniqs),
+            "offset_msg_id": msgid,
+            "properties": pa.MapArray.from_arrays(pa.array(poffs, type=i32), strs(pkeys), strs(pvals)),
+            "body_size": pa.array(np.maximum(R[:, _BODY_LEN], 0).astype(np.int32), i32),
+            "body_crc": pa.array(_gather(u8, pos + _BODYCRC_AT, 4, ">i4"), i64),
+            "crc_ok": pa.array(crc_col == 1, pa.bool_(), mask=crc_col < 0),
+            "record_crc32": pa.array(np.array(rcrc, dtype=np.int64), i64),
+            "problems": str_list(proffs, probs),
+            "store_date": strs(dates),
+            "topic_partition": strs(tparts),
+        }
+        if self.with_body:
+            arrays[BODY] = pa.array(bodies, pa.binary())
+        return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
+
+
+def _file_records(buf, limit: int) -> Iterator[tuple]:
+    """Runs of records and single scan events of one file, like ``scan_records_array`` with the body CRC checked;
+    a record whose body CRC fails is re-read for its structure alone, so that it comes back as a one-row run
+    (exported, ``crc_ok`` false) or as the HALF/ILLEGAL record it also is."""
+    pos = 0
+    while True:
+        reread = None
+        for rows, one in scan_records_array(buf, pos, limit, True, True, RUN_RECORDS):
+            if rows is None and one[0] in (CRC_MISMATCH, MESSAGE):
+                reread = one[1]
+                break
+            yield rows, one
+        if reread is None:
+            return
+        rows, one = next(scan_records_array(buf, reread, limit, False, True, 1))
+        if rows is None and one[0] == MESSAGE:  # pragma: no cover - the two scanners are proven equal
+            raise RuntimeError(f"the record scanners disagree about the record at position {reread}")
+        yield rows, one
+        if rows is None and one[0] != HALF:
+            return
+        pos = reread + (int(rows[0, _TOTAL]) if rows is not None else one[2])
+
+
+def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | None = None,
+                 result: FileResult | None = None, batch_rows: int = BATCH_ROWS):
+    """Arrow RecordBatches (at most ``batch_rows`` rows each) for one commitlog file, scanned from position 0 to
+    its blank record / zero tail / end. ``result`` (optional) receives the row count and the damage seen."""
+    schema = arrow_schema(with_body)
+    mf = MappedFile(task.path, task.start)
+    try:
+        dec = RowDecoder(mf.buffer, task, schema, with_body, flt)
+        try:
+            for rows, one in _file_records(mf.buffer, mf.size):
+                if rows is not None:
+                    b = dec.batch(rows)
+                    if b is None:
+                        continue
+                    if result is not None:
+                        result.rows += b.num_rows
+                    for off in range(0, b.num_rows, batch_rows):
+                        yield b.slice(off, batch_rows)
+                elif one[0] in (HALF, ILLEGAL) and result is not None:
+                    result.damage.append(FileDamage(task.source, task.path, task.start + one[1], one[0], one[6]))
+        finally:
+            dec.close()
+    finally:
+        mf.close()
