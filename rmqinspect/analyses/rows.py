@@ -322,6 +322,37 @@ def _host_column(buf, u8, pos, wide, off, cache: dict):
     return out
 
 
+_TOPIC_GATHER_MAX = 256  # longest topic compared as a fixed-width byte row; longer ones are decoded one by one
+
+
+def topic_ids(u8, rows, topics: dict[str, int]):
+    """Topic id of every row of a run of scanned records (``topics`` maps each topic to its id; new topics get
+    the next ids in order of first appearance, as a per-record loop assigns them): the distinct topic byte
+    strings of the run are found with numpy and decoded once each."""
+    import numpy as np
+
+    tpos = rows[:, _TOPIC_POS]
+    tlen = rows[:, _TOPIC_LEN]
+    width = int(tlen.max()) if len(rows) else 0
+    if width > _TOPIC_GATHER_MAX:
+        names = [bytes(u8[p:p + n]).decode("utf-8", "replace") for p, n in zip(tpos.tolist(), tlen.tolist())]
+        return np.array([topics.setdefault(t, len(topics)) for t in names], dtype=np.int64)
+    # fixed-width rows: the topic bytes padded with zeros, then its length (a topic may hold zero bytes)
+    cols = np.arange(width, dtype=np.int64)
+    idx = np.minimum(tpos[:, None] + cols, u8.size - 1)
+    mat = np.where(cols < tlen[:, None], u8[idx], 0).astype(np.uint8)
+    mat = np.concatenate([mat, tlen.astype("<u2").view(np.uint8).reshape(-1, 2)], axis=1)
+    keys = np.ascontiguousarray(mat).view(np.dtype((np.void, mat.shape[1]))).ravel()
+    _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    ids = np.empty(len(first), dtype=np.int64)
+    for u in order.tolist():
+        r = int(first[u])
+        p, n = int(tpos[r]), int(tlen[r])
+        ids[u] = topics.setdefault(bytes(u8[p:p + n]).decode("utf-8", "replace"), len(topics))
+    return ids[inv.ravel()]
+
+
 class RowDecoder:
     """Arrow RecordBatches from runs of scanned records of one mapped commitlog file."""
 
@@ -334,7 +365,9 @@ class RowDecoder:
         self.task, self.schema, self.with_body = task, schema, with_body
         self.flt = None if flt is None or flt.empty else flt
         self.tx_names = np.array(TRANSACTION_TYPE_NAMES, dtype=object)
-        self.topics: dict = {}
+        self.topic_ids: dict[str, int] = {}  # topic -> id (topic_ids)
+        self.topic_names = np.empty(0, dtype=object)  # by id
+        self.topic_partitions = np.empty(0, dtype=object)  # by id
         self.tags_codes: dict = {}
         self.hosts: dict = {}
 
@@ -372,21 +405,19 @@ class RowDecoder:
             if flt.until is not None:
                 keep &= sts <= flt.until
             R = R[keep]
-        tcache = self.topics
-        topics = []
-        for tp, tl in R[:, _TOPIC_POS:_TOPIC_LEN + 1].tolist():
-            tb = buf[tp:tp + tl]
-            t = tcache.get(tb)
-            if t is None:
-                t = tcache[tb] = tb.decode("utf-8", "replace")
-            topics.append(t)
+        if not len(R):
+            return None
+        ids = topic_ids(u8, R, self.topic_ids)
+        if len(self.topic_ids) > len(self.topic_names):
+            self.topic_names = np.array(list(self.topic_ids), dtype=object)
+            self.topic_partitions = np.array([topic_partition(t) for t in self.topic_names.tolist()], dtype=object)
         if flt is not None and flt.topics is not None:
-            keep = np.fromiter((t in flt.topics for t in topics), dtype=bool, count=len(topics))
-            R = R[keep]
-            topics = [t for t, k in zip(topics, keep.tolist()) if k]
+            keep = np.array([t in flt.topics for t in self.topic_names.tolist()], dtype=bool)[ids]
+            R, ids = R[keep], ids[keep]
         n = len(R)
         if n == 0:
             return None
+        topics = self.topic_names[ids]
         R = self._check_body_crc(R)
         pos, total, bpos = R[:, _POS], R[:, _TOTAL], R[:, _BODY_POS]
         sys_flag, sts, bts = R[:, _SYS_FLAG], R[:, _STORE_TIMESTAMP], R[:, _BORN_TIMESTAMP]
@@ -488,7 +519,6 @@ class RowDecoder:
         dates = np.array([_day(d) for d in udays.tolist()], dtype=object)[dinv.reshape(-1)]
         if not valid.all():
             dates[~valid] = "invalid"
-        tparts = [topic_partition(t) for t in topics]
         crc_col = R[:, _CRC_OK]
         arrays = {
             "source": const(task.source),
@@ -526,7 +556,7 @@ class RowDecoder:
             "record_crc32": pa.array(np.array(rcrc, dtype=np.int64), i64),
             "problems": str_list(proffs, probs),
             "store_date": strs(dates),
-            "topic_partition": strs(tparts),
+            "topic_partition": strs(self.topic_partitions[ids]),
         }
         if self.with_body:
             arrays[BODY] = pa.array(bodies, pa.binary())
