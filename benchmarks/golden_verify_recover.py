@@ -162,16 +162,17 @@ def doctored(tmp: str):
 def main() -> None:
     out_path = sys.argv[1]
     if "--pure" in sys.argv:
-        import rmqinspect.store.commitlog as c
+        from rmqinspect.store import scanner
 
-        c._fastscan = None
+        scanner.use_compiled(False)
     tmp = tempfile.mkdtemp(prefix="rmqi-golden-")
     doc = {}
     try:
         for ver in ("rocketmq-all-4.9.8", "rocketmq-all-5.3.3"):
             for sc in sorted(os.listdir(os.path.join(ORACLE, ver))):
                 root = os.path.join(ORACLE, ver, sc, "store")
-                if os.path.isdir(root):
+                # DLedger stores keep their log in dledger-*/data, which is not read yet (issue 14)
+                if os.path.isdir(os.path.join(root, "commitlog")):
                     doc[f"{ver}/{sc}"] = reports(root)
         for name, root in doctored(tmp):
             doc[name] = json.loads(json.dumps(reports(root)).replace(tmp, "TMP"))

@@ -15,7 +15,7 @@ from rmqinspect.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqinspect.store import Store
 from rmqinspect.store.commitlog import MESSAGE
 from rmqinspect.store.consumequeue import ConsumeQueue
-from rmqinspect.store.record_runs import scan_record_runs
+from rmqinspect.analyses.recover import scan_record_runs
 
 
 def _messages_by_scan(cl, start, end, **kw):

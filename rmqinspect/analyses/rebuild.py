@@ -7,8 +7,8 @@ This module decides *what* is dispatched; where it goes is up to the sinks the c
 subclasses). ``rebuild`` and the project's ``StoreWriter`` both go through ``dispatch_commitlog``, so there
 is one implementation of the dispatch rules (which themselves live in ``analyses.dispatch``).
 
-Hot path: no ``Message`` objects and no per-record Python. ``store.commitlog.scan_records_array`` yields runs
-of well-formed records as numpy arrays (compiled scanner) and hands every other position to ``scan_buffer``;
+Hot path: no ``Message`` objects and no per-record Python. ``CommitLog.walk`` yields runs of well-formed
+records as numpy arrays (compiled scanner) and every other position as a ``Record`` decided by ``scan_buffer``;
 ``dispatch_fields`` (compiled in store/_fastscan.c, pure-Python fallback ``record_fields_py``) pulls
 TAGS/KEYS/UNIQ_KEY/DELAY out of the properties with ``parse_properties``' rule and computes tagsCode and the
 index key hashes; the consume-queue entries and index puts are then handed to the sinks in bulk (proven
@@ -29,9 +29,8 @@ from ..formats.constants import (
     RMQ_SYS_SCHEDULE_TOPIC,
 )
 from ..formats.javahash import java_string_hash, tags_code
-from ..store.commitlog import (
-    BLANK, FILE_END, HALF, ILLEGAL, MESSAGE, PageReleaser, _tuple_to_row, scan_records_array,
-)
+from ..store.commitlog import BLANK, FILE_END, HALF, ILLEGAL, Gap, RecordRun
+from ..store.scanner import compiled
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
 
 # TopicValidator: the allowed characters. Length: 127 in 4.x, longer names exist in 5.x (V2 records); the
@@ -40,12 +39,9 @@ _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_LENGTH = 255
 
 _INDEX_BATCH = 1 << 16
+_RUN_BATCH = 1 << 16  # records per walked run: the dispatcher's numpy work is amortised over large runs
 _CACHE_LIMIT = 1 << 16
 
-try:  # the compiled dispatch_fields (optional; see setup.py)
-    from ..store import _fastscan
-except ImportError:  # pragma: no cover - exercised when the extension could not be built
-    _fastscan = None
 _SCHEDULE_B = RMQ_SYS_SCHEDULE_TOPIC.encode()
 _INNER_MULTI_DISPATCH = b"INNER_MULTI_DISPATCH\x01"
 
@@ -202,8 +198,9 @@ def dispatch_fields(buf, rows: np.ndarray, want_keys: bool = True, use_compiled:
     """
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     n = len(rows)
-    if _fastscan is not None and use_compiled and hasattr(_fastscan, "dispatch_fields"):
-        raw_f, raw_k, topics = _fastscan.dispatch_fields(buf, rows, want_keys)
+    ext = compiled() if use_compiled else None
+    if ext is not None:
+        raw_f, raw_k, topics = ext.dispatch_fields(buf, rows, want_keys)
         fields = np.frombuffer(raw_f, dtype=np.int64).reshape(n, _NOUT)
         keyh = np.frombuffer(raw_k, dtype=np.int64)
         fb = np.flatnonzero(fields[:, 5] & DF_FALLBACK)
@@ -432,10 +429,9 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
     ``put_many`` when the set has ``bulk_puts``) and ``index`` (``put_batch(hashes, phys, ts)``,
     ``close(record_after_last_put_ts)``).
 
-    The walk is ``scan_records_array`` (compiled scanner when built): runs of well-formed records come as
-    arrays and are dispatched in bulk; every other position is decided by ``scan_buffer``, the one
-    implementation of the broker's check (HALF: skip TOTALSIZE and go on; BLANK: next file; END/ILLEGAL:
-    stop).
+    The walk is ``CommitLog.walk``: runs of well-formed records are dispatched in bulk; the policy for
+    everything else is ReputMessageService's (HALF: skip TOTALSIZE and go on; BLANK: next file;
+    END/ILLEGAL: stop; a missing file: stop).
 
     The sinks are not closed here except the index's pending batch, which is flushed; the caller closes both.
     ``progress(bytes_done)`` is called at each file boundary.
@@ -446,98 +442,65 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
         cq = None
     if not opt.build_index:
         index = None
-    files = commitlog.files
     start = commitlog.min_offset if opt.from_offset is None else opt.from_offset
     end = opt.to_offset
     rep.start_offset = start
     fsize = commitlog.file_size
-    fi = None
-    for i, f in enumerate(files):
-        if f.start <= start < f.start + max(f.size, 1):
-            fi = i
-            break
-    if fi is None:
+    if not any(f.start <= start < f.start + max(f.size, 1) for f in commitlog.files):
         rep.end_offset = start
         rep.stop_kind = "gap"
         rep.stop_reason = f"no commitlog file covers offset {start}"
         return rep
 
     d = _Dispatcher(rep, cq, index, opt.delay_table)
-    pos = start - files[fi].start
     offset = start
-    while True:
-        f = files[fi]
-        base = f.start
-        limit = f.size
-        if end is not None and end - base < limit:
-            limit = max(end - base, 0)
-        buf = f.buffer
-        stop = None
-        next_file = False
-        rel = PageReleaser(buf, pos)
-        for rows, one in scan_records_array(buf, pos, limit, False, True):
-            if rows is None:
-                kind, p, size, hdr, bpos, _crc, reason = one
-                if kind == MESSAGE:  # the compiled scanner declined a record scan_buffer accepts
-                    rows = _tuple_to_row(buf, one)
-                elif kind == HALF:
-                    # ReputMessageService: size > 0 but not successful -> skip the record and go on
-                    rep.half_records.append({"offset": base + p, "size": size, "file": f.path, "reason": reason})
-                    pos = p + size
-                    offset = base + pos
-                    continue
-                elif kind == BLANK:
-                    next_file = True
-                    offset = base + fsize
+    stop = None
+    cur = None
+    for ev in commitlog.walk(start, end, check_crc=False, accept_v2=True, batch=_RUN_BATCH):
+        f = ev.file
+        if f is not cur and f is not None:
+            if cur is not None:
+                if f.start != cur.start + fsize:  # overlapping file names
+                    stop = ("gap", cur.start + fsize, f"missing commitlog file(s) between {cur.start + fsize} and "
+                            f"{f.start}", f.path)
                     break
-                elif kind == FILE_END:
-                    next_file = True
-                    offset = base + p
-                    break
-                else:  # END, ILLEGAL
-                    stop = (kind, base + p, reason)
-                    break
-            halt = d.dispatch(buf, base, rows)
+                if progress is not None:
+                    progress(f.start - start)
+            cur = f
+        if type(ev) is RecordRun:
+            halt = d.dispatch(f.buffer, f.start, ev.rows)
             if halt is not None:
                 i, why = halt
-                stop = (ILLEGAL, base + int(rows[i, 0]), why)
+                stop = (ILLEGAL, f.start + int(ev.records[i]["position"]), why, f.path)
                 break
-            pos = int(rows[-1, 0] + rows[-1, 1])
-            offset = base + pos
-            if pos >= rel.next:
-                rel.advance(pos)
-        rel.finish(f.size)
-        if stop is not None:
-            rep.stop_kind, offset, rep.stop_reason = stop
-            rep.stop_file = f.path
+            offset = f.start + ev.end
+        elif type(ev) is Gap:
+            stop = ("gap", ev.start, f"missing commitlog file(s) between {ev.start} and {ev.end}",
+                    commitlog.locate(ev.end)[0].path)
             break
-        if end is not None and offset >= end:
-            rep.stop_kind = "to"
-            rep.stop_reason = f"reached --to {end}"
+        elif ev.kind == HALF:
+            rep.half_records.append({"offset": ev.offset, "size": ev.size, "file": f.path, "reason": ev.reason})
+            offset = ev.end
+        elif ev.kind == BLANK:
+            offset = f.start + fsize
+        elif ev.kind == FILE_END:
+            offset = ev.offset
+        else:  # END, ILLEGAL
+            stop = (ev.kind, ev.offset, ev.reason, f.path)
             break
-        if end is not None and limit < f.size and not next_file:
-            rep.stop_kind = "to"
-            rep.stop_reason = f"reached --to {end}"
-            break
-        fi += 1
-        if fi >= len(files):
-            rep.stop_kind = "end"
-            rep.stop_reason = "end of the last commitlog file"
-            break
-        nxt = files[fi]
-        if nxt.start != base + fsize:
-            offset = base + fsize
-            rep.stop_kind = "gap"
-            rep.stop_reason = f"missing commitlog file(s) between {base + fsize} and {nxt.start}"
-            rep.stop_file = nxt.path
-            break
-        if end is not None and nxt.start >= end:
-            rep.stop_kind = "to"
-            rep.stop_reason = f"reached --to {end}"
-            break
-        pos = 0
-        if progress is not None:
-            progress(nxt.start - start)
+    if stop is None and cur is not None and not (end is not None and offset >= end):
+        nxt = next((g for g in commitlog.files if g.start > cur.start), None)
+        if nxt is not None and nxt.start != cur.start + fsize:  # the walk ended at --to before a missing file
+            stop = ("gap", cur.start + fsize, f"missing commitlog file(s) between {cur.start + fsize} and "
+                    f"{nxt.start}", nxt.path)
+    if stop is not None:
+        rep.stop_kind, offset, rep.stop_reason, rep.stop_file = stop
+    elif end is not None and offset >= end:
+        rep.stop_kind = "to"
+        rep.stop_reason = f"reached --to {end}"
+    else:
+        rep.stop_kind = "end"
+        rep.stop_reason = "end of the last commitlog file"
     rep.messages = d.messages
     rep.cq_entries = d.cq_entries
     if index is not None:

@@ -36,15 +36,21 @@ from ..store.commitlog import (
     FILE_END,
     ILLEGAL,
     MESSAGE,
+    RecordRun,
     _tuple_to_row,
     scan_buffer,
     scan_records_array,
 )
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.indexfile import INDEX_HEADER
-from ..store.record_runs import scan_record_runs
 from .rebuild import dispatch_fields
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
+
+
+
+def scan_record_runs(cl, *a, **kw):  # transitional, until the recovery consumes CommitLog.walk's events itself
+    return ((ev.file, ev.rows, None) for ev in cl.walk(*a, batch=65536, **kw) if type(ev) is RecordRun)
+
 
 # ---------------------------------------------------------------------------------------------------
 # Broker version: which recovery rules apply

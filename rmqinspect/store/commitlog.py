@@ -11,10 +11,14 @@ import collections
 import os
 import zlib
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Iterator
+
+import numpy as np
 
 from ..formats.commitlog import (
     CRC32_RESERVED_LEN,
+    HEADER_STRUCT_NAMES,
     HEADER_STRUCTS,
     HEADER_V4,
     INT8,
@@ -36,16 +40,34 @@ from .errors import CorruptDataError, OffsetOutOfStoreError, StoreNotFoundError
 from .layout import StoreLayout
 from .mapped import MappedFile
 from .message import Message
+from .scanner import compiled
 
-# Slot kinds reported by the scan.
-MESSAGE = "message"  # a record that passed the broker's check
-BLANK = "blank"  # end-of-file blank record (BLANK_MAGIC_CODE): continue in the next file
-END = "end"  # zero-filled space: where written data stops
-ILLEGAL = "illegal"  # broker: (-1, false) - bad magic, absurd size, unreadable
-CRC_MISMATCH = "crc"  # broker: (-1, false) because the body CRC differs (only when checking CRCs)
-HALF = "half"  # broker: (TOTALSIZE, false) - lengths inside the record disagree with TOTALSIZE
-FILE_END = "file_end"  # the file ended exactly at a record boundary without a blank record
-GAP = "gap"  # no file covers this offset range (deleted by retention, or missing)
+class Kind(StrEnum):
+    """What the scan found at a physical offset. The values are the words the reports print."""
+
+    MESSAGE = "message"  # a record that passed the broker's check
+    BLANK = "blank"  # end-of-file blank record (BLANK_MAGIC_CODE): continue in the next file
+    END = "end"  # zero-filled space: where written data stops
+    ILLEGAL = "illegal"  # broker: (-1, false) - bad magic, absurd size, unreadable
+    CRC = "crc"  # broker: (-1, false) because the body CRC differs (only when checking CRCs)
+    HALF = "half"  # broker: (TOTALSIZE, false) - lengths inside the record disagree with TOTALSIZE
+    FILE_END = "file_end"  # the file ended exactly at a record boundary without a blank record
+    GAP = "gap"  # no file covers this offset range (deleted by retention, or missing)
+
+
+MESSAGE = Kind.MESSAGE
+BLANK = Kind.BLANK
+END = Kind.END
+ILLEGAL = Kind.ILLEGAL
+CRC_MISMATCH = Kind.CRC
+HALF = Kind.HALF
+FILE_END = Kind.FILE_END
+GAP = Kind.GAP
+
+# Kinds that are damage (the broker's check failed); END is where data stops, not damage.
+DAMAGE_KINDS = frozenset((ILLEGAL, CRC_MISMATCH, HALF))
+# Kinds after which nothing more of a file is read (after HALF the scan goes on at offset + size).
+FILE_DONE_KINDS = frozenset((END, ILLEGAL, CRC_MISMATCH, BLANK, FILE_END))
 
 # Smallest record TOTALSIZE: all fixed fields, empty body/topic/properties (V1, IPv4).
 MIN_RECORD_SIZE = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
@@ -55,18 +77,82 @@ _V2 = MESSAGE_MAGIC_CODE_V2
 _BLANK = BLANK_MAGIC_CODE
 _crc32 = zlib.crc32
 
+# A record's fixed header as ``HEADER_STRUCTS`` unpacks it, with the field names of ``formats.commitlog``.
+RecordHeader = collections.namedtuple("RecordHeader", HEADER_STRUCT_NAMES)
 
-class Slot:
-    """One thing the scan found at a physical offset.
 
-    For MESSAGE/HALF/CRC_MISMATCH slots ``header`` is the tuple unpacked by ``HEADER_STRUCTS`` (unpacked
-    lazily when the compiled scanner found the record) and ``body_pos`` the position of the body in
-    ``file``; ``crc_ok`` is None when not checked.
-    """
+def unpack_header(buf, pos: int) -> RecordHeader:
+    hdr = HEADER_V4.unpack_from(buf, pos)
+    sf = hdr[7] & 0x30
+    return RecordHeader._make(HEADER_STRUCTS[sf].unpack_from(buf, pos) if sf else hdr)
+
+
+# What the scan knows of every well-formed record, one int64 each (the compiled scanner's row layout,
+# store/_fastscan.c). Positions are relative to the record's file; crc_ok is -1 when not checked.
+RECORD_FIELDS = ("position", "total_size", "body_pos", "body_len", "crc_ok", "sys_flag", "queue_id", "queue_offset",
+                 "physical_offset_field", "store_timestamp", "born_timestamp", "topic_pos", "topic_len",
+                 "properties_pos", "properties_len", "magic_version")
+RECORD_DTYPE = np.dtype([(n, np.int64) for n in RECORD_FIELDS])
+_NFIELDS = len(RECORD_FIELDS)
+
+# Records per run of the walk (bulk consumers amortise their per-run numpy overhead over large runs).
+RUN_BATCH = 8192
+
+
+class RecordRun:
+    """A run of consecutive well-formed records of one file (what the broker's check accepts).
+
+    ``records`` is a numpy array of ``RECORD_DTYPE`` (``run.records["queue_offset"]``), positions relative
+    to ``file``. ``rows`` is the same memory as a 2-D int64 array in ``RECORD_FIELDS`` order (the compiled
+    scanner's output; kept while modules still index columns by number)."""
+
+    __slots__ = ("file", "records")
+
+    def __init__(self, file: MappedFile, records: np.ndarray):
+        self.file = file
+        self.records = records
+
+    @classmethod
+    def from_rows(cls, file: MappedFile, rows: np.ndarray) -> "RecordRun":
+        return cls(file, np.ascontiguousarray(rows, dtype=np.int64).view(RECORD_DTYPE).reshape(len(rows)))
+
+    @property
+    def rows(self) -> np.ndarray:
+        return self.records.view(np.int64).reshape(len(self.records), _NFIELDS)
+
+    @property
+    def base(self) -> int:
+        """Physical offset of the file's first byte."""
+        return self.file.start
+
+    @property
+    def end(self) -> int:
+        """Position in the file after the last record."""
+        last = self.records[-1]
+        return int(last["position"] + last["total_size"])
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, sel) -> "RecordRun":
+        """A run of the selected records (a slice, a mask or indices)."""
+        return RecordRun(self.file, np.ascontiguousarray(self.records[sel]))
+
+    def __repr__(self) -> str:
+        return f"RecordRun({self.file.name if self.file else None}, {len(self.records)} records)"
+
+
+class Record:
+    """One thing the scan handed to Python at a physical offset: damage, a blank record, the data's end,
+    the file's end, or (from the pure-Python scanner, see ``walk(python_runs=False)``) a well-formed record.
+
+    For MESSAGE/HALF/CRC records ``header`` is the ``RecordHeader`` (unpacked on first use when the compiled
+    scanner found the record) and ``body_pos`` the position of the body in ``file``; ``crc_ok`` is None when
+    not checked. ``reason`` says what is wrong (empty for MESSAGE and BLANK)."""
 
     __slots__ = ("kind", "offset", "size", "file", "position", "_header", "body_pos", "crc_ok", "reason")
 
-    def __init__(self, kind: str, offset: int, size: int, file: MappedFile | None, position: int,
+    def __init__(self, kind: Kind, offset: int, size: int, file: MappedFile | None, position: int,
                  header: tuple | None = None, body_pos: int = 0, crc_ok: bool | None = None, reason: str = ""):
         self.kind = kind
         self.offset = offset
@@ -79,122 +165,170 @@ class Slot:
         self.reason = reason
 
     @property
-    def header(self) -> tuple | None:
-        if self._header is None and self.kind in (MESSAGE, HALF, CRC_MISMATCH) and self.file is not None:
-            self._header = unpack_header(self.file.buffer, self.position)
-        return self._header
+    def header(self) -> RecordHeader | None:
+        h = self._header
+        if h is None:
+            if self.kind in (MESSAGE, HALF, CRC_MISMATCH) and self.file is not None:
+                h = self._header = unpack_header(self.file.buffer, self.position)
+        elif type(h) is not RecordHeader:
+            h = self._header = RecordHeader._make(h)
+        return h
 
     @property
     def end(self) -> int:
         return self.offset + self.size
 
+    @property
+    def damaged(self) -> bool:
+        return self.kind in DAMAGE_KINDS
+
     def __repr__(self) -> str:
-        return f"Slot({self.kind}, offset={self.offset}, size={self.size}, reason={self.reason!r})"
+        return f"Record({self.kind}, offset={self.offset}, size={self.size}, reason={self.reason!r})"
 
 
-def unpack_header(buf, pos: int) -> tuple:
-    hdr = HEADER_V4.unpack_from(buf, pos)
-    sf = hdr[7] & 0x30
-    return HEADER_STRUCTS[sf].unpack_from(buf, pos) if sf else hdr
+# Former name of ``Record`` (CommitLog.scan yielded "slots").
+Slot = Record
 
 
-try:  # the compiled scanner (optional; see setup.py)
-    from . import _fastscan
-except ImportError:  # pragma: no cover - exercised when the extension could not be built
-    _fastscan = None
-
-FAST_BATCH = 8192
-# Column order of the compiled scanner's records (see _fastscan.c).
-FAST_FIELDS = ("pos", "total", "body_pos", "body_len", "crc_ok", "sys_flag", "queue_id", "queue_offset",
-               "physical_offset_field", "store_timestamp", "born_timestamp", "topic_pos", "topic_len",
-               "props_pos", "props_len", "magic_version")
-
-
-def fast_available() -> bool:
-    return _fastscan is not None
+def _python_row(buf, t) -> list:
+    """RECORD_FIELDS of a record ``scan_buffer`` accepted (what the compiled scanner would have reported)."""
+    kind, pos, total, hdr, bpos, crc_ok, _ = t
+    h = RecordHeader._make(hdr)
+    blen = h.body_length
+    _, props, ppos = _topic_and_properties(buf, h, bpos)
+    tsz = 2 if h.magic_code == _V2 else 1
+    tpos = bpos + max(blen, 0) + tsz
+    return [pos, total, bpos, blen, -1 if crc_ok is None else int(crc_ok), h.sys_flag, h.queue_id, h.queue_offset,
+            h.physical_offset, h.store_timestamp, h.born_timestamp, tpos, ppos - tpos, ppos + 2, len(props),
+            1 if h.magic_code == _V1 else 2]
 
 
-def scan_buffer_fast(buf, start: int, limit: int, check_crc: bool = True, accept_v2: bool = True,
-                     use_compiled: bool = True) -> Iterator[tuple]:
-    """``scan_buffer`` with the well-formed records found by the compiled scanner (``header`` None in
-    those tuples; unpack lazily). Every other position goes through the pure-Python ``scan_buffer``."""
-    if _fastscan is None or not use_compiled:
-        yield from scan_buffer(buf, start, limit, check_crc, accept_v2)
-        return
-    import array
+def _python_run(file: MappedFile, rows: list) -> RecordRun:
+    return RecordRun(file, np.array([tuple(r) for r in rows], dtype=RECORD_DTYPE))
 
+
+def walk_file(file: MappedFile, start: int = 0, limit: int | None = None, *, check_crc: bool = True,
+              accept_v2: bool = True, batch: int = RUN_BATCH, python_runs: bool = True,
+              crc_continue: bool = False, release_pages: bool = False) -> Iterator[RecordRun | Record]:
+    """The broker's check over one file, ``file.buffer[start:limit]`` (default: to the file's end).
+
+    Runs of well-formed records come from the selected scanner (``scanner.compiled()``) as ``RecordRun``s of
+    at most ``batch`` records; every other position is decided by the pure-Python ``scan_buffer`` (one
+    implementation of each unusual case) and comes as a ``Record``. Ends after the first record of a kind in
+    ``FILE_DONE_KINDS``; after HALF it goes on at offset + size, as the broker's dispatcher does.
+
+    ``python_runs=False``: without the compiled scanner, accepted records come one by one as MESSAGE
+    ``Record``s (no row built: per-record consumers). ``crc_continue``: a record whose only fault is its body
+    CRC comes as a CRC ``Record`` (``crc_ok`` False, the structure verdict wins over the CRC one) and the
+    walk goes on after it, instead of ending the file. ``release_pages``: drop walked pages from the map
+    (``PageReleaser``).
+    """
+    buf = file.buffer
+    if limit is None:
+        limit = file.size
+    base = file.start
+    ext = compiled()
+    rel = PageReleaser(buf, start) if release_pages else None
+    nxt = rel.next if rel is not None else float("inf")
     pos = start
+    steps = None if ext is not None else _python_steps(buf, start, limit, check_crc, accept_v2, crc_continue)
+    pending: list = []  # pure Python: rows of accepted records not handed out yet
     while True:
-        raw, n, pos = _fastscan.scan_messages(buf, pos, limit, check_crc, accept_v2, FAST_BATCH, RECORD_SIZE_CAP)
-        if n:
-            a = array.array("q")
-            a.frombytes(raw)
-            crc_col = a[4::16]
-            for p, total, bpos, c in zip(a[0::16], a[1::16], a[2::16], crc_col):
-                yield (MESSAGE, p, total, None, bpos, None if c < 0 else c == 1, "")
-        if n == FAST_BATCH:
-            continue
-        one = next(scan_buffer(buf, pos, limit, check_crc, accept_v2))
-        yield one
-        if one[0] != HALF:
+        if ext is not None:
+            raw, n, pos = ext.scan_messages(buf, pos, limit, check_crc, accept_v2, batch, RECORD_SIZE_CAP)
+            if n:
+                run = RecordRun(file, np.frombuffer(raw, dtype=RECORD_DTYPE))
+                if pos >= nxt:
+                    rel.advance(int(run.records[0]["position"]))
+                    nxt = rel.next
+                yield run
+                if pos >= nxt:
+                    rel.advance(int(run.records[-1]["position"]))
+                    nxt = rel.next
+                if n == batch:
+                    continue
+            one = next(_python_steps(buf, pos, limit, check_crc, accept_v2, crc_continue))
+        else:
+            one = next(steps)
+            if one[0] == MESSAGE and python_runs:
+                pending.append(_python_row(buf, one))
+                if len(pending) < batch:
+                    continue
+            if pending:
+                run = _python_run(file, pending)
+                pending = []
+                yield run
+                if run.end >= nxt:
+                    rel.advance(run.end)
+                    nxt = rel.next
+                if one[0] == MESSAGE and python_runs:
+                    continue
+        kind, p, size, hdr, bpos, crc_ok, reason = one
+        if kind == MESSAGE and python_runs:
+            # the compiled scanner declined a record scan_buffer accepts: a run of one
+            yield _python_run(file, [_python_row(buf, one)])
+        else:
+            yield Record(kind, base + p, size, file, p, hdr, bpos, crc_ok, reason)
+        if kind in FILE_DONE_KINDS and not (kind == CRC_MISMATCH and crc_continue):
+            if rel is not None:
+                rel.finish(file.size)
             return
-        pos += one[2]
+        if p >= nxt:
+            rel.advance(p)
+            nxt = rel.next
+        pos = p + size
+
+
+def _python_steps(buf, pos: int, limit: int, check_crc: bool, accept_v2: bool, crc_continue: bool):
+    """``scan_buffer``; with ``crc_continue`` a record whose only fault is its body CRC comes as
+    ``(CRC_MISMATCH, ..., crc_ok=False, ...)`` and the scan goes on after it (the structure verdict of a
+    record that also fails its CRC wins: it comes as HALF/ILLEGAL)."""
+    while True:
+        for one in scan_buffer(buf, pos, limit, check_crc, accept_v2):
+            if one[0] != CRC_MISMATCH or not crc_continue:
+                yield one
+                continue
+            v = next(scan_buffer(buf, one[1], limit, False, accept_v2))
+            if v[0] == MESSAGE:
+                yield (CRC_MISMATCH, v[1], v[2], v[3], v[4], False, one[6])
+            else:
+                yield v
+                if v[0] != HALF:
+                    return
+            pos = v[1] + v[2]
+            break
+        else:
+            return
 
 
 def scan_records_array(buf, start: int, limit: int, check_crc: bool = True, accept_v2: bool = True,
                        batch: int = 65536):
-    """Bulk form for vectorised consumers: yields (numpy int64 array of shape (n, 16) in FAST_FIELDS order,
-    None) for runs of well-formed records and (None, slot_tuple) for anything else, in file order. Runs
-    hold at most ``batch`` records."""
-    import numpy as np
-
-    if _fastscan is None:
-        # pure-Python: the same runs, batched from scan_buffer's MESSAGE tuples
-        rows = []
-        for one in scan_buffer(buf, start, limit, check_crc, accept_v2):
-            if one[0] == MESSAGE:
-                rows.append(_tuple_row(buf, one))
-                if len(rows) >= batch:
-                    yield np.array(rows, dtype=np.int64), None
-                    rows = []
-                continue
-            if rows:
-                yield np.array(rows, dtype=np.int64), None
-                rows = []
-            yield None, one
-        if rows:
-            yield np.array(rows, dtype=np.int64), None
-        return
-    pos = start
-    while True:
-        raw, n, pos = _fastscan.scan_messages(buf, pos, limit, check_crc, accept_v2, batch, RECORD_SIZE_CAP)
-        if n:
-            yield np.frombuffer(raw, dtype=np.int64).reshape(n, 16), None
-        if n == batch:
-            continue
-        one = next(scan_buffer(buf, pos, limit, check_crc, accept_v2))
-        yield None, one
-        if one[0] not in (MESSAGE, HALF):
-            return
-        pos += one[2]
+    """Transitional, for modules not yet on ``walk_file`` (analyses/recover.py, analyses/export.py): the
+    same walk over a bare buffer as ``(rows, None)`` (2-D int64, ``RECORD_FIELDS`` order) for runs and
+    ``(None, scan_buffer tuple)`` for everything else."""
+    for ev in walk_file(MappedFile.of_buffer(buf), start, limit, check_crc=check_crc, accept_v2=accept_v2,
+                        batch=batch):
+        if type(ev) is RecordRun:
+            yield ev.rows, None
+        else:
+            yield None, (ev.kind, ev.position, ev.size, ev._header, ev.body_pos, ev.crc_ok, ev.reason)
 
 
-def _tuple_to_row(buf, t):
-    import numpy as np
+def _tuple_to_row(buf, t) -> np.ndarray:
+    """Transitional (see ``scan_records_array``): a MESSAGE tuple as a one-row 2-D array."""
+    return np.array([_python_row(buf, t)], dtype=np.int64)
 
-    return np.array([_tuple_row(buf, t)], dtype=np.int64)
+
+def __getattr__(name: str):
+    # Transitional: analyses/export.py imports the extension through this module until it is on walk_file.
+    if name == "_fastscan":
+        return compiled()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _tuple_row(buf, t) -> list:
-    kind, pos, total, hdr, bpos, crc_ok, _ = t
-    blen = hdr[16]
-    _, props, ppos = _topic_and_properties(buf, hdr, bpos)
-    tsz = 2 if hdr[1] == _V2 else 1
-    tpos = bpos + max(blen, 0) + tsz
-    tlen = ppos - tpos
-    plen = len(props)
-    return [pos, total, bpos, blen, -1 if crc_ok is None else int(crc_ok), hdr[7], hdr[3], hdr[5], hdr[6],
-            hdr[11], hdr[8], tpos, tlen, ppos + 2, plen, 1 if hdr[1] == _V1 else 2]
+def fast_available() -> bool:
+    """Whether the walk runs the compiled scanner (``scanner.compiled()``)."""
+    return compiled() is not None
 
 
 def scan_buffer(buf, start: int, limit: int, check_crc: bool = True, accept_v2: bool = True) -> Iterator[tuple]:
@@ -305,10 +439,10 @@ def scan_buffer(buf, start: int, limit: int, check_crc: bool = True, accept_v2: 
         mv.release()
 
 
-def _topic_and_properties(buf, hdr, bpos: int) -> tuple[str, bytes, int]:
-    blen = hdr[16]
+def _topic_and_properties(buf, hdr: RecordHeader, bpos: int) -> tuple[str, bytes, int]:
+    blen = hdr.body_length
     tpos = bpos + (blen if blen > 0 else 0)
-    if hdr[1] == _V2:
+    if hdr.magic_code == _V2:
         tlen = INT16.unpack_from(buf, tpos)[0]
         tpos += 2
     else:
@@ -321,24 +455,33 @@ def _topic_and_properties(buf, hdr, bpos: int) -> tuple[str, bytes, int]:
     return topic, props, ppos
 
 
+def topic_and_properties(buf, hdr: tuple, bpos: int) -> tuple[str, bytes]:
+    """Topic (decoded) and raw properties of a record the scan accepted."""
+    topic, props, _ = _topic_and_properties(buf, RecordHeader._make(hdr), bpos)
+    return topic, props
+
+
 def decode_slot(buf, base: int, pos: int, hdr: tuple, bpos: int, crc_ok, path: str = ""):
     """Full decode of a record the scan accepted. Returns a ``Message``."""
-    blen = hdr[16]
+    h = hdr if type(hdr) is RecordHeader else RecordHeader._make(hdr)
+    blen = h.body_length
     body = bytes(buf[bpos:bpos + blen]) if blen > 0 else b""
     if crc_ok is None and blen > 0:
-        crc_ok = (_crc32(body) & 0x7FFFFFFF) == hdr[2]
-    topic, props_raw, _ = _topic_and_properties(buf, hdr, bpos)
+        crc_ok = (_crc32(body) & 0x7FFFFFFF) == h.body_crc
+    topic, props_raw, _ = _topic_and_properties(buf, h, bpos)
     props = parse_properties(props_raw)
     msg = Message(
-        physical_offset=base + pos, total_size=hdr[0], magic_version=1 if hdr[1] == _V1 else 2, body_crc=hdr[2],
-        crc_ok=crc_ok, queue_id=hdr[3], flag=hdr[4], queue_offset=hdr[5], physical_offset_field=hdr[6],
-        sys_flag=hdr[7], born_timestamp=hdr[8], born_ip=hdr[9], born_port=hdr[10], store_timestamp=hdr[11],
-        store_ip=hdr[12], store_port=hdr[13], reconsume_times=hdr[14], prepared_transaction_offset=hdr[15],
-        body=body, topic=topic, properties_raw=props_raw, properties=props, file=path, position=pos,
+        physical_offset=base + pos, total_size=h.total_size, magic_version=1 if h.magic_code == _V1 else 2,
+        body_crc=h.body_crc, crc_ok=crc_ok, queue_id=h.queue_id, flag=h.flag, queue_offset=h.queue_offset,
+        physical_offset_field=h.physical_offset, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
+        born_ip=h.born_ip, born_port=h.born_port, store_timestamp=h.store_timestamp, store_ip=h.store_ip,
+        store_port=h.store_port, reconsume_times=h.reconsume_times,
+        prepared_transaction_offset=h.prepared_transaction_offset, body=body, topic=topic,
+        properties_raw=props_raw, properties=props, file=path, position=pos,
     )
     if PROPERTY_CRC32 in props:
         stored = decode_crc32_property(props[PROPERTY_CRC32])
-        rec_end = pos + hdr[0]
+        rec_end = pos + h.total_size
         actual = _crc32(memoryview(buf)[pos:rec_end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
         msg.property_crc_ok = stored == actual
         if not msg.property_crc_ok:
@@ -349,9 +492,6 @@ def decode_slot(buf, base: int, pos: int, hdr: tuple, bpos: int, crc_ok, path: s
         msg.problems.append("body CRC mismatch")
     return msg
 
-
-# Slot kinds after which nothing more of a file is read.
-_FILE_DONE = frozenset((END, ILLEGAL, CRC_MISMATCH, BLANK, FILE_END))
 
 # Walked CommitLog pages are dropped from the process' map every this many bytes.
 RELEASE_EVERY = 64 << 20
@@ -400,12 +540,22 @@ class PageReleaser:
 
 @dataclass
 class Gap:
+    """A range of physical offsets no commitlog file covers (deleted by retention, or missing)."""
+
     start: int
     end: int
+    reason: str = field(default="", compare=False)
+
+    kind = GAP
+    file = None  # no file covers it
 
     @property
     def size(self) -> int:
         return self.end - self.start
+
+    @property
+    def offset(self) -> int:
+        return self.start
 
 
 @dataclass
@@ -475,23 +625,24 @@ class CommitLog:
 
     # --- scanning ----------------------------------------------------------------------------------
     def walk(self, start: int | None = None, end: int | None = None, *, check_crc: bool = True,
-             accept_v2: bool = True, stop_at_end: bool = True, follow_blank: bool = True, batch: int = FAST_BATCH,
-             python_rows: bool = False) -> Iterator[tuple]:
-        """The broker's walk across the commitlog files, once for every scan built on it.
+             accept_v2: bool = True, stop_at_end: bool = True, follow_blank: bool = True, batch: int = RUN_BATCH,
+             python_runs: bool = True, crc_continue: bool = False) -> Iterator[RecordRun | Record | Gap]:
+        """The broker's walk across the commitlog files: the one walk every analysis is built on.
 
         Starts at ``start`` (a record boundary; default the first file) and stops before ``end``
-        (exclusive). Moves to the next file at a BLANK record and at the exact end of a file (FILE_END);
-        at END/ILLEGAL/CRC_MISMATCH the file is done and, with ``stop_at_end``, the whole walk (without it
-        the walk goes on with the next file: summaries of damaged stores; the broker never does that).
-        Yields events ``(file, rows, slot_tuple, gap)``, exactly one of the last three not None:
+        (exclusive). Each file is walked by ``walk_file`` (same ``check_crc``/``accept_v2``/``batch``/
+        ``python_runs``/``crc_continue``). Yields, in offset order:
 
-        - ``rows``: a run of at most ``batch`` well-formed records, ``scan_records_array`` rows
-          (FAST_FIELDS order, positions relative to ``file``);
-        - ``slot_tuple``: anything else, a ``scan_buffer`` tuple (a MESSAGE tuple only from the
-          pure-Python scanner, when ``python_rows`` is false or a scanner disagreement leaves one);
-        - ``gap``: ``(offset, size, reason)`` for a range no file covers (``file`` None).
+        - ``RecordRun``: well-formed records in bulk (``run.records``, ``RECORD_DTYPE``);
+        - ``Record``: anything else the scan met (``record.kind``: damage, blank record, zero fill, end of a
+          file without a blank record; MESSAGE only with ``python_runs=False`` and no compiled scanner);
+        - ``Gap``: a range no file covers.
 
-        Walked pages are released every ``RELEASE_EVERY`` bytes (``PageReleaser``).
+        Moves to the next file after a BLANK record (unless not ``follow_blank``: then the walk ends) and
+        at FILE_END; at END/ILLEGAL/CRC the file is done and, with ``stop_at_end``, the whole walk (without
+        it the walk goes on with the next file: summaries of damaged stores; the broker never does that).
+        What to do about damage is the caller's policy. Walked pages are released every ``RELEASE_EVERY``
+        bytes (``PageReleaser``).
         """
         files = self.files
         if start is None:
@@ -505,7 +656,7 @@ class CommitLog:
             return
         f = files[idx]
         if start < f.start:
-            yield None, None, None, (start, f.start - start, "no commitlog file covers this range")
+            yield Gap(start, f.start, "no commitlog file covers this range")
             start = f.start
         pos = start - f.start
         while True:
@@ -515,36 +666,21 @@ class CommitLog:
             if end is not None and end - base < limit:
                 limit = max(end - base, 0)
             if pos < limit:
-                buf = f.buffer
-                rel = PageReleaser(buf, pos)
-                if _fastscan is None and not python_rows:
-                    runs = ((None, one) for one in scan_buffer(buf, pos, limit, check_crc, accept_v2))
-                else:
-                    runs = scan_records_array(buf, pos, limit, check_crc, accept_v2, batch)
-                for rows, one in runs:
-                    if rows is not None:
-                        p = int(rows[0, 0])
-                        if p >= rel.next:
-                            rel.advance(p)
-                        yield f, rows, None, None
-                        p = int(rows[-1, 0])
-                        if p >= rel.next:
-                            rel.advance(p)
-                        continue
-                    kind = one[0]
-                    if kind == FILE_END and limit < f.size:
-                        return  # reached the caller's end offset
-                    if one[1] >= rel.next:
-                        rel.advance(one[1])
-                    yield f, None, one, None
-                    if kind in _FILE_DONE:
-                        rel.finish(f.size)
-                        if kind == BLANK:
-                            if not follow_blank:
-                                return
-                        elif kind != FILE_END:
-                            stop_here = True
-                        break
+                for ev in walk_file(f, pos, limit, check_crc=check_crc, accept_v2=accept_v2, batch=batch,
+                                    python_runs=python_runs, crc_continue=crc_continue, release_pages=True):
+                    if type(ev) is Record:
+                        kind = ev.kind
+                        if kind in FILE_DONE_KINDS:
+                            if kind == FILE_END and limit < f.size:
+                                return  # reached the caller's end offset
+                            yield ev
+                            if kind == BLANK:
+                                if not follow_blank:
+                                    return
+                            elif kind != FILE_END:
+                                stop_here = True
+                            break
+                    yield ev
             elif end is not None and base + pos >= end:
                 return
             if stop_here and stop_at_end:
@@ -557,50 +693,49 @@ class CommitLog:
                 return
             expected = f.start + self.file_size
             if nxt.start > expected:
-                yield None, None, None, (expected, nxt.start - expected, "missing commitlog file(s)")
+                yield Gap(expected, nxt.start, "missing commitlog file(s)")
             f = nxt
             pos = 0
 
     def scan(self, start: int | None = None, end: int | None = None, *, check_crc: bool = True,
-             accept_v2: bool = True, stop_at_end: bool = True, follow_blank: bool = True) -> Iterator[Slot]:
-        """Slots from ``start`` (a record boundary; default the first file) up to ``end`` (exclusive): one
-        per record of ``walk`` (same rules and arguments), and a GAP slot for every range no file covers.
-        Headers of records found by the compiled scanner are unpacked lazily (``Slot.header``)."""
-        for f, rows, one, gap in self.walk(start, end, check_crc=check_crc, accept_v2=accept_v2,
-                                           stop_at_end=stop_at_end, follow_blank=follow_blank):
-            if rows is not None:
+             accept_v2: bool = True, stop_at_end: bool = True, follow_blank: bool = True) -> Iterator[Record | Gap]:
+        """``walk`` one record at a time: a ``Record`` per record (MESSAGE ones too, headers unpacked on first
+        use) and the ``Gap``s, for per-record consumers (same rules and arguments as ``walk``)."""
+        for ev in self.walk(start, end, check_crc=check_crc, accept_v2=accept_v2, stop_at_end=stop_at_end,
+                            follow_blank=follow_blank, python_runs=False):
+            if type(ev) is RecordRun:
+                f = ev.file
                 base = f.start
-                for p, total, bpos, c in zip(rows[:, 0].tolist(), rows[:, 1].tolist(), rows[:, 2].tolist(),
-                                             rows[:, 4].tolist()):
-                    yield Slot(MESSAGE, base + p, total, f, p, None, bpos, None if c < 0 else c == 1, "")
-            elif one is not None:
-                kind, p, size, hdr, bpos, crc_ok, reason = one
-                yield Slot(kind, f.start + p, size, f, p, hdr, bpos, crc_ok, reason)
+                r = ev.records
+                for p, total, bpos, c in zip(r["position"].tolist(), r["total_size"].tolist(),
+                                             r["body_pos"].tolist(), r["crc_ok"].tolist()):
+                    yield Record(MESSAGE, base + p, total, f, p, None, bpos, None if c < 0 else c == 1, "")
             else:
-                yield Slot(GAP, gap[0], gap[1], None, 0, reason=gap[2])
+                yield ev
 
     def messages(self, start: int | None = None, end: int | None = None, *, keep_going: bool = False,
-                 accept_v2: bool = True, on_damage=None) -> Iterator:
+                 accept_v2: bool = True, on_damage=None) -> Iterator[Message]:
         """Decoded messages (body CRC always computed, reported in ``crc_ok``). Damage raises
-        CorruptDataError unless ``keep_going``: then a HALF record is decoded (its reason in ``problems``), the
-        rest of a damaged file is skipped and ``on_damage`` (when given) receives the CorruptDataError; it also
-        receives a ``Gap`` for every range no file covers."""
-        for slot in self.scan(start, end, check_crc=False, stop_at_end=not keep_going, accept_v2=accept_v2):
-            if slot.kind == MESSAGE or (slot.kind == HALF and keep_going):
-                msg = decode_slot(slot.file.buffer, slot.file.start, slot.position, slot.header, slot.body_pos,
-                                  None, slot.file.path)
-                if slot.kind == HALF:
-                    msg.problems.append(slot.reason)
+        CorruptDataError unless ``keep_going`` (then the damaged file's rest is skipped, a HALF record is
+        decoded with its reason in ``problems``). ``on_damage`` (with ``keep_going``) is called with a
+        CorruptDataError for every damaged record it skips (ILLEGAL/CRC) and with the ``Gap`` of every range no
+        file covers."""
+        for rec in self.scan(start, end, check_crc=False, stop_at_end=not keep_going, accept_v2=accept_v2):
+            kind = rec.kind
+            if kind == MESSAGE or (kind == HALF and keep_going):
+                f = rec.file
+                msg = decode_slot(f.buffer, f.start, rec.position, rec.header, rec.body_pos, None, f.path)
+                if kind == HALF:
+                    msg.problems.append(rec.reason)
                 yield msg
-            elif slot.kind in (ILLEGAL, HALF):
-                err = CorruptDataError(slot.reason, slot.file.path if slot.file else None, slot.offset,
-                                       kind=slot.kind)
+            elif kind in DAMAGE_KINDS:
+                err = CorruptDataError(rec.reason, rec.file.path if rec.file else None, rec.offset, kind=kind)
                 if not keep_going:
                     raise err
                 if on_damage is not None:
                     on_damage(err)
-            elif slot.kind == GAP and on_damage is not None:
-                on_damage(Gap(slot.offset, slot.end))
+            elif kind == GAP and on_damage is not None:
+                on_damage(rec)
 
     def read_message(self, offset: int, accept_v2: bool = True):
         """Decode the single record at ``offset``; raise a CorruptDataError naming file and offset.

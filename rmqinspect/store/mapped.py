@@ -23,6 +23,16 @@ class MappedFile:
             raise StoreIOError(f"cannot stat: {e.strerror}", path) from e
         self._map: mmap.mmap | bytes | None = None
 
+    @classmethod
+    def of_buffer(cls, buf, start: int = 0, name: str = "<buffer>") -> "MappedFile":
+        """A buffer already in memory (bytes, mmap) posing as a file starting at physical offset ``start``."""
+        self = cls.__new__(cls)
+        self.path = self.name = name
+        self.start = start
+        self.size = memoryview(buf).nbytes
+        self._map = buf
+        return self
+
     @property
     def end(self) -> int:
         return self.start + self.size
