@@ -187,19 +187,17 @@ def _both_paths(store: str, with_body: bool, flt=None, batch_rows: int = 4096):
 def assert_paths_equal(store: str, with_body: bool = True, flt=None, batch_rows: int = 4096) -> int:
     """The row decoder equals the per-record reference, with the compiled scanner (when built) and with the
     pure-Python one."""
-    from rmqinspect.store import commitlog
+    from rmqinspect.store import scanner
 
-    scanners = [True] + ([False] if commitlog.fast_available() else [])
     n = None
-    for compiled in scanners:
-        saved = commitlog._fastscan
-        if not compiled:
-            commitlog._fastscan = None
+    was = scanner.compiled() is not None
+    for compiled in [True, False] if scanner.compiled_built() else [False]:
+        scanner.use_compiled(compiled)
         try:
             (fast, fast_rows, fast_damage), (ref, ref_rows, ref_damage) = _both_paths(store, with_body, flt,
                                                                                     batch_rows)
         finally:
-            commitlog._fastscan = saved
+            scanner.use_compiled(was)
         assert fast.num_rows == ref.num_rows
         for name in ref.column_names:
             assert fast.column(name).equals(ref.column(name)), (compiled, name, fast.column(name).to_pylist()[:5],

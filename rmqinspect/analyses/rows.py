@@ -11,8 +11,8 @@ MESSAGE, exactly what ``CommitLog.messages`` decodes, a body-CRC mismatch includ
 or illegal records are reported as ``FileDamage`` and the scan goes on past a HALF record like the dispatcher,
 and stops at an ILLEGAL one.
 
-The decoder works on runs of scanned records (``store.commitlog.FAST_FIELDS`` rows, from the compiled or the
-pure-Python scanner alike): numeric columns are sliced or gathered with numpy from those rows and the mapped
+The decoder works on the record runs of ``store.commitlog.walk_file`` (``RECORD_DTYPE`` records, from the
+compiled or the pure-Python scanner alike): numeric columns are sliced or gathered with numpy from those rows and the mapped
 file, and only what is text by nature (properties, keys, problems, topic) goes through per-record Python.
 tests/rows_reference.py holds a per-record decoder (``CommitLog.messages``' ``decode_slot`` per row) that the
 tests prove equal to this one, row for row.
@@ -31,7 +31,7 @@ import os
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from ..formats.commitlog import CRC32_RESERVED_LEN, decode_crc32_property
 from ..formats.constants import (
@@ -44,7 +44,7 @@ from ..formats.constants import (
 )
 from ..formats.javahash import tags_code
 from ..formats.msgid import host_string, offset_msg_id
-from ..store.commitlog import CRC_MISMATCH, FAST_FIELDS, HALF, ILLEGAL, MESSAGE, scan_records_array
+from ..store.commitlog import RECORD_FIELDS, Kind, RecordRun, walk_file
 from ..store.mapped import MappedFile
 from .dispatch import DelayLevelError, dispatch_tags_code
 
@@ -270,13 +270,6 @@ class FileResult:
 BATCH_ROWS = 4096
 RUN_RECORDS = 16384  # records per scanner run
 
-# positions of the scanner's record rows (store.commitlog.FAST_FIELDS)
-(_POS, _TOTAL, _BODY_POS, _BODY_LEN, _CRC_OK, _SYS_FLAG, _QUEUE_ID, _QUEUE_OFFSET, _PHYSICAL_OFFSET_FIELD,
- _STORE_TIMESTAMP, _BORN_TIMESTAMP, _TOPIC_POS, _TOPIC_LEN, _PROPS_POS, _PROPS_LEN, _MAGIC_VERSION) = (
-    FAST_FIELDS.index(n) for n in (
-        "pos", "total", "body_pos", "body_len", "crc_ok", "sys_flag", "queue_id", "queue_offset",
-        "physical_offset_field", "store_timestamp", "born_timestamp", "topic_pos", "topic_len", "props_pos",
-        "props_len", "magic_version"))
 # byte positions inside a record (FORMATS.md §1.1) of the fields the scanner rows do not carry
 _BODYCRC_AT, _FLAG_AT, _BORNHOST_AT = 8, 16, 48
 _BORNHOST_V6 = 0x10  # SysFlag.BORNHOST_V6_FLAG
@@ -331,8 +324,10 @@ def topic_ids(u8, rows, topics: dict[str, int]):
     strings of the run are found with numpy and decoded once each."""
     import numpy as np
 
-    tpos = rows[:, _TOPIC_POS]
-    tlen = rows[:, _TOPIC_LEN]
+    if rows.dtype.names:
+        tpos, tlen = rows["topic_pos"], rows["topic_len"]
+    else:  # 2-D rows in RECORD_FIELDS order (RecordRun.rows)
+        tpos, tlen = rows[:, RECORD_FIELDS.index("topic_pos")], rows[:, RECORD_FIELDS.index("topic_len")]
     width = int(tlen.max()) if len(rows) else 0
     if width > _TOPIC_GATHER_MAX:
         names = [bytes(u8[p:p + n]).decode("utf-8", "replace") for p, n in zip(tpos.tolist(), tlen.tolist())]
@@ -379,16 +374,15 @@ class RowDecoder:
         """Rows the scanner did not check (crc_ok -1 with a body) get their body CRC checked here."""
         import numpy as np
 
-        unchecked = np.flatnonzero((R[:, _CRC_OK] < 0) & (R[:, _BODY_LEN] > 0))
+        unchecked = np.flatnonzero((R["crc_ok"] < 0) & (R["body_len"] > 0))
         if not len(unchecked):
             return R
         R = R.copy()
         buf, crc32 = self.buf, zlib.crc32
         for i in unchecked.tolist():
-            bp, bl = int(R[i, _BODY_POS]), int(R[i, _BODY_LEN])
-            body_crc = int.from_bytes(buf[int(R[i, _POS]) + _BODYCRC_AT:int(R[i, _POS]) + _BODYCRC_AT + 4], "big",
-                                      signed=True)
-            R[i, _CRC_OK] = int((crc32(self.mv[bp:bp + bl]) & 0x7FFFFFFF) == body_crc)
+            p, bp, bl = int(R["position"][i]), int(R["body_pos"][i]), int(R["body_len"][i])
+            body_crc = int.from_bytes(buf[p + _BODYCRC_AT:p + _BODYCRC_AT + 4], "big", signed=True)
+            R["crc_ok"][i] = int((crc32(self.mv[bp:bp + bl]) & 0x7FFFFFFF) == body_crc)
         return R
 
     def batch(self, R):
@@ -398,7 +392,7 @@ class RowDecoder:
 
         buf, u8, mv, task, schema, flt = self.buf, self.u8, self.mv, self.task, self.schema, self.flt
         if flt is not None and (flt.since is not None or flt.until is not None):
-            sts = R[:, _STORE_TIMESTAMP]
+            sts = R["store_timestamp"]
             keep = np.ones(len(R), dtype=bool)
             if flt.since is not None:
                 keep &= sts >= flt.since
@@ -419,8 +413,10 @@ class RowDecoder:
             return None
         topics = self.topic_names[ids]
         R = self._check_body_crc(R)
-        pos, total, bpos = R[:, _POS], R[:, _TOTAL], R[:, _BODY_POS]
-        sys_flag, sts, bts = R[:, _SYS_FLAG], R[:, _STORE_TIMESTAMP], R[:, _BORN_TIMESTAMP]
+        pos, total, bpos, blen = R["position"], R["total_size"], R["body_pos"], R["body_len"]
+        sys_flag, sts, bts = R["sys_flag"], R["store_timestamp"], R["born_timestamp"]
+        crc_col = R["crc_ok"]
+        pos_l, total_l = pos.tolist(), total.tolist()
         born_v6 = (sys_flag & _BORNHOST_V6) != 0
         store_v6 = (sys_flag & _STOREHOST_V6) != 0
         born_len = np.where(born_v6, 20, 8)
@@ -433,7 +429,8 @@ class RowDecoder:
         probs: list = []
         proffs = [0]
         malformed = False
-        for p, tot, crc_ok, pp, pl in R[:, (_POS, _TOTAL, _CRC_OK, _PROPS_POS, _PROPS_LEN)].tolist():
+        for p, tot, crc_ok, pp, pl in zip(pos_l, total_l, crc_col.tolist(), R["properties_pos"].tolist(),
+                                          R["properties_len"].tolist()):
             props = {}
             if pl > 0:
                 for piece in buf[pp:pp + pl].decode("utf-8", "replace").split("\x02"):
@@ -454,8 +451,8 @@ class RowDecoder:
                 probs.append(BODY_CRC_MISMATCH)
             dicts.append(props)
             proffs.append(len(probs))
-        rcrc = [crc32(mv[p:p + tot]) for p, tot in R[:, _POS:_TOTAL + 1].tolist()]
-        bodies = ([buf[bp:bp + bl] if bl > 0 else b"" for bp, bl in R[:, _BODY_POS:_BODY_LEN + 1].tolist()]
+        rcrc = [crc32(mv[p:p + tot]) for p, tot in zip(pos_l, total_l)]
+        bodies = ([buf[bp:bp + bl] if bl > 0 else b"" for bp, bl in zip(bpos.tolist(), blen.tolist())]
                   if self.with_body else None)
         pkeys = [k for d in dicts for k in d]
         pvals = [v for d in dicts for v in d.values()]
@@ -501,7 +498,7 @@ class RowDecoder:
 
         hcache = self.hosts
         store_host = _host_column(buf, u8, pos, store_v6, store_off, hcache)
-        pof = R[:, _PHYSICAL_OFFSET_FIELD]
+        pof = R["physical_offset_field"]
         if not store_v6.any():
             sh = np.ascontiguousarray(u8[(pos + store_off)[:, None] + np.arange(8)])
             idb = np.hstack([sh, pof.astype(">i8").view(np.uint8).reshape(n, 8)]).tobytes().hex().upper().encode()
@@ -519,7 +516,6 @@ class RowDecoder:
         dates = np.array([_day(d) for d in udays.tolist()], dtype=object)[dinv.reshape(-1)]
         if not valid.all():
             dates[~valid] = "invalid"
-        crc_col = R[:, _CRC_OK]
         arrays = {
             "source": const(task.source),
             "store_path": const(task.store_path),
@@ -528,10 +524,10 @@ class RowDecoder:
             "physical_offset": pa.array(pos + task.start, i64),
             "physical_offset_field": pa.array(pof, i64),
             "total_size": pa.array(total.astype(np.int32), i32),
-            "magic_version": pa.array(R[:, _MAGIC_VERSION].astype(np.int32), i32),
+            "magic_version": pa.array(R["magic_version"].astype(np.int32), i32),
             "topic": strs(topics),
-            "queue_id": pa.array(R[:, _QUEUE_ID].astype(np.int32), i32),
-            "queue_offset": pa.array(R[:, _QUEUE_OFFSET], i64),
+            "queue_id": pa.array(R["queue_id"].astype(np.int32), i32),
+            "queue_offset": pa.array(R["queue_offset"], i64),
             "flag": pa.array(_gather(u8, pos + _FLAG_AT, 4, ">i4").astype(np.int32), i32),
             "sys_flag": pa.array(sys_flag.astype(np.int32), i32),
             "transaction_type": strs(self.tx_names[(sys_flag & 0xC) >> 2]),
@@ -550,7 +546,7 @@ class RowDecoder:
             "uniq_key": strs(uniqs),
             "offset_msg_id": msgid,
             "properties": pa.MapArray.from_arrays(pa.array(poffs, type=i32), strs(pkeys), strs(pvals)),
-            "body_size": pa.array(np.maximum(R[:, _BODY_LEN], 0).astype(np.int32), i32),
+            "body_size": pa.array(np.maximum(blen, 0).astype(np.int32), i32),
             "body_crc": pa.array(_gather(u8, pos + _BODYCRC_AT, 4, ">i4"), i64),
             "crc_ok": pa.array(crc_col == 1, pa.bool_(), mask=crc_col < 0),
             "record_crc32": pa.array(np.array(rcrc, dtype=np.int64), i64),
@@ -563,29 +559,6 @@ class RowDecoder:
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
 
 
-def _file_records(buf, limit: int) -> Iterator[tuple]:
-    """Runs of records and single scan events of one file, like ``scan_records_array`` with the body CRC checked;
-    a record whose body CRC fails is re-read for its structure alone, so that it comes back as a one-row run
-    (exported, ``crc_ok`` false) or as the HALF/ILLEGAL record it also is."""
-    pos = 0
-    while True:
-        reread = None
-        for rows, one in scan_records_array(buf, pos, limit, True, True, RUN_RECORDS):
-            if rows is None and one[0] in (CRC_MISMATCH, MESSAGE):
-                reread = one[1]
-                break
-            yield rows, one
-        if reread is None:
-            return
-        rows, one = next(scan_records_array(buf, reread, limit, False, True, 1))
-        if rows is None and one[0] == MESSAGE:  # pragma: no cover - the two scanners are proven equal
-            raise RuntimeError(f"the record scanners disagree about the record at position {reread}")
-        yield rows, one
-        if rows is None and one[0] != HALF:
-            return
-        pos = reread + (int(rows[0, _TOTAL]) if rows is not None else one[2])
-
-
 def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | None = None,
                  result: FileResult | None = None, batch_rows: int = BATCH_ROWS):
     """Arrow RecordBatches (at most ``batch_rows`` rows each) for one commitlog file, scanned from position 0 to
@@ -595,17 +568,23 @@ def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | No
     try:
         dec = RowDecoder(mf.buffer, task, schema, with_body, flt)
         try:
-            for rows, one in _file_records(mf.buffer, mf.size):
-                if rows is not None:
-                    b = dec.batch(rows)
-                    if b is None:
-                        continue
-                    if result is not None:
-                        result.rows += b.num_rows
-                    for off in range(0, b.num_rows, batch_rows):
-                        yield b.slice(off, batch_rows)
-                elif one[0] in (HALF, ILLEGAL) and result is not None:
-                    result.damage.append(FileDamage(task.source, task.path, task.start + one[1], one[0], one[6]))
+            for ev in walk_file(mf, check_crc=True, batch=RUN_RECORDS, crc_continue=True):
+                if type(ev) is RecordRun:
+                    run = ev
+                elif ev.kind == Kind.CRC:
+                    # a row all the same (crc_ok false): the record again, for its columns, without the check
+                    run = next(walk_file(mf, ev.position, ev.position + ev.size, check_crc=False, batch=1))
+                else:
+                    if ev.kind in (Kind.HALF, Kind.ILLEGAL) and result is not None:
+                        result.damage.append(FileDamage(task.source, task.path, ev.offset, ev.kind, ev.reason))
+                    continue
+                b = dec.batch(run.records)
+                if b is None:
+                    continue
+                if result is not None:
+                    result.rows += b.num_rows
+                for off in range(0, b.num_rows, batch_rows):
+                    yield b.slice(off, batch_rows)
         finally:
             dec.close()
     finally:
