@@ -5,12 +5,12 @@ into a temp directory.
     python benchmarks/bench_export.py [--files 4] [--file-mb 256] [--dir /tmp/rmqinspect-bench-export]
                                       [--baseline /work/baseline] [--engines rows,local,spark local[1],...]
 
-Each engine runs in a fresh process once per tree: the baseline (``--baseline``: a checkout of an earlier
-rmqinspect, its C extension built in place; default: this tree again) and this tree. "rows" is the row building
-alone (Arrow batches of every file, no Parquet writing). Reports rows/s and GB/s (commitlog bytes scanned per
-second) for each, the after/before ratio of the median wall and CPU times per engine, and the local[2]/local[1] speed-up (target >= 1.8 on
-an idle 2-core machine). The machine load average is printed with every figure: other processes on the cores
-distort the ratios.
+Each engine runs in a fresh process ``--repeat`` times per tree, the trees interleaved: the baseline
+(``--baseline``: a checkout of an earlier rmqinspect, its C extension built in place; default: this tree again)
+and this tree. "rows" is the row building alone (Arrow batches of every file, no Parquet writing). Reports rows/s
+and GB/s (commitlog bytes scanned per second) for each run, the after/before ratio of the median wall and CPU
+times per engine, and the local[2]/local[1] speed-up (target >= 1.8 on an idle 2-core machine). The machine load
+average is printed with every figure: other processes on the cores distort the ratios.
 """
 
 from __future__ import annotations
