@@ -38,7 +38,8 @@ def make_store(root, n=12, log_file_units=5):
             plan.append((pos, r.physical_offset, deliver, props["UNIQ_KEY"]))
         # cancel message 4 (delete marker in the same slot), re-enqueue a far timer with ROLL
         r = cl.append(MessageSpec(TIMER_TOPIC, 0, b"", encode_properties(
-            {"REAL_TOPIC": "Biz0", "TIMER_OUT_MS": str(plan[4][2]), "UNIQ_KEY": "DEL4"}), store_timestamp=NOW))
+            {"REAL_TOPIC": "Biz0", "TIMER_OUT_MS": str(plan[4][2]), "UNIQ_KEY": "DEL4",
+             "TIMER_DEL_UNIQKEY": "Biz0+UK0004"}), store_timestamp=NOW))
         tw.enqueue(r.physical_offset, r.total_size, "Biz0", NOW, plan[4][2], F.MAGIC_DELETE)
         r = cl.append(MessageSpec(TIMER_TOPIC, 0, b"", encode_properties(
             {"REAL_TOPIC": "Biz1", "TIMER_OUT_MS": str(NOW + 3 * 86_400_000), "UNIQ_KEY": "ROLL"}),
@@ -92,8 +93,13 @@ def test_list_timers(tmp_path):
     for pos, off, deliver, uk in plan:
         r = by[uk]
         assert (r.timer_out_ms, r.delivery_time, r.topic, r.in_wheel) == (deliver, deliver, TIMER_TOPIC, True)
-        assert r.state == ("dequeued" if deliver < NOW + 1000 else "pending") and not r.problems
-    assert by["DEL4"].state == "delete-marker" and by["ROLL"].kind == "roll"
+        want = "cancelled" if uk == "UK0004" else "dequeued" if deliver < NOW + 1000 else "pending"
+        assert r.state == want and not r.problems
+    marker = by["DEL4"]
+    assert marker.state == "delete-marker" and marker.delete_key == "Biz0+UK0004" and by["ROLL"].kind == "roll"
+    assert marker.cancels == [plan[4][0]] and by["UK0004"].cancelled_by == marker.timerlog_pos
+    assert rep.counts() == {"pending": 9, "pending_normal": 8, "pending_roll": 1, "cancelled": 1, "dequeued": 3,
+                            "delete_markers": 1}
     due = list_timers(Store.open(tmp_path / "s"), due_before=NOW + 2000)
     assert sorted(r.uniq_key for r in due.rows) == ["DEL4", "UK0000", "UK0001", "UK0002", "UK0003", "UK0004",
                                                     "UK0005"]

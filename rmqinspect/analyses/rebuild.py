@@ -28,7 +28,8 @@ from ..formats.constants import (
     PROPERTY_TAGS,
     RMQ_SYS_SCHEDULE_TOPIC,
 )
-from ..formats.javahash import java_string_hash, tags_code
+from ..formats.javahash import index_key_hashes, tags_code
+from ..formats.properties import dispatch_properties
 from ..store.commitlog import BLANK, FILE_END, HALF, ILLEGAL, Gap, RecordRun
 from ..store.scanner import compiled
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
@@ -49,82 +50,6 @@ _INNER_MULTI_DISPATCH = b"INNER_MULTI_DISPATCH\x01"
 def topic_is_safe(topic: str) -> bool:
     """A topic that may become a directory name under the output root (no '/', '\\', '..', NUL ...)."""
     return 0 < len(topic) <= TOPIC_MAX_LENGTH and bool(_TOPIC_RE.match(topic))
-
-
-_WANTED = (b"TAGS\x01", b"KEYS\x01", b"UNIQ_KEY\x01", b"DELAY\x01")
-
-
-def dispatch_properties(raw: bytes) -> tuple:
-    """(TAGS, KEYS, UNIQ_KEY, DELAY) as raw bytes or None, as ``parse_properties`` would resolve them:
-    pieces split on \x02, name = up to the first \x01, empty values ignored, later duplicates win."""
-    tags = keys = uniq = delay = None
-    if raw:
-        for pc in raw.split(b"\x02"):
-            if pc.startswith(_WANTED):
-                name, _, val = pc.partition(b"\x01")
-                if val:
-                    if name == b"TAGS":
-                        tags = val
-                    elif name == b"KEYS":
-                        keys = val
-                    elif name == b"UNIQ_KEY":
-                        uniq = val
-                    else:
-                        delay = val
-    return tags, keys, uniq, delay
-
-
-def _pow31(n: int) -> np.ndarray:
-    p = np.full(max(n, 1), 31, dtype=np.uint32)
-    p[0] = 1
-    return np.cumprod(p, dtype=np.uint32)  # wraps mod 2**32, as Java int arithmetic does
-
-
-_POW = _pow31(1 << 12)
-
-
-def index_key_hashes(keys: list[bytes]) -> np.ndarray:
-    """IndexFile.indexKeyHashMethod for many ``topic#key`` byte strings at once (int64, non-negative).
-
-    ASCII keys are hashed vectorised (UTF-16 code units == bytes); others fall back to the scalar Java hash
-    of the UTF-8-decoded string, which is what the broker hashes.
-    """
-    global _POW
-    n = len(keys)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-    width = int(lens.max())
-    flat = None
-    if width <= 256:
-        # keys right-aligned in a zero-padded matrix: Horner's rule column by column (leading zeros add
-        # nothing), all keys at once, in uint32 so the arithmetic wraps like Java int
-        padded = b"".join([k.rjust(width, b"\0") for k in keys])
-        cols = np.frombuffer(padded, dtype=np.uint8).reshape(n, width).T.astype(np.uint32)  # contiguous columns
-        acc = np.zeros(n, dtype=np.uint32)
-        m31 = np.uint32(31)
-        for j in range(width):
-            acc *= m31
-            acc += cols[j]
-        h = acc.view(np.int32).astype(np.int64)
-    else:
-        flat = b"".join(keys)
-        ends = np.cumsum(lens)
-        starts = ends - lens
-        if width > len(_POW):
-            _POW = _pow31(width)
-        codes = np.frombuffer(flat, dtype=np.uint8).astype(np.uint32)
-        # exponent of each byte: distance to the end of its key minus one
-        expo = np.repeat(ends, lens) - 1 - np.arange(len(flat), dtype=np.int64)
-        contrib = codes * _POW[expo]
-        h = np.add.reduceat(contrib, starts).astype(np.uint32).view(np.int32).astype(np.int64)
-    if not (padded if flat is None else flat).isascii():
-        for i, k in enumerate(keys):
-            if not k.isascii():
-                h[i] = java_string_hash(k.decode("utf-8", "replace"))
-    h = np.abs(h)
-    h[h == 1 << 31] = 0  # abs(Integer.MIN_VALUE) stays negative in Java; the broker maps it to 0
-    return h
 
 
 @dataclass

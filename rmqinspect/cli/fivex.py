@@ -265,7 +265,8 @@ def compact_index(path, out_dir, hash_slots, max_items, broker_version, fmt):
 @click.command("timers")
 @store_argument
 @click.option("--due-before", type=TIME, default=None, help="Only timers whose delivery time is before this.")
-@click.option("--pending", is_flag=True, help="Only timers not yet dequeued (delivery >= timercheck lastReadTimeMs).")
+@click.option("--pending", is_flag=True, help="Only timers the wheel will still fire: not yet dequeued (delivery >= "
+              "timercheck lastReadTimeMs) and not cancelled by a delete marker in their slot.")
 @click.option("--precision-ms", type=int, default=1000, show_default=True, help="timerPrecisionMs of the broker.")
 @broker_version_option
 @format_option
@@ -291,7 +292,13 @@ def timers(store, due_before, pending, precision_ms, broker_version, fmt):
             yield d
 
     emit(rows(), fmt, ("timerlog_pos", "kind", "state", "delivery", "commitlog_offset", "size", "real_topic",
-                       "real_queue_id", "uniq_key", "in_wheel"))
+                       "real_queue_id", "uniq_key", "in_wheel", "cancelled_by"))
+    if fmt == "table":
+        c = rep.counts()
+        print_kv("the wheel after load", [
+            ("pending (will fire)", f"{c['pending']} ({c['pending_normal']} normal, {c['pending_roll']} roll)"),
+            ("cancelled by a delete marker", c["cancelled"]), ("dequeued (slot before lastReadTimeMs)", c["dequeued"]),
+            ("delete markers", c["delete_markers"])])
     if rep.problems or any(r.problems for r in rep.rows):
         for r in rep.rows:
             for p in r.problems:

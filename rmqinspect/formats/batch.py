@@ -1,49 +1,56 @@
-"""5.x batch structures: BatchConsumeQueue entries (FORMATS.md §4.4), ConsumeQueueExt units (§4.3) and
-inner-batch record bodies (§1.9, ``MessageDecoder.encodeMessage``)."""
+"""5.x batch structures: BatchConsumeQueue entries (FORMATS.md §4.4, declared in ``formats.consumequeue``),
+ConsumeQueueExt units (§4.3) and inner-batch record bodies (§1.9, ``MessageDecoder.encodeMessage``)."""
 
 from __future__ import annotations
 
-import struct
+from construct import Bytes, Struct, this
 
-from construct import Bytes, Int16sb, Int32sb, Int64sb, Struct, this
+from .consumequeue import (  # noqa: F401  (re-exported)
+    BCQ_DTYPE,
+    BCQ_ENTRY,
+    BCQ_ENTRY_TABLE,
+    BCQ_FIELDS,
+    BCQ_STORE_UNIT_SIZE,
+    BatchConsumeQueueEntry,
+)
+from .fields import FieldTable
 
-from .consumequeue import BCQ_DTYPE, BCQ_STORE_UNIT_SIZE, BatchConsumeQueueEntry  # noqa: F401
-
-BCQ_INVALID_POS = -1  # compactedOffset as written
+BCQ_INVALID_POS = -1  # compactedOffset as written (BatchConsumeQueue.INVALID_POS)
 DEFAULT_BCQ_FILE_SIZE = 300_000 * BCQ_STORE_UNIT_SIZE
 
-BCQ_FIELDS = (("physical_offset", "q"), ("size", "i"), ("tags_code", "q"), ("store_timestamp", "q"),
-              ("msg_base_offset", "q"), ("batch_size", "h"), ("compacted_offset", "i"), ("reserved", "i"))
-BCQ_ENTRY = struct.Struct(">" + "".join(c for _, c in BCQ_FIELDS))
-assert BCQ_ENTRY.size == BCQ_STORE_UNIT_SIZE == BCQ_DTYPE.itemsize
-
-# ConsumeQueueExt.CqExtUnit
+# --- FORMATS.md §4.3, ConsumeQueueExt.CqExtUnit: a fixed head, then bit_map_size bytes of filter bit map ----
 CQ_EXT_MIN_UNIT_SIZE = 20
 CQ_EXT_MAX_UNIT_SIZE = 32767
 CQ_EXT_END_BLANK_DATA_LENGTH = 4
-CqExtUnit = Struct(
-    "size" / Int16sb,
-    "tags_code" / Int64sb,
-    "msg_store_time" / Int64sb,
-    "bit_map_size" / Int16sb,
-    "filter_bit_map" / Bytes(this.bit_map_size),
-)
-CQ_EXT_HEAD = struct.Struct(">hqqh")
+CQ_EXT_HEAD_FIELDS = (("size", "h"), ("tags_code", "q"), ("msg_store_time", "q"), ("bit_map_size", "h"))
+CQ_EXT_HEAD_TABLE = FieldTable(CQ_EXT_HEAD_FIELDS)
+CqExtUnit = Struct(*CQ_EXT_HEAD_TABLE.subcons(), "filter_bit_map" / Bytes(this.bit_map_size))
+CQ_EXT_HEAD = CQ_EXT_HEAD_TABLE.struct
+assert CQ_EXT_HEAD.size == CQ_EXT_MIN_UNIT_SIZE
 
-# Inner item of an INNER_BATCH record body
+# --- FORMATS.md §1.9, inner item of an INNER_BATCH record body (MessageDecoder.encodeMessage) -------------
+INNER_HEAD_FIELDS = (
+    ("total_size", "i"),
+    ("magic_code", "i"),  # written as 0
+    ("body_crc", "i"),  # written as 0
+    ("flag", "i"),
+    ("body_length", "i"),
+)
+INNER_HEAD_TABLE = FieldTable(INNER_HEAD_FIELDS)
+INNER_PROPERTIES_LENGTH_TABLE = FieldTable((("properties_length", "h"),))
 InnerBatchItem = Struct(
-    "total_size" / Int32sb,
-    "magic_code" / Int32sb,  # written as 0
-    "body_crc" / Int32sb,  # written as 0
-    "flag" / Int32sb,
-    "body_length" / Int32sb,
+    *INNER_HEAD_TABLE.subcons(),
     "body" / Bytes(this.body_length),
-    "properties_length" / Int16sb,
+    *INNER_PROPERTIES_LENGTH_TABLE.subcons(),
     "properties" / Bytes(this.properties_length),
 )
-INNER_HEAD = struct.Struct(">iiiii")
+INNER_HEAD = INNER_HEAD_TABLE.struct
+INNER_PROPERTIES_LENGTH = INNER_PROPERTIES_LENGTH_TABLE.struct
+# Fixed bytes of an item: the head plus the properties length.
+INNER_FIXED_SIZE = INNER_HEAD.size + INNER_PROPERTIES_LENGTH.size
 
 
 def encode_inner_item(body: bytes, properties: bytes, flag: int = 0) -> bytes:
-    total = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(properties)
-    return INNER_HEAD.pack(total, 0, 0, flag, len(body)) + body + struct.pack(">h", len(properties)) + properties
+    total = INNER_FIXED_SIZE + len(body) + len(properties)
+    return INNER_HEAD.pack(total, 0, 0, flag, len(body)) + body + INNER_PROPERTIES_LENGTH.pack(len(properties)) \
+        + properties

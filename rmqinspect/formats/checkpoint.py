@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from construct import Int64sb, Struct
+from .fields import FieldTable
 
 CHECKPOINT_FILE_SIZE = 4096
 
-CHECKPOINT_FIELDS = (
-    "physic_msg_timestamp",  # all versions
-    "logics_msg_timestamp",  # all versions
-    "index_msg_timestamp",  # all versions
-    "master_flushed_offset",  # 5.0.0+
-    "confirm_phy_offset",  # 5.1.1+
-)
-
-Checkpoint = Struct(*[name / Int64sb for name in CHECKPOINT_FIELDS])
+# --- FORMATS.md §6.1, StoreCheckpoint: int64 fields at 0, 8, 16 (all versions), 24 (5.0.0+), 32 (5.1.1+) ------
+CHECKPOINT_TABLE = FieldTable((
+    ("physic_msg_timestamp", "q"),  # all versions
+    ("logics_msg_timestamp", "q"),  # all versions
+    ("index_msg_timestamp", "q"),  # all versions
+    ("master_flushed_offset", "q"),  # 5.0.0+
+    ("confirm_phy_offset", "q"),  # 5.1.1+
+))
+CHECKPOINT_FIELDS = CHECKPOINT_TABLE.names
+Checkpoint = CHECKPOINT_TABLE.construct()
+CHECKPOINT = CHECKPOINT_TABLE.struct
+# Bytes used by a 4.x broker (the first three fields) and by 5.0.0 .. 5.1.0 (four fields).
+CHECKPOINT_SIZE_4X = CHECKPOINT_TABLE.position("master_flushed_offset")
+CHECKPOINT_SIZE_50 = CHECKPOINT_TABLE.position("confirm_phy_offset")
+CHECKPOINT_SIZE_511 = CHECKPOINT_TABLE.size
 
 # getMinTimestamp subtracts this margin.
 MIN_TIMESTAMP_MARGIN_MS = 3000

@@ -1,23 +1,23 @@
-"""CommitLog record, end-of-file blank record and properties string.
+"""CommitLog record, end-of-file blank record (FORMATS.md §1.2, §1.4).
 
 Source: ../shared/docs/FORMATS.md §1.2 (record layout; CommitLog.DefaultAppendMessageCallback,
-MessageExtEncoder.encode, MessageDecoder.decode), §1.4 (blank record), §1.7 (properties,
-MessageDecoder.string2messageProperties), §1.8 (__CRC32# trailer).
+MessageExtEncoder.encode, MessageDecoder.decode), §1.4 (blank record). The properties string (§1.7) and the
+``__CRC32#`` trailer (§1.8) live in ``formats.properties`` (re-exported here for older imports).
 
-The layout is described once, in ``HEADER_FIELDS`` / ``HOST_FIELDS`` / ``TRAILER_FIELDS``. Two things are
-built from that description:
+The layout is described once, in the field tables ``HEADER_FIELDS`` / host / ``MIDDLE_FIELDS`` /
+``TRAILER_FIELDS``; ``RECORD_HEADERS`` (one ``FieldTable`` per IPv4/IPv6 born host x store host
+combination) derives from them:
 
 * ``CommitLogRecord`` - the construct schema (declarative, slow, used for single records and as the
   reference in tests);
-* ``HEADER_STRUCTS`` - precompiled ``struct.Struct`` objects for the fixed-size header of each of the four
-  host combinations (IPv4/IPv6 born host x store host), used by the hot paths (walk, verify, rebuild).
-  ``tests/test_schema_fastpath.py`` proves both decode every oracle record identically.
+* ``HEADER_STRUCTS`` - precompiled ``struct.Struct`` objects for the fixed-size header, used by the hot paths
+  (walk, verify, rebuild); tests/test_fastpath.py and tests/test_formats.py prove both decode every oracle
+  record identically;
+* the named byte positions (``SYSFLAG_POSITION`` ..., ``store_timestamp_position(sys_flag)``) and the
+  indexes of the fields in a ``HEADER_STRUCTS`` tuple (``HEADER_INDEX``).
 """
 
 from __future__ import annotations
-
-import struct
-import zlib
 
 from construct import (
     Bytes,
@@ -27,7 +27,6 @@ from construct import (
     Int8sb,
     Int16sb,
     Int32sb,
-    Int64sb,
     OneOf,
     Struct,
     Switch,
@@ -36,18 +35,24 @@ from construct import (
 
 from .constants import (
     BLANK_MAGIC_CODE,
-    CRC32_RESERVED_LEN,
+    CRC32_RESERVED_LEN,  # noqa: F401  (re-exported)
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_CRC32,
-    PROPERTY_SEPARATOR,
     SysFlag,
 )
+from .fields import FieldTable
+from .properties import (  # noqa: F401  (re-exported: the rules live in formats.properties)
+    crc32_value,
+    crc32_trailer,
+    decode_crc32_property,
+    encode_crc32_property,
+    encode_properties,
+    parse_properties,
+    parse_properties_checked,
+    properties_well_formed,
+)
 
-# (name, struct code). Codes map both to construct types and to ``struct`` format characters.
-_CONSTRUCT_TYPES = {"b": Int8sb, "h": Int16sb, "i": Int32sb, "q": Int64sb}
-
+# --- FORMATS.md §1.2, CommitLog record (MessageExtEncoder.encode / MessageDecoder.decode) ---------------
 HEADER_FIELDS: tuple[tuple[str, str], ...] = (
     ("total_size", "i"),  # TOTALSIZE, this field included
     ("magic_code", "i"),  # V1 0xDAA320A7 / V2 0xDAA320AB
@@ -67,37 +72,94 @@ TRAILER_FIELDS: tuple[tuple[str, str], ...] = (
     ("prepared_transaction_offset", "q"),
     ("body_length", "i"),
 )
+# after the body: topic length (int8 in V1, int16 in V2), topic, properties length (int16), properties
+TOPIC_LENGTH_CODES = {1: "b", 2: "h"}
+PROPERTIES_LENGTH_CODE = "h"
 
-SYSFLAG_POSITION = 36
-PHYSICAL_OFFSET_POSITION = 28
-QUEUE_OFFSET_POSITION = 20
-BORN_HOST_POSITION = 48
+IPV4_LENGTH = 4
+IPV6_LENGTH = 16
+HOST_V6_BITS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6  # 0x30: selects the header layout
 
 
 def host_ip_length(sys_flag: int, v6_bit: int) -> int:
-    return 16 if sys_flag & v6_bit else 4
+    return IPV6_LENGTH if sys_flag & v6_bit else IPV4_LENGTH
+
+
+def host_fields(prefix: str, ip_length: int) -> tuple[tuple[str, str], ...]:
+    """A SocketAddress as the broker writes it: the IP's bytes, then the port as int32."""
+    return ((f"{prefix}_ip", f"{ip_length}s"), (f"{prefix}_port", "i"))
+
+
+def _record_header(bits: int) -> FieldTable:
+    return FieldTable(HEADER_FIELDS + host_fields("born", host_ip_length(bits, SysFlag.BORNHOST_V6)) + MIDDLE_FIELDS
+                      + host_fields("store", host_ip_length(bits, SysFlag.STOREHOSTADDRESS_V6)) + TRAILER_FIELDS)
+
+
+# Indexed by ``sys_flag & HOST_V6_BITS``: the fixed part of a record, TOTALSIZE .. BODYLEN.
+RECORD_HEADERS: dict[int, FieldTable] = {bits: _record_header(bits) for bits in (0x00, 0x10, 0x20, 0x30)}
+RECORD_HEADER_V4 = RECORD_HEADERS[0]
+HEADER_STRUCTS = {bits: t.struct for bits, t in RECORD_HEADERS.items()}
+HEADER_V4 = HEADER_STRUCTS[0]
+# Field names in the order HEADER_STRUCTS unpack them, and the index of each in that tuple (the same for
+# every host combination).
+HEADER_STRUCT_NAMES = list(RECORD_HEADER_V4.names)
+HEADER_INDEX: dict[str, int] = {n: i for i, n in enumerate(HEADER_STRUCT_NAMES)}
+_HEADER_SIZES = {bits: t.size for bits, t in RECORD_HEADERS.items()}
+
+# Byte positions inside a record (before the born host: the same for every host combination).
+TOTAL_SIZE_POSITION = RECORD_HEADER_V4.position("total_size")
+MAGIC_CODE_POSITION = RECORD_HEADER_V4.position("magic_code")
+BODY_CRC_POSITION = RECORD_HEADER_V4.position("body_crc")
+QUEUE_ID_POSITION = RECORD_HEADER_V4.position("queue_id")
+FLAG_POSITION = RECORD_HEADER_V4.position("flag")
+QUEUE_OFFSET_POSITION = RECORD_HEADER_V4.position("queue_offset")
+PHYSICAL_OFFSET_POSITION = RECORD_HEADER_V4.position("physical_offset")
+SYSFLAG_POSITION = RECORD_HEADER_V4.position("sys_flag")
+BORN_TIMESTAMP_POSITION = RECORD_HEADER_V4.position("born_timestamp")
+BORN_HOST_POSITION = RECORD_HEADER_V4.position("born_ip")
+# Fields after the store host sit at a fixed distance before the body.
+_TRAILER = FieldTable(TRAILER_FIELDS)
+RECONSUME_TIMES_BEFORE_BODY = _TRAILER.size - _TRAILER.position("reconsume_times")
+PREPARED_TRANSACTION_OFFSET_BEFORE_BODY = _TRAILER.size - _TRAILER.position("prepared_transaction_offset")
+BODY_LENGTH_BEFORE_BODY = _TRAILER.size - _TRAILER.position("body_length")
+_HOST_V6_EXTRA = IPV6_LENGTH - IPV4_LENGTH
+_BORN_V6 = int(SysFlag.BORNHOST_V6)
+_STORE_V6 = int(SysFlag.STOREHOSTADDRESS_V6)
+
+
+def store_timestamp_position(sys_flag):
+    """Position of STORETIMESTAMP: after a 8- or 20-byte born host. Works on ints and numpy int arrays."""
+    return RECORD_HEADER_V4.position("store_timestamp") + ((sys_flag & _BORN_V6) != 0) * _HOST_V6_EXTRA
+
+
+def store_host_position(sys_flag):
+    """Position of STOREHOSTADDRESS (IP, then port). Works on ints and numpy int arrays."""
+    return RECORD_HEADER_V4.position("store_ip") + ((sys_flag & _BORN_V6) != 0) * _HOST_V6_EXTRA
+
+
+def body_position(sys_flag):
+    """Position of BODY (= size of the fixed header). Works on ints and numpy int arrays."""
+    return (RECORD_HEADER_V4.size + ((sys_flag & _BORN_V6) != 0) * _HOST_V6_EXTRA
+            + ((sys_flag & _STORE_V6) != 0) * _HOST_V6_EXTRA)
 
 
 def _host_schema(v6_bit: int) -> Struct:
+    """``host_fields`` with the IP length chosen by the record's sys_flag (construct form only)."""
     return Struct(
-        "ip" / IfThenElse(this._.sys_flag & v6_bit, Bytes(16), Bytes(4)),
+        "ip" / IfThenElse(this._.sys_flag & v6_bit, Bytes(IPV6_LENGTH), Bytes(IPV4_LENGTH)),
         "port" / Int32sb,
     )
 
 
-def _fields(fields):
-    return [name / _CONSTRUCT_TYPES[code] for name, code in fields]
+_HEADER = FieldTable(HEADER_FIELDS)
 
-
-# FORMATS.md §1.2: the record. Negative BODYLEN / PROPLEN mean "no bytes follow".
+# The record. Negative BODYLEN / PROPLEN mean "no bytes follow".
 CommitLogRecord = Struct(
-    *_fields(HEADER_FIELDS[:1]),
-    "magic_code" / OneOf(Int32sb, [MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2]),
-    *_fields(HEADER_FIELDS[2:]),
+    *_HEADER.subcons(magic_code=OneOf(Int32sb, [MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2])),
     "born_host" / _host_schema(SysFlag.BORNHOST_V6),
-    *_fields(MIDDLE_FIELDS),
+    *FieldTable(MIDDLE_FIELDS).subcons(),
     "store_host" / _host_schema(SysFlag.STOREHOSTADDRESS_V6),
-    *_fields(TRAILER_FIELDS),
+    *_TRAILER.subcons(),
     "body" / Bytes(lambda ctx: max(ctx.body_length, 0)),
     "topic_length" / Switch(this.magic_code, {MESSAGE_MAGIC_CODE_V1: Int8sb, MESSAGE_MAGIC_CODE_V2: Int16sb}),
     "topic" / Bytes(lambda ctx: max(ctx.topic_length, 0)),
@@ -106,133 +168,43 @@ CommitLogRecord = Struct(
     "magic_version" / Computed(lambda ctx: 1 if ctx.magic_code == MESSAGE_MAGIC_CODE_V1 else 2),
 )
 
-# FORMATS.md §1.4: only these 8 bytes are written; TOTALSIZE = bytes left in the file.
-BlankRecord = Struct(
-    "total_size" / Int32sb,
-    "magic_code" / Const(BLANK_MAGIC_CODE, Int32sb),
-)
-
-# --- fast path derived from the same field tables ----------------------------------------------
-
-
-def _host_format(ip_len: int) -> str:
-    return "%ds" % ip_len + "i"
-
-
-def _header_format(born_ip: int, store_ip: int) -> str:
-    codes = "".join(code for _, code in HEADER_FIELDS)
-    codes += _host_format(born_ip)
-    codes += "".join(code for _, code in MIDDLE_FIELDS)
-    codes += _host_format(store_ip)
-    codes += "".join(code for _, code in TRAILER_FIELDS)
-    return ">" + codes
+# --- FORMATS.md §1.4, end-of-file blank record (CommitLog.DefaultAppendMessageCallback) -------------------
+# Only these 8 bytes are written; TOTALSIZE = bytes left in the file. Every record starts with them too.
+BLANK_FIELDS: tuple[tuple[str, str], ...] = (("total_size", "i"), ("magic_code", "i"))
+BLANK_RECORD = FieldTable(BLANK_FIELDS)
+BlankRecord = BLANK_RECORD.construct(magic_code=Const(BLANK_MAGIC_CODE, Int32sb))
+PREFIX = BLANK_RECORD.struct  # total_size, magic_code
+INT32 = FieldTable((("v", "i"),)).struct
+INT16 = FieldTable((("v", "h"),)).struct
+INT8 = FieldTable((("v", "b"),)).struct
+INT64 = FieldTable((("v", "q"),)).struct
+_TOPIC_LENGTH = {v: FieldTable((("topic_length", c),)).struct for v, c in TOPIC_LENGTH_CODES.items()}
+_PROPERTIES_LENGTH = FieldTable((("properties_length", PROPERTIES_LENGTH_CODE),)).struct
 
 
-# Indexed by ``sys_flag & 0x30``. Each unpacks to:
-# total, magic, crc, qid, flag, qoff, phys, sysflag, born_ts, born_ip, born_port, store_ts,
-# store_ip, store_port, reconsume, prepared, body_len
-HEADER_STRUCTS: dict[int, struct.Struct] = {}
-for _bits in (0x00, 0x10, 0x20, 0x30):
-    HEADER_STRUCTS[_bits] = struct.Struct(
-        _header_format(host_ip_length(_bits, SysFlag.BORNHOST_V6), host_ip_length(_bits, SysFlag.STOREHOSTADDRESS_V6))
-    )
-HEADER_V4 = HEADER_STRUCTS[0]
-PREFIX = struct.Struct(">ii")  # total_size, magic_code
-INT32 = struct.Struct(">i")
-INT16 = struct.Struct(">h")
-INT8 = struct.Struct(">b")
-INT64 = struct.Struct(">q")
-
-# Field names in the order HEADER_STRUCTS unpack them.
-HEADER_STRUCT_NAMES = (
-    [n for n, _ in HEADER_FIELDS]
-    + ["born_ip", "born_port"]
-    + [n for n, _ in MIDDLE_FIELDS]
-    + ["store_ip", "store_port"]
-    + [n for n, _ in TRAILER_FIELDS]
-)
+def _topic_length(version: int):
+    return _TOPIC_LENGTH[1] if version == 1 else _TOPIC_LENGTH[2]
 
 
 def record_length(sys_flag: int, body_length: int, topic_length: int, properties_length: int, version: int) -> int:
     """CommitLog.calMsgLength / MessageExtEncoder.calMsgLength (§1.2)."""
-    return (
-        4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8
-        + (20 if sys_flag & SysFlag.BORNHOST_V6 else 8)
-        + 8
-        + (20 if sys_flag & SysFlag.STOREHOSTADDRESS_V6 else 8)
-        + 4 + 8
-        + 4 + max(body_length, 0)
-        + (1 if version == 1 else 2) + topic_length
-        + 2 + max(properties_length, 0)
-    )
+    return (_HEADER_SIZES[sys_flag & HOST_V6_BITS] + max(body_length, 0) + _topic_length(version).size + topic_length
+            + _PROPERTIES_LENGTH.size + max(properties_length, 0))
 
 
-def body_crc(body: bytes) -> int:
-    """UtilAll.crc32: java.util.zip.CRC32 masked to 31 bits (§1.3)."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+# Smallest TOTALSIZE: all fixed fields, empty body/topic/properties (V1, IPv4).
+MIN_RECORD_SIZE = record_length(0, 0, 0, 0, 1)
 
 
-# --- properties (§1.7) ---------------------------------------------------------------------------
-
-
-def parse_properties(raw: bytes | str) -> dict[str, str]:
-    """MessageDecoder.string2messageProperties (4.9.8 / 5.x rule).
-
-    Split on \\x02; in each piece the first \\x01 separates name and value; both must be non-empty;
-    later duplicates win; pieces without \\x01 are ignored.
-    """
-    s = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray, memoryview)) else raw
-    out: dict[str, str] = {}
-    for piece in s.split(PROPERTY_SEPARATOR):
-        k = piece.find(NAME_VALUE_SEPARATOR)
-        if 0 < k < len(piece) - 1:
-            out[piece[:k]] = piece[k + 1 :]
-    return out
-
-
-def properties_well_formed(raw: bytes) -> bool:
-    """True when every non-empty piece has a name/value separator. Used to flag damage, not to parse."""
-    if not raw:
-        return True
-    for piece in raw.split(b"\x02"):
-        if piece and b"\x01" not in piece:
-            return False
-    return True
-
-
-def encode_properties(props: dict[str, str] | list[tuple[str, str]]) -> bytes:
-    """MessageDecoder.messageProperties2String: ``name\\x01value\\x02`` for each pair, in the given order."""
-    items = props.items() if isinstance(props, dict) else props
-    return "".join(k + NAME_VALUE_SEPARATOR + v + PROPERTY_SEPARATOR for k, v in items if v is not None).encode("utf-8")
-
-
-# --- __CRC32# property (§1.8) --------------------------------------------------------------------
-
-
-def decode_crc32_property(value: str) -> int | None:
-    """The trailer stores decimal digits least-significant first, right-padded with '0'."""
-    if not value or not value.isdigit():
-        return None
-    return int(value[::-1])
-
-
-def encode_crc32_property(crc: int) -> str:
-    return str(crc)[::-1].ljust(10, "0")
-
-
-def crc32_trailer(record_without_trailer: bytes) -> bytes:
-    return (PROPERTY_CRC32 + NAME_VALUE_SEPARATOR + encode_crc32_property(body_crc(record_without_trailer))
-            + PROPERTY_SEPARATOR).encode("ascii")
-
-
-assert len(crc32_trailer(b"")) == CRC32_RESERVED_LEN
+# BODYCRC (§1.3) is UtilAll.crc32 of the body, the same 31-bit CRC as the __CRC32# value.
+body_crc = crc32_value
 
 
 # --- encoding (used by the project's own writer) ------------------------------------------------
 
 
 def encode_host(ip: bytes, port: int) -> bytes:
-    return ip + struct.pack(">i", port)
+    return ip + INT32.pack(port)
 
 
 def encode_record(
@@ -259,14 +231,14 @@ def encode_record(
     """MessageExtEncoder.encode: a complete record, byte for byte what the broker appends."""
     total = record_length(sys_flag, len(body), len(topic), len(properties), version)
     magic = MESSAGE_MAGIC_CODE_V1 if version == 1 else MESSAGE_MAGIC_CODE_V2
-    fmt = HEADER_STRUCTS[sys_flag & 0x30]
+    fmt = HEADER_STRUCTS[sys_flag & HOST_V6_BITS]
     head = fmt.pack(
         total, magic, body_crc(body) if body_crc_value is None else body_crc_value, queue_id, flag, queue_offset,
         physical_offset, sys_flag, born_timestamp, born_ip, born_port, store_timestamp, store_ip, store_port,
         reconsume_times, prepared_transaction_offset, len(body),
     )
-    tlen = INT8.pack(len(topic)) if version == 1 else INT16.pack(len(topic))
-    return b"".join((head, body, tlen, topic, INT16.pack(len(properties)), properties))
+    tlen = _topic_length(version).pack(len(topic))
+    return b"".join((head, body, tlen, topic, _PROPERTIES_LENGTH.pack(len(properties)), properties))
 
 
 def encode_blank(total_size: int) -> bytes:

@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import struct
+from .fields import FieldTable
 
-import numpy as np
-from construct import Int16sb, Int32sb, Int64sb, Padding, Struct
-
+# --- FORMATS.md §4.1, ConsumeQueue entry (ConsumeQueue.putMessagePositionInfo) -----------------------------
 CQ_STORE_UNIT_SIZE = 20
-MSG_TAG_OFFSET_INDEX = 12
 # ConsumeQueue.fillPreBlank: entries written before the first real entry of a recreated queue.
 PRE_BLANK_SIZE = 0x7FFFFFFF
 # ConsumeQueueExt.MAX_ADDR: a tagsCode at or below this is an address into consumequeue_ext.
 CQ_EXT_MAX_ADDR = -2147483649
 
 CQ_ENTRY_FIELDS = (("physical_offset", "q"), ("size", "i"), ("tags_code", "q"))
-
-ConsumeQueueEntry = Struct(*[name / {"q": Int64sb, "i": Int32sb}[code] for name, code in CQ_ENTRY_FIELDS])
-CQ_ENTRY = struct.Struct(">" + "".join(code for _, code in CQ_ENTRY_FIELDS))
+CQ_ENTRY_TABLE = FieldTable(CQ_ENTRY_FIELDS)
+ConsumeQueueEntry = CQ_ENTRY_TABLE.construct()
+CQ_ENTRY = CQ_ENTRY_TABLE.struct
 # numpy view of a whole CQ file: one row per entry, no per-entry Python.
-CQ_DTYPE = np.dtype([(name, ">i8" if code == "q" else ">i4") for name, code in CQ_ENTRY_FIELDS])
-assert CQ_ENTRY.size == CQ_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
+CQ_DTYPE = CQ_ENTRY_TABLE.dtype
+MSG_TAG_OFFSET_INDEX = CQ_ENTRY_TABLE.position("tags_code")  # ConsumeQueue.MSG_TAG_OFFSET_INDEX
+assert CQ_ENTRY_TABLE.size == CQ_STORE_UNIT_SIZE and MSG_TAG_OFFSET_INDEX == 12
 
 
 def is_valid_entry(physical_offset: int, size: int) -> bool:
@@ -36,18 +34,26 @@ def is_ext_address(tags_code: int) -> bool:
     return tags_code <= CQ_EXT_MAX_ADDR
 
 
-# BatchConsumeQueue (5.x), 46-byte entries.
+# ConsumeQueueExt.decorate / unDecorate: address = realOffset + Long.MIN_VALUE (FORMATS.md §4.3).
+_LONG_MIN = -(1 << 63)
+
+
+def ext_address(real_offset: int) -> int:
+    return real_offset + _LONG_MIN
+
+
+def ext_real_offset(address: int) -> int:
+    return address - _LONG_MIN
+
+
+# --- FORMATS.md §4.4, BatchConsumeQueue entry (5.0.0+, BatchConsumeQueue.putBatchMessagePositionInfo) ------
+# 46-byte entries. The last 4 bytes are written as 0 and never read by the broker: declared as the int32
+# field "reserved" (FORMATS.md §4.4 "reserved, 0"), so that every form below has the same fields.
 BCQ_STORE_UNIT_SIZE = 46
-BatchConsumeQueueEntry = Struct(
-    "physical_offset" / Int64sb,
-    "size" / Int32sb,
-    "tags_code" / Int64sb,
-    "store_timestamp" / Int64sb,
-    "msg_base_offset" / Int64sb,
-    "batch_size" / Int16sb,
-    "compacted_offset" / Int32sb,
-    Padding(4),
-)
-BCQ_DTYPE = np.dtype([("physical_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8"), ("store_timestamp", ">i8"),
-                      ("msg_base_offset", ">i8"), ("batch_size", ">i2"), ("compacted_offset", ">i4"), ("reserved", ">i4")])
-assert BCQ_DTYPE.itemsize == BCQ_STORE_UNIT_SIZE
+BCQ_FIELDS = (("physical_offset", "q"), ("size", "i"), ("tags_code", "q"), ("store_timestamp", "q"),
+              ("msg_base_offset", "q"), ("batch_size", "h"), ("compacted_offset", "i"), ("reserved", "i"))
+BCQ_ENTRY_TABLE = FieldTable(BCQ_FIELDS)
+BatchConsumeQueueEntry = BCQ_ENTRY_TABLE.construct()
+BCQ_ENTRY = BCQ_ENTRY_TABLE.struct
+BCQ_DTYPE = BCQ_ENTRY_TABLE.dtype
+assert BCQ_ENTRY_TABLE.size == BCQ_STORE_UNIT_SIZE

@@ -1,16 +1,16 @@
-"""IndexFile: 40-byte IndexHeader, hash slots, 20-byte items (FORMATS.md §5, IndexHeader / IndexFile)."""
+"""IndexFile: 40-byte IndexHeader, hash slots, 20-byte items (FORMATS.md §5.2-5.3, IndexHeader / IndexFile)."""
 
 from __future__ import annotations
 
-import struct
+from construct import Array, Struct
 
-import numpy as np
-from construct import Array, Int32sb, Int64sb, Struct
+from .fields import FieldTable
 
 INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
 INDEX_ITEM_SIZE = 20
 
+# --- FORMATS.md §5.2, IndexHeader (IndexHeader.load / updateByteBuffer) ---------------------------------
 INDEX_HEADER_FIELDS = (
     ("begin_timestamp", "q"),
     ("end_timestamp", "q"),
@@ -19,31 +19,35 @@ INDEX_HEADER_FIELDS = (
     ("hash_slot_count", "i"),
     ("index_count", "i"),  # next free item number; starts at 1
 )
+# --- FORMATS.md §5.3, hash slot (int32 item number) and item (IndexFile.putKey) ---------------------------
+HASH_SLOT_FIELDS = (("item_index", "i"),)  # newest item of the slot, 0 = empty
 INDEX_ITEM_FIELDS = (
     ("key_hash", "i"),
     ("phy_offset", "q"),
     ("time_diff", "i"),  # seconds since header.begin_timestamp
     ("prev_index", "i"),  # previous item in the slot chain, 0 = end
 )
-_T = {"q": Int64sb, "i": Int32sb}
+INDEX_HEADER_TABLE = FieldTable(INDEX_HEADER_FIELDS)
+HASH_SLOT_TABLE = FieldTable(HASH_SLOT_FIELDS)
+INDEX_ITEM_TABLE = FieldTable(INDEX_ITEM_FIELDS)
 
-IndexHeader = Struct(*[n / _T[c] for n, c in INDEX_HEADER_FIELDS])
-IndexItem = Struct(*[n / _T[c] for n, c in INDEX_ITEM_FIELDS])
+IndexHeader = INDEX_HEADER_TABLE.construct()
+IndexItem = INDEX_ITEM_TABLE.construct()
+INDEX_HEADER = INDEX_HEADER_TABLE.struct
+INDEX_ITEM = INDEX_ITEM_TABLE.struct
+INDEX_ITEM_DTYPE = INDEX_ITEM_TABLE.dtype
+HASH_SLOT_DTYPE = HASH_SLOT_TABLE.dtype[0]  # a plain >i4: the slot table is an int array
+assert INDEX_HEADER.size == INDEX_HEADER_SIZE and INDEX_ITEM.size == INDEX_ITEM_SIZE == INDEX_ITEM_DTYPE.itemsize
+assert HASH_SLOT_TABLE.size == HASH_SLOT_SIZE
 
 
 def index_file_schema(slots: int, max_items: int) -> Struct:
     """A whole index file; geometry is not stored in the file and comes from the broker config."""
     return Struct(
         "header" / IndexHeader,
-        "slots" / Array(slots, Int32sb),
+        "slots" / Array(slots, HASH_SLOT_TABLE.subcons()[0].subcon),
         "items" / Array(max_items, IndexItem),
     )
-
-
-INDEX_HEADER = struct.Struct(">" + "".join(c for _, c in INDEX_HEADER_FIELDS))
-INDEX_ITEM = struct.Struct(">" + "".join(c for _, c in INDEX_ITEM_FIELDS))
-INDEX_ITEM_DTYPE = np.dtype([(n, ">i8" if c == "q" else ">i4") for n, c in INDEX_ITEM_FIELDS])
-assert INDEX_HEADER.size == INDEX_HEADER_SIZE and INDEX_ITEM.size == INDEX_ITEM_SIZE == INDEX_ITEM_DTYPE.itemsize
 
 
 def index_file_size(slots: int, max_items: int) -> int:

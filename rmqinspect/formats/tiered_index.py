@@ -7,10 +7,7 @@ number, 32-byte items with a ``prev`` link) and COMPACTED (``compactToNewFile``:
 
 from __future__ import annotations
 
-import struct
-
-import numpy as np
-from construct import Int32sb, Int64sb, Struct
+from .fields import FieldTable
 
 BEGIN_MAGIC = 0xBCC50289 - (1 << 32)  # IndexStoreFile.INDEX_BEGIN_MAGIC_CODE (as a Java int)
 END_MAGIC = 0xBCC50285 - (1 << 32)  # INDEX_END_MAGIC_CODE: full, or compacted
@@ -24,6 +21,7 @@ COMPACT_READ_MAX_ITEMS = 1024  # compacted run read cap: 28 x 1024 bytes
 DEFAULT_HASH_SLOTS = 5_000_000  # tieredStoreIndexFileMaxHashSlotNum
 DEFAULT_MAX_ITEMS = 20_000_000  # tieredStoreIndexFileMaxIndexNum
 
+# --- FORMATS.md §10.3: IndexStoreFile header, hash slots (unsealed / compacted) and IndexItem --------------
 HEADER_FIELDS = (("magic", "i"), ("begin_timestamp", "q"), ("end_timestamp", "q"), ("hash_slot_count", "i"),
                  ("index_item_count", "i"))
 ITEM_FIELDS = (("hash_code", "i"), ("topic_id", "i"), ("queue_id", "i"), ("offset", "q"), ("size", "i"),
@@ -32,34 +30,29 @@ COMPACT_ITEM_FIELDS = ITEM_FIELDS[:-1]
 UNSEALED_SLOT_FIELDS = (("item_index", "i"), ("unused", "i"))
 COMPACT_SLOT_FIELDS = (("position", "i"), ("length", "i"))
 
-_C = {"q": Int64sb, "i": Int32sb}
+HEADER_TABLE = FieldTable(HEADER_FIELDS)
+ITEM_TABLE = FieldTable(ITEM_FIELDS)
+COMPACT_ITEM_TABLE = FieldTable(COMPACT_ITEM_FIELDS)
+UNSEALED_SLOT_TABLE = FieldTable(UNSEALED_SLOT_FIELDS)
+COMPACT_SLOT_TABLE = FieldTable(COMPACT_SLOT_FIELDS)
 
+TieredIndexHeader = HEADER_TABLE.construct()
+TieredIndexItem = ITEM_TABLE.construct()
+TieredIndexCompactItem = COMPACT_ITEM_TABLE.construct()
+TieredIndexUnsealedSlot = UNSEALED_SLOT_TABLE.construct()
+TieredIndexCompactSlot = COMPACT_SLOT_TABLE.construct()
 
-def _schema(fields):
-    return Struct(*[n / _C[c] for n, c in fields])
-
-
-def _struct(fields):
-    return struct.Struct(">" + "".join(c for _, c in fields))
-
-
-def _dtype(fields):
-    return np.dtype([(n, ">i8" if c == "q" else ">i4") for n, c in fields])
-
-
-TieredIndexHeader = _schema(HEADER_FIELDS)
-TieredIndexItem = _schema(ITEM_FIELDS)
-TieredIndexCompactItem = _schema(COMPACT_ITEM_FIELDS)
-TieredIndexUnsealedSlot = _schema(UNSEALED_SLOT_FIELDS)
-TieredIndexCompactSlot = _schema(COMPACT_SLOT_FIELDS)
-
-HEADER = _struct(HEADER_FIELDS)
-ITEM = _struct(ITEM_FIELDS)
-COMPACT_ITEM = _struct(COMPACT_ITEM_FIELDS)
-SLOT = _struct(COMPACT_SLOT_FIELDS)
-COMPACT_ITEM_DTYPE = _dtype(COMPACT_ITEM_FIELDS)
+HEADER = HEADER_TABLE.struct
+ITEM = ITEM_TABLE.struct
+COMPACT_ITEM = COMPACT_ITEM_TABLE.struct
+SLOT = COMPACT_SLOT_TABLE.struct
+COMPACT_ITEM_DTYPE = COMPACT_ITEM_TABLE.dtype
+UNSEALED_SLOT = UNSEALED_SLOT_TABLE.struct
+UNSEALED_SLOT_DTYPE = UNSEALED_SLOT_TABLE.dtype
+COMPACT_SLOT_DTYPE = COMPACT_SLOT_TABLE.dtype
+INDEX_ITEM_COUNT_POSITION = HEADER_TABLE.position("index_item_count")
 assert HEADER.size == HEADER_SIZE and ITEM.size == INDEX_ITEM_SIZE and COMPACT_ITEM.size == COMPACT_INDEX_ITEM_SIZE
-assert COMPACT_ITEM_DTYPE.itemsize == COMPACT_INDEX_ITEM_SIZE and SLOT.size == HASH_SLOT_SIZE
+assert COMPACT_ITEM_DTYPE.itemsize == COMPACT_INDEX_ITEM_SIZE and SLOT.size == HASH_SLOT_SIZE == UNSEALED_SLOT.size
 
 
 def unsealed_file_size(slots: int, max_items: int) -> int:

@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import struct
-
-import numpy as np
-from construct import Int32sb, Int64sb, Struct
+from .fields import FieldTable
 
 UNIT_SIZE = 52  # TimerLog.UNIT_SIZE
 UNIT_PRE_SIZE_FOR_MSG = 28
@@ -26,6 +23,8 @@ WHEEL_FILE_SIZE = 2 * SLOTS_TOTAL * WHEEL_SLOT_SIZE  # 38,707,200
 DEFAULT_PRECISION_MS = 1000  # timerPrecisionMs
 TIMERCHECK_SIZE = 4096
 
+# --- FORMATS.md §10.2: TimerLog unit (TimerMessageStore.addTimer), TimerLog end-of-file blank
+# (TimerLog.append), TimerWheel Slot (Slot.SIZE) and config/timercheck (TimerCheckpoint) ---------------------
 UNIT_FIELDS = (("size", "i"), ("prev_pos", "q"), ("magic", "i"), ("curr_write_time", "q"), ("delay", "i"),
                ("commitlog_offset", "q"), ("commitlog_size", "i"), ("real_topic_hash", "i"), ("reserved", "q"))
 BLANK_FIELDS = (("size", "i"), ("zero", "q"), ("magic", "i"))
@@ -34,17 +33,23 @@ TIMERCHECK_FIELDS = (("last_read_time_ms", "q"), ("last_timer_log_flush_pos", "q
                      ("last_timer_queue_offset", "q"), ("master_timer_queue_offset", "q"),
                      ("state_version", "q"), ("timestamp", "q"), ("counter", "q"))
 
-_C = {"q": Int64sb, "i": Int32sb}
-TimerLogUnit = Struct(*[n / _C[c] for n, c in UNIT_FIELDS])
-TimerLogBlank = Struct(*[n / _C[c] for n, c in BLANK_FIELDS])
-TimerWheelSlot = Struct(*[n / _C[c] for n, c in SLOT_FIELDS])
-TimerCheckpoint = Struct(*[n / _C[c] for n, c in TIMERCHECK_FIELDS])
+UNIT_TABLE = FieldTable(UNIT_FIELDS)
+BLANK_TABLE = FieldTable(BLANK_FIELDS)
+SLOT_TABLE = FieldTable(SLOT_FIELDS)
+TIMERCHECK_TABLE = FieldTable(TIMERCHECK_FIELDS)
+TimerLogUnit = UNIT_TABLE.construct()
+TimerLogBlank = BLANK_TABLE.construct()
+TimerWheelSlot = SLOT_TABLE.construct()
+TimerCheckpoint = TIMERCHECK_TABLE.construct()
 
-UNIT = struct.Struct(">" + "".join(c for _, c in UNIT_FIELDS))
-BLANK = struct.Struct(">" + "".join(c for _, c in BLANK_FIELDS))
-SLOT = struct.Struct(">" + "".join(c for _, c in SLOT_FIELDS))
-TIMERCHECK = struct.Struct(">" + "".join(c for _, c in TIMERCHECK_FIELDS))
-SLOT_DTYPE = np.dtype([(n, ">i8" if c == "q" else ">i4") for n, c in SLOT_FIELDS])
+UNIT = UNIT_TABLE.struct
+BLANK = BLANK_TABLE.struct
+SLOT = SLOT_TABLE.struct
+TIMERCHECK = TIMERCHECK_TABLE.struct
+SLOT_DTYPE = SLOT_TABLE.dtype
+# A unit and a blank keep their magic at the same place; the walk reads it before knowing which it is.
+MAGIC_POSITION = UNIT_TABLE.position("magic")
+assert MAGIC_POSITION == BLANK_TABLE.position("magic") == 12
 assert UNIT.size == UNIT_SIZE and SLOT.size == WHEEL_SLOT_SIZE == SLOT_DTYPE.itemsize and BLANK.size == MIN_BLANK_LEN
 
 

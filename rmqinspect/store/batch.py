@@ -9,9 +9,10 @@ from typing import Iterator
 
 import numpy as np
 
-from ..formats.batch import BCQ_DTYPE, BCQ_STORE_UNIT_SIZE, CQ_EXT_HEAD, INNER_HEAD
-from ..formats.commitlog import parse_properties
-from ..formats.consumequeue import CQ_EXT_MAX_ADDR
+from ..formats.batch import (BCQ_DTYPE, BCQ_FIELDS, BCQ_STORE_UNIT_SIZE, CQ_EXT_HEAD, CQ_EXT_MIN_UNIT_SIZE,
+                             INNER_FIXED_SIZE, INNER_HEAD, INNER_PROPERTIES_LENGTH)
+from ..formats.properties import parse_properties
+from ..formats.consumequeue import CQ_EXT_MAX_ADDR, ext_real_offset
 from .errors import CorruptDataError, StoreNotFoundError
 from .layout import is_offset_file_name
 from .mapped import MappedFile
@@ -33,6 +34,9 @@ def list_batch_queues(root: str) -> list[tuple[str, int, str]]:
     return out
 
 
+_ENTRY_COLUMNS = tuple(n for n, _ in BCQ_FIELDS if n != "reserved")
+
+
 class BatchConsumeQueue:
     """One BatchConsumeQueue: 46-byte entries, each covering ``batch_size`` logical messages."""
 
@@ -50,7 +54,7 @@ class BatchConsumeQueue:
         (``offset >= 0 && size > 0 && msgBaseOffset >= 0 && batchSize > 0``)."""
         for f in self.files:
             if f.start % BCQ_STORE_UNIT_SIZE:
-                raise CorruptDataError(f"file name {f.name} is not a multiple of 46", f.path)
+                raise CorruptDataError(f"file name {f.name} is not a multiple of {BCQ_STORE_UNIT_SIZE}", f.path)
             n = f.size // BCQ_STORE_UNIT_SIZE
             arr = np.frombuffer(f.buffer, dtype=BCQ_DTYPE, count=n) if n else np.zeros(0, BCQ_DTYPE)
             bad = np.flatnonzero((arr["physical_offset"] < 0) | (arr["size"] <= 0) | (arr["msg_base_offset"] < 0)
@@ -59,8 +63,7 @@ class BatchConsumeQueue:
 
     def entries(self) -> Iterator[dict]:
         for base, arr in self.chunks():
-            cols = {n: arr[n].tolist() for n in ("physical_offset", "size", "tags_code", "store_timestamp",
-                                                  "msg_base_offset", "batch_size", "compacted_offset")}
+            cols = {n: arr[n].tolist() for n in _ENTRY_COLUMNS}
             for i in range(len(arr)):
                 d = {k: v[i] for k, v in cols.items()}
                 d["entry_index"] = base + i
@@ -102,15 +105,17 @@ def decode_inner_batch(body: bytes, base_queue_offset: int, path: str | None = N
         if pos + INNER_HEAD.size > len(body):
             raise CorruptDataError(f"inner item {len(out)} header truncated at body byte {pos}", path, record_offset)
         total, _m, _c, flag, blen = INNER_HEAD.unpack_from(body, pos)
-        if total < INNER_HEAD.size + 2 or pos + total > len(body) or blen < 0 or INNER_HEAD.size + blen + 2 > total:
+        if total < INNER_FIXED_SIZE or pos + total > len(body) or blen < 0 or INNER_FIXED_SIZE + blen > total:
             raise CorruptDataError(f"inner item {len(out)} at body byte {pos}: absurd size {total}/{blen}", path,
                                    record_offset)
-        b = bytes(body[pos + 20:pos + 20 + blen])
-        plen = int.from_bytes(body[pos + 20 + blen:pos + 22 + blen], "big", signed=True)
-        if plen < 0 or 22 + blen + plen != total:
+        bpos = pos + INNER_HEAD.size
+        b = bytes(body[bpos:bpos + blen])
+        plen = INNER_PROPERTIES_LENGTH.unpack_from(body, bpos + blen)[0]
+        if plen < 0 or INNER_FIXED_SIZE + blen + plen != total:
             raise CorruptDataError(f"inner item {len(out)} at body byte {pos}: properties length {plen} does not "
                                    f"fit size {total}", path, record_offset)
-        props = parse_properties(bytes(body[pos + 22 + blen:pos + 22 + blen + plen]))
+        ppos = pos + INNER_FIXED_SIZE + blen
+        props = parse_properties(bytes(body[ppos:ppos + plen]))
         out.append(InnerMessage(len(out), base_queue_offset + len(out), flag, b, props, pos))
         pos += total
     return out
@@ -120,7 +125,7 @@ def read_cq_ext_unit(root: str, topic: str, queue_id: int, address: int, file_si
     """Decode the ConsumeQueueExt unit a tagsCode address (<= MAX_ADDR) points to."""
     if address > CQ_EXT_MAX_ADDR:
         raise ValueError("not a CQ ext address")
-    real = address - (-(1 << 63))
+    real = ext_real_offset(address)
     d = os.path.join(root, "consumequeue_ext", topic, str(queue_id))
     start = real - real % file_size
     p = os.path.join(d, f"{start:020d}")
@@ -132,7 +137,7 @@ def read_cq_ext_unit(root: str, topic: str, queue_id: int, address: int, file_si
         if len(head) < CQ_EXT_HEAD.size:
             raise CorruptDataError("ext unit truncated", p, real % file_size)
         size, tags, ts, bms = CQ_EXT_HEAD.unpack(head)
-        if size < 20 or bms < 0 or size != 20 + bms:
+        if size < CQ_EXT_MIN_UNIT_SIZE or bms < 0 or size != CQ_EXT_HEAD.size + bms:
             raise CorruptDataError(f"bad ext unit size {size} / bitmap {bms}", p, real % file_size)
         bitmap = f.read(bms)
     return {"size": size, "tags_code": tags, "msg_store_time": ts, "bit_map_size": bms, "filter_bit_map": bitmap}

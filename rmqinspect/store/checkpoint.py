@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
-from ..formats.checkpoint import CHECKPOINT_FIELDS, Checkpoint, min_timestamp, min_timestamp_index
+from ..formats.checkpoint import (CHECKPOINT, CHECKPOINT_FIELDS, CHECKPOINT_FILE_SIZE, CHECKPOINT_SIZE_4X,
+                                  CHECKPOINT_SIZE_50, CHECKPOINT_SIZE_511, min_timestamp, min_timestamp_index)
 from .errors import CorruptDataError
 
 
@@ -39,19 +40,20 @@ def read_checkpoint(path: str) -> CheckpointData | None:
     if not os.path.exists(path):
         return None
     with open(path, "rb") as f:
-        data = f.read(4096)
-    if len(data) < 24:
-        raise CorruptDataError(f"checkpoint is {len(data)} bytes, needs at least 24", path, len(data))
-    padded = data[:40].ljust(40, b"\0")
-    cp = Checkpoint.parse(padded)
+        data = f.read(CHECKPOINT_FILE_SIZE)
+    if len(data) < CHECKPOINT_SIZE_4X:
+        raise CorruptDataError(f"checkpoint is {len(data)} bytes, needs at least {CHECKPOINT_SIZE_4X}", path,
+                               len(data))
+    physic, logics, index, master_flushed, confirm = CHECKPOINT.unpack(
+        data[:CHECKPOINT_SIZE_511].ljust(CHECKPOINT_SIZE_511, b"\0"))
     nz = len(data.rstrip(b"\0"))
-    used = max(24, (nz + 7) // 8 * 8)
+    used = max(CHECKPOINT_SIZE_4X, (nz + 7) // 8 * 8)
     return CheckpointData(
-        physic_msg_timestamp=cp.physic_msg_timestamp,
-        logics_msg_timestamp=cp.logics_msg_timestamp,
-        index_msg_timestamp=cp.index_msg_timestamp,
-        master_flushed_offset=cp.master_flushed_offset if len(data) >= 32 else None,
-        confirm_phy_offset=cp.confirm_phy_offset if len(data) >= 40 else None,
+        physic_msg_timestamp=physic,
+        logics_msg_timestamp=logics,
+        index_msg_timestamp=index,
+        master_flushed_offset=master_flushed if len(data) >= CHECKPOINT_SIZE_50 else None,
+        confirm_phy_offset=confirm if len(data) >= CHECKPOINT_SIZE_511 else None,
         file_size=os.path.getsize(path),
         used_length=used,
     )

@@ -15,12 +15,16 @@ import numpy as np
 
 from ..formats.constants import DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
 from ..formats.indexfile import (
+    HASH_SLOT_DTYPE,
+    HASH_SLOT_SIZE,
     INDEX_HEADER,
     INDEX_HEADER_SIZE,
     INDEX_ITEM,
     INDEX_ITEM_DTYPE,
     INDEX_ITEM_SIZE,
+    INDEX_ITEM_TABLE,
     index_file_size,
+    slot_position,
 )
 from ..formats.javahash import build_index_key, index_key_hash
 from .errors import CorruptDataError
@@ -67,13 +71,14 @@ class IndexFile:
         self.path = path
         self.name = os.path.basename(path)
         if self.mapped.size < INDEX_HEADER_SIZE:
-            raise CorruptDataError(f"index file is {self.mapped.size} bytes, shorter than its 40-byte header", path, 0)
+            raise CorruptDataError(f"index file is {self.mapped.size} bytes, shorter than its {INDEX_HEADER_SIZE}-byte "
+                                   "header", path, 0)
         self.header = IndexHeaderData(*INDEX_HEADER.unpack_from(self.mapped.buffer, 0))
         self.geometry_note = ""
         if slots is None:
             slots, max_items, self.geometry_note = infer_geometry(self)
         elif max_items is None:
-            max_items = (self.mapped.size - INDEX_HEADER_SIZE - slots * 4) // INDEX_ITEM_SIZE
+            max_items = (self.mapped.size - INDEX_HEADER_SIZE - slots * HASH_SLOT_SIZE) // INDEX_ITEM_SIZE
         self.slots = slots
         self.max_items = max_items
         self.expected_size = index_file_size(slots, max_items)
@@ -81,13 +86,13 @@ class IndexFile:
 
     @property
     def items_base(self) -> int:
-        return INDEX_HEADER_SIZE + self.slots * 4
+        return slot_position(self.slots)
 
     def slot_value(self, slot: int) -> int | None:
-        pos = INDEX_HEADER_SIZE + slot * 4
-        if pos + 4 > self.mapped.size:
+        pos = slot_position(slot)
+        if pos + HASH_SLOT_SIZE > self.mapped.size:
             return None
-        return int.from_bytes(self.mapped.buffer[pos:pos + 4], "big", signed=True)
+        return int.from_bytes(self.mapped.buffer[pos:pos + HASH_SLOT_SIZE], "big", signed=True)
 
     def item(self, n: int) -> tuple[int, int, int, int] | None:
         """(key_hash, phy_offset, time_diff, prev_index) of item n, None when beyond the file."""
@@ -97,8 +102,8 @@ class IndexFile:
         return INDEX_ITEM.unpack_from(self.mapped.buffer, pos)
 
     def slot_table(self) -> np.ndarray:
-        n = min(self.slots, (self.mapped.size - INDEX_HEADER_SIZE) // 4)
-        return np.frombuffer(self.mapped.buffer, dtype=">i4", count=n, offset=INDEX_HEADER_SIZE)
+        n = min(self.slots, (self.mapped.size - INDEX_HEADER_SIZE) // HASH_SLOT_SIZE)
+        return np.frombuffer(self.mapped.buffer, dtype=HASH_SLOT_DTYPE, count=n, offset=INDEX_HEADER_SIZE)
 
     def items(self) -> np.ndarray:
         """Used items 1..indexCount-1 (item 0 is never written), bounded by the file length."""
@@ -173,25 +178,31 @@ class IndexFile:
         self.mapped.close()
 
 
+_KEY_HASH_POSITION = INDEX_ITEM_TABLE.position("key_hash")
+_KEY_HASH_SIZE = INDEX_ITEM_TABLE.dtype["key_hash"].itemsize
+# bytes per slot when the default ratio maxIndexNum = 4 x maxHashSlotNum was kept (FORMATS.md §5.1)
+_BYTES_PER_SLOT_DEFAULT_RATIO = HASH_SLOT_SIZE + 4 * INDEX_ITEM_SIZE
+
+
 def _validate_slots(idx: IndexFile, slots: int, max_checks: int = 2000) -> bool:
     size = idx.mapped.size
     ic = idx.header.index_count
-    max_items = (size - INDEX_HEADER_SIZE - slots * 4) // INDEX_ITEM_SIZE
+    max_items = (size - INDEX_HEADER_SIZE - slots * HASH_SLOT_SIZE) // INDEX_ITEM_SIZE
     if max_items <= 0 or ic > max_items:
         return False
-    table = np.frombuffer(idx.mapped.buffer, dtype=">i4", count=slots, offset=INDEX_HEADER_SIZE)
+    table = np.frombuffer(idx.mapped.buffer, dtype=HASH_SLOT_DTYPE, count=slots, offset=INDEX_HEADER_SIZE)
     nz = np.flatnonzero(table)[:max_checks]
     if nz.size == 0:
         return ic <= 1
     vals = table[nz].astype(np.int64)
     if (vals < 0).any() or (vals >= ic).any():
         return False
-    base = INDEX_HEADER_SIZE + slots * 4
-    pos = base + vals * INDEX_ITEM_SIZE
-    if (pos + 4 > size).any():
+    base = slot_position(slots)
+    pos = base + vals * INDEX_ITEM_SIZE + _KEY_HASH_POSITION
+    if (pos + _KEY_HASH_SIZE > size).any():
         return False
     buf = np.frombuffer(idx.mapped.buffer, dtype=np.uint8)
-    hb = buf[pos[:, None] + np.arange(4)].astype(np.int64)
+    hb = buf[pos[:, None] + np.arange(_KEY_HASH_SIZE)].astype(np.int64)
     hashes = (hb[:, 0] << 24) | (hb[:, 1] << 16) | (hb[:, 2] << 8) | hb[:, 3]
     hashes = np.where(hashes >= 1 << 31, hashes - (1 << 32), hashes)
     return bool(((hashes >= 0) & (hashes % slots == nz)).all())
@@ -202,15 +213,16 @@ def infer_geometry(idx: IndexFile) -> tuple[int, int, str]:
     if size == index_file_size(DEFAULT_INDEX_SLOTS, DEFAULT_INDEX_MAX):
         return DEFAULT_INDEX_SLOTS, DEFAULT_INDEX_MAX, "default geometry (5,000,000 slots, 20,000,000 items)"
     rest = size - INDEX_HEADER_SIZE
-    if rest > 0 and rest % 84 == 0 and _validate_slots(idx, rest // 84):
-        s = rest // 84
+    per_slot = _BYTES_PER_SLOT_DEFAULT_RATIO
+    if rest > 0 and rest % per_slot == 0 and _validate_slots(idx, rest // per_slot):
+        s = rest // per_slot
         return s, 4 * s, f"{s} slots / {4 * s} items (default 1:4 ratio)"
     if idx.header.index_count > 1 and rest > 0:
-        limit = rest // 4
-        # s must satisfy (rest - 4 s) % 20 == 0
+        limit = rest // HASH_SLOT_SIZE
+        # s must leave a whole number of items
         for s in range(1, limit + 1):
-            if (rest - 4 * s) % INDEX_ITEM_SIZE == 0 and _validate_slots(idx, s):
-                return s, (rest - 4 * s) // INDEX_ITEM_SIZE, f"{s} slots inferred from the slot table"
+            if (rest - HASH_SLOT_SIZE * s) % INDEX_ITEM_SIZE == 0 and _validate_slots(idx, s):
+                return s, (rest - HASH_SLOT_SIZE * s) // INDEX_ITEM_SIZE, f"{s} slots inferred from the slot table"
     raise CorruptDataError(
         f"cannot infer the index geometry from a {size}-byte file; pass --index-slots (maxHashSlotNum)",
         idx.path, 0)

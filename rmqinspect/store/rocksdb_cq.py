@@ -21,13 +21,14 @@ from typing import Iterator
 import numpy as np
 
 from ..formats.consumequeue import CQ_DTYPE
-from ..formats.rocksdb_cq import (CF_OFFSET, CHECKPOINT_TOPIC, CQ_UNIT_SIZE, CQ_VALUE_FIELDS, OFFSET_VALUE,
-                                  parse_cq_key, parse_offset_key, queue_prefix)
+from ..formats.rocksdb_cq import (CF_OFFSET, CHECKPOINT_TOPIC, CQ_KEY_TAIL, CQ_OFFSET_FROM_KEY_END, CQ_UNIT_SIZE,
+                                  CQ_VALUE_DTYPE, CTRL_2, OFFSET_VALUE, parse_cq_key, parse_offset_key, queue_prefix)
 from .consumequeue import ConsumeQueue, list_queues, pre_blank_mask
 from .errors import CorruptDataError, StoreIOError, StoreNotFoundError
 
 # numpy view of many 28-byte CQ values joined together: the per-row fast path.
-ROCKS_CQ_DTYPE = np.dtype([(n, ">i8" if c == "q" else ">i4") for n, c in CQ_VALUE_FIELDS])
+ROCKS_CQ_DTYPE = CQ_VALUE_DTYPE
+_CQ_OFFSET_DTYPE = CQ_KEY_TAIL.dtype["cq_offset"]
 assert ROCKS_CQ_DTYPE.itemsize == CQ_UNIT_SIZE
 CHUNK_ROWS = 65536
 
@@ -139,7 +140,7 @@ class RocksDBConsumeQueueStore:
                 continue
             out.append(RocksQueueId(topic, qid))
             # the broker's range-delete end key: prefix with the last CTRL_1 replaced by CTRL_2
-            it.seek(queue_prefix(topic, qid)[:-1] + b"\x02")
+            it.seek(queue_prefix(topic, qid)[:-1] + CTRL_2)
         out.sort(key=lambda q: (q.topic, q.queue_id))
         return out
 
@@ -202,7 +203,7 @@ class RocksDBConsumeQueue:
         vals: list[bytes] = []
 
         def flush():
-            offs = np.frombuffer(b"".join(k[-8:] for k in keys), dtype=">i8")
+            offs = np.frombuffer(b"".join(k[-CQ_OFFSET_FROM_KEY_END:] for k in keys), dtype=_CQ_OFFSET_DTYPE)
             arr = np.frombuffer(b"".join(vals), dtype=ROCKS_CQ_DTYPE)
             # split where the logical offsets are not consecutive (rows removed by the compaction filter)
             breaks = np.flatnonzero(np.diff(offs) != 1) + 1
@@ -213,8 +214,8 @@ class RocksDBConsumeQueue:
 
         for k, v in self.db.rows(self.topic, self.queue_id, from_offset):
             if len(v) != CQ_UNIT_SIZE:
-                raise CorruptDataError(f"CQ value of {self.topic}/{self.queue_id} offset "
-                                       f"{int.from_bytes(k[-8:], 'big', signed=True)} has {len(v)} bytes, "
+                off = int.from_bytes(k[-CQ_OFFSET_FROM_KEY_END:], "big", signed=True)
+                raise CorruptDataError(f"CQ value of {self.topic}/{self.queue_id} offset {off} has {len(v)} bytes, "
                                        f"expected {CQ_UNIT_SIZE}", self.directory)
             keys.append(k)
             vals.append(v)

@@ -12,9 +12,10 @@ import numpy as np
 
 from ..formats.javahash import build_index_key, tiered_index_key_hash
 from ..formats.tiered_index import (BEGIN_MAGIC, COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE,
-                                    COMPACT_READ_MAX_ITEMS, DEFAULT_HASH_SLOTS, DEFAULT_MAX_ITEMS, END_MAGIC, HEADER,
-                                    HEADER_SIZE, INDEX_ITEM_SIZE, INVALID_INDEX, ITEM, MAX_QUERY_COUNT, SLOT,
-                                    item_position, slot_position, unsealed_file_size)
+                                    COMPACT_READ_MAX_ITEMS, COMPACT_SLOT_DTYPE, DEFAULT_HASH_SLOTS, DEFAULT_MAX_ITEMS,
+                                    END_MAGIC, HASH_SLOT_SIZE, HEADER, HEADER_SIZE, INDEX_ITEM_COUNT_POSITION,
+                                    INDEX_ITEM_SIZE, INVALID_INDEX, ITEM, MAX_QUERY_COUNT, SLOT, UNSEALED_SLOT,
+                                    UNSEALED_SLOT_DTYPE, item_position, slot_position, unsealed_file_size)
 from .errors import CorruptDataError, StoreNotFoundError
 from .mapped import MappedFile
 
@@ -83,7 +84,7 @@ class TieredIndexFile:
             raise CorruptDataError(f"bad magic 0x{self.magic & 0xFFFFFFFF:08X} (expected 0xBCC50289/0xBCC50285)",
                                    path, 0)
         if self.index_item_count < 0:
-            raise CorruptDataError(f"negative indexItemCount {self.index_item_count}", path, 24)
+            raise CorruptDataError(f"negative indexItemCount {self.index_item_count}", path, INDEX_ITEM_COUNT_POSITION)
         self.layout, self.hash_slots, self.max_items = self._geometry(hash_slots, max_items)
 
     def _geometry(self, hash_slots, max_items):
@@ -91,24 +92,25 @@ class TieredIndexFile:
         # compacted: size = 28 + 8 S + 28 n exactly, magic END
         if self.magic == END_MAGIC:
             rest = size - HEADER_SIZE - n * COMPACT_INDEX_ITEM_SIZE
-            if rest > 0 and rest % 8 == 0 and (hash_slots is None or rest // 8 == hash_slots):
-                s = rest // 8
+            if rest > 0 and rest % HASH_SLOT_SIZE == 0 and (hash_slots is None or rest // HASH_SLOT_SIZE == hash_slots):
+                s = rest // HASH_SLOT_SIZE
                 if self._compacted_plausible(s):
                     return COMPACTED, s, n
         cands = []
         if hash_slots:
-            m = max_items or (size - HEADER_SIZE - hash_slots * 8) // INDEX_ITEM_SIZE
+            m = max_items or (size - HEADER_SIZE - hash_slots * HASH_SLOT_SIZE) // INDEX_ITEM_SIZE
             cands.append((hash_slots, m))
         cands.append((DEFAULT_HASH_SLOTS, DEFAULT_MAX_ITEMS))
-        if (size - HEADER_SIZE) % 40 == 0:  # the default ratio: maxItems = 4 x slots
-            cands.append(((size - HEADER_SIZE) // 40, 4 * ((size - HEADER_SIZE) // 40)))
+        per_slot = HASH_SLOT_SIZE + 4 * INDEX_ITEM_SIZE
+        if (size - HEADER_SIZE) % per_slot == 0:  # the default ratio: maxItems = 4 x slots
+            cands.append(((size - HEADER_SIZE) // per_slot, 4 * ((size - HEADER_SIZE) // per_slot)))
         for s, m in cands:
             if s > 0 and unsealed_file_size(s, m) == size and n < m:
                 return UNSEALED, s, m
         # no hint fits: search slot counts whose chains are self-consistent (bounded work)
         if hash_slots is None:
-            for s in range(1, min((size - HEADER_SIZE) // 8, 1 << 21) + 1):
-                rest = size - HEADER_SIZE - s * 8
+            for s in range(1, min((size - HEADER_SIZE) // HASH_SLOT_SIZE, 1 << 21) + 1):
+                rest = size - HEADER_SIZE - s * HASH_SLOT_SIZE
                 if rest % INDEX_ITEM_SIZE or rest // INDEX_ITEM_SIZE <= n:
                     continue
                 if self._unsealed_plausible(s):
@@ -125,22 +127,21 @@ class TieredIndexFile:
             h, *_rest, prev = ITEM.unpack_from(buf, item_position(s, k))
             if h < 0 or not 0 <= prev < k:
                 return False
-            head = int.from_bytes(buf[slot_position(h % s):slot_position(h % s) + 4], "big", signed=True)
+            head = UNSEALED_SLOT.unpack_from(buf, slot_position(h % s))[0]
             if not k <= head <= n:
                 return False
-        table = np.frombuffer(buf, dtype=">i4", count=2 * s, offset=HEADER_SIZE)[0::2]
+        table = np.frombuffer(buf, dtype=UNSEALED_SLOT_DTYPE, count=s, offset=HEADER_SIZE)["item_index"]
         return int(np.count_nonzero(table)) == self.hash_slot_count
 
     def _compacted_plausible(self, s: int) -> bool:
         buf = self.mf.buffer
-        lo = HEADER_SIZE + s * 8
-        total = 0
-        sl = np.frombuffer(buf, dtype=">i4", count=2 * s, offset=HEADER_SIZE).reshape(-1, 2) if s else None
+        lo = slot_position(s)
+        sl = np.frombuffer(buf, dtype=COMPACT_SLOT_DTYPE, count=s, offset=HEADER_SIZE) if s else None
         if sl is None:
             return False
-        used = sl[:, 1] > 0
-        total = int(sl[used, 1].sum())
-        return bool(np.all(sl[used, 0] >= lo)) and total == self.index_item_count * COMPACT_INDEX_ITEM_SIZE
+        used = sl["length"] > 0
+        total = int(sl["length"][used].sum())
+        return bool(np.all(sl["position"][used] >= lo)) and total == self.index_item_count * COMPACT_INDEX_ITEM_SIZE
 
     @property
     def sealed(self) -> bool:
@@ -156,7 +157,7 @@ class TieredIndexFile:
     def slot_value(self, slot: int, stats: ReadStats | None = None) -> tuple[int, int]:
         pos = slot_position(slot)
         if stats is not None:
-            stats.add(pos, 8)
+            stats.add(pos, HASH_SLOT_SIZE)
         return SLOT.unpack_from(self.mf.buffer, pos)
 
     def unsealed_item(self, item: int, stats: ReadStats | None = None) -> TieredIndexItem:

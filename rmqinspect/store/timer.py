@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..formats.timer import (BLANK_MAGIC_CODE, DEFAULT_PRECISION_MS, MAGIC_DELETE, MAGIC_ROLL, SLOT, SLOT_DTYPE,
-                             SLOTS_TOTAL, TIMERCHECK, TIMERCHECK_FIELDS, UNIT, UNIT_SIZE, WHEEL_SLOT_SIZE,
+from ..formats.timer import (BLANK, BLANK_MAGIC_CODE, DEFAULT_PRECISION_MS, MAGIC_DELETE, MAGIC_ROLL, SLOT,
+                             SLOT_DTYPE, SLOTS_TOTAL, TIMERCHECK, TIMERCHECK_TABLE, UNIT, UNIT_SIZE, WHEEL_SLOT_SIZE,
                              magic_names, magic_valid)
 from .errors import CorruptDataError, StoreNotFoundError
 from .layout import is_offset_file_name
@@ -68,9 +68,9 @@ class TimerLog:
         for f in self.files:
             buf = f.buffer
             pos = 0
-            while pos + 16 <= f.size:
-                size = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
-                magic = int.from_bytes(buf[pos + 12:pos + 16], "big", signed=True)
+            while pos + BLANK.size <= f.size:
+                # a unit and a blank start alike (size, 8 bytes, magic): read that much before deciding
+                size, _, magic = BLANK.unpack_from(buf, pos)
                 if magic == BLANK_MAGIC_CODE:
                     pos = f.size
                     break
@@ -176,4 +176,4 @@ def read_timercheck(path: str) -> dict | None:
         raw = f.read(TIMERCHECK.size)
     if len(raw) < TIMERCHECK.size:
         raise CorruptDataError(f"{len(raw)} bytes, expected at least {TIMERCHECK.size}", path, 0)
-    return dict(zip((n for n, _ in TIMERCHECK_FIELDS), TIMERCHECK.unpack(raw)))
+    return TIMERCHECK_TABLE.parse_dict(raw)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 
 from ..formats.batch import BCQ_ENTRY, BCQ_INVALID_POS, CQ_EXT_HEAD, encode_inner_item
-from ..formats.commitlog import encode_properties
+from ..formats.consumequeue import ext_address
+from ..formats.properties import encode_properties
 from ..formats.constants import SysFlag
 from ..formats.javahash import tags_code
 from .commitlog import CommitLogWriter, MessageSpec
@@ -63,6 +64,6 @@ def write_cq_ext_unit(path: str, position: int, tags: int, store_time: int, bitm
     """Write one ext unit at ``position`` of the file ``path``; returns the CQ tagsCode address."""
     with open(path, "r+b" if os.path.exists(path) else "w+b") as f:
         f.seek(position)
-        f.write(CQ_EXT_HEAD.pack(20 + len(bitmap), tags, store_time, len(bitmap)) + bitmap)
+        f.write(CQ_EXT_HEAD.pack(CQ_EXT_HEAD.size + len(bitmap), tags, store_time, len(bitmap)) + bitmap)
     start = int(os.path.basename(path))
-    return start + position + (-(1 << 63))
+    return ext_address(start + position)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..formats.commitlog import crc32_trailer, encode_blank, encode_record, record_length
+from ..formats.commitlog import encode_blank, encode_record, record_length
+from ..formats.properties import PROPERTY_SEPARATOR_B, crc32_trailer
 from ..formats.constants import (
     CRC32_RESERVED_LEN,
     DEFAULT_COMMITLOG_FILE_SIZE,
@@ -93,8 +94,8 @@ class CommitLogWriter:
         version = spec.version or (2 if len(spec.topic) > 127 else 1)
         props = spec.properties
         if spec.append_property_crc:
-            if props and not props.endswith(b"\x02"):
-                props += b"\x02"
+            if props and not props.endswith(PROPERTY_SEPARATOR_B):
+                props += PROPERTY_SEPARATOR_B
             props += b"\0" * CRC32_RESERVED_LEN  # placeholder, replaced below once offsets are known
         size = record_length(spec.sys_flag, len(spec.body), len(topic_b), len(props), version)
         if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
