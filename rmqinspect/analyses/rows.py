@@ -33,7 +33,14 @@ import zlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..formats.commitlog import CRC32_RESERVED_LEN, decode_crc32_property
+from ..formats.commitlog import (
+    BODY_CRC_POSITION,
+    BORN_HOST_POSITION,
+    FLAG_POSITION,
+    PREPARED_TRANSACTION_OFFSET_BEFORE_BODY,
+    RECONSUME_TIMES_BEFORE_BODY,
+    store_host_position,
+)
 from ..formats.constants import (
     PROPERTY_CRC32,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -41,9 +48,17 @@ from ..formats.constants import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     RMQ_SYS_SCHEDULE_TOPIC,
+    SysFlag,
 )
 from ..formats.javahash import tags_code
 from ..formats.msgid import host_string, offset_msg_id
+from ..formats.properties import (
+    MALFORMED_PROPERTIES,
+    check_property_crc,
+    crc32_value,
+    parse_properties_checked,
+    property_crc_problem,
+)
 from ..store.commitlog import RECORD_FIELDS, Kind, RecordRun, walk_file
 from ..store.mapped import MappedFile
 from .dispatch import DelayLevelError, dispatch_tags_code
@@ -270,12 +285,9 @@ class FileResult:
 BATCH_ROWS = 4096
 RUN_RECORDS = 16384  # records per scanner run
 
-# byte positions inside a record (FORMATS.md §1.1) of the fields the scanner rows do not carry
-_BODYCRC_AT, _FLAG_AT, _BORNHOST_AT = 8, 16, 48
-_BORNHOST_V6 = 0x10  # SysFlag.BORNHOST_V6_FLAG
-_STOREHOST_V6 = 0x20  # SysFlag.STOREHOSTADDRESS_V6_FLAG
-MALFORMED_PROPERTIES = "properties string has a piece without a name/value separator (\\x01)"
-BODY_CRC_MISMATCH = "body CRC mismatch"
+_BORNHOST_V6 = int(SysFlag.BORNHOST_V6)
+_STOREHOST_V6 = int(SysFlag.STOREHOSTADDRESS_V6)
+BODY_CRC_MISMATCH = "body CRC mismatch"  # the problem text decode_slot gives the same record
 
 
 def _gather(u8, idx, width: int, dtype: str):
@@ -378,11 +390,11 @@ class RowDecoder:
         if not len(unchecked):
             return R
         R = R.copy()
-        buf, crc32 = self.buf, zlib.crc32
+        buf = self.buf
         for i in unchecked.tolist():
             p, bp, bl = int(R["position"][i]), int(R["body_pos"][i]), int(R["body_len"][i])
-            body_crc = int.from_bytes(buf[p + _BODYCRC_AT:p + _BODYCRC_AT + 4], "big", signed=True)
-            R["crc_ok"][i] = int((crc32(self.mv[bp:bp + bl]) & 0x7FFFFFFF) == body_crc)
+            body_crc = int.from_bytes(buf[p + BODY_CRC_POSITION:p + BODY_CRC_POSITION + 4], "big", signed=True)
+            R["crc_ok"][i] = int(crc32_value(self.mv[bp:bp + bl]) == body_crc)
         return R
 
     def batch(self, R):
@@ -419,33 +431,23 @@ class RowDecoder:
         pos_l, total_l = pos.tolist(), total.tolist()
         born_v6 = (sys_flag & _BORNHOST_V6) != 0
         store_v6 = (sys_flag & _STOREHOST_V6) != 0
-        born_len = np.where(born_v6, 20, 8)
-        store_off = _BORNHOST_AT + 8 + born_len  # STOREHOST follows BORNHOST and STORETIMESTAMP
+        store_off = store_host_position(sys_flag)
 
-        # per-record text: properties (parse_properties and properties_well_formed in one pass: the same split
-        # rules; \x01 and \x02 are ASCII, so splitting the decoded text equals splitting the bytes), problems
+        # per-record text: properties and problems (in decode_slot's order)
         crc32 = zlib.crc32
         dicts: list = []
         probs: list = []
         proffs = [0]
-        malformed = False
         for p, tot, crc_ok, pp, pl in zip(pos_l, total_l, crc_col.tolist(), R["properties_pos"].tolist(),
                                           R["properties_len"].tolist()):
             props = {}
             if pl > 0:
-                for piece in buf[pp:pp + pl].decode("utf-8", "replace").split("\x02"):
-                    name, sep, value = piece.partition("\x01")
-                    if name and value:
-                        props[name] = value
-                    elif piece and not sep:
-                        malformed = True
+                props, well_formed = parse_properties_checked(buf[pp:pp + pl])
                 if PROPERTY_CRC32 in props:
-                    stored = decode_crc32_property(props[PROPERTY_CRC32])
-                    actual = crc32(mv[p:p + tot - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
-                    if stored != actual:
-                        probs.append(f"__CRC32# property {stored} != crc of record {actual}")
-                if malformed:
-                    malformed = False
+                    ok, stored, actual = check_property_crc(mv, p, tot, props[PROPERTY_CRC32])
+                    if not ok:
+                        probs.append(property_crc_problem(stored, actual))
+                if not well_formed:
                     probs.append(MALFORMED_PROPERTIES)
             if crc_ok == 0:
                 probs.append(BODY_CRC_MISMATCH)
@@ -528,18 +530,19 @@ class RowDecoder:
             "topic": strs(topics),
             "queue_id": pa.array(R["queue_id"].astype(np.int32), i32),
             "queue_offset": pa.array(R["queue_offset"], i64),
-            "flag": pa.array(_gather(u8, pos + _FLAG_AT, 4, ">i4").astype(np.int32), i32),
+            "flag": pa.array(_gather(u8, pos + FLAG_POSITION, 4, ">i4").astype(np.int32), i32),
             "sys_flag": pa.array(sys_flag.astype(np.int32), i32),
             "transaction_type": strs(self.tx_names[(sys_flag & 0xC) >> 2]),
             "born_timestamp": ts(bts),
             "born_timestamp_ms": pa.array(bts, i64),
-            "born_host": strs(_host_column(buf, u8, pos, born_v6, _BORNHOST_AT, hcache)),
+            "born_host": strs(_host_column(buf, u8, pos, born_v6, BORN_HOST_POSITION, hcache)),
             "store_timestamp": ts(sts),
             "store_timestamp_ms": pa.array(sts, i64),
             "store_host": strs(store_host),
-            # RECONSUMETIMES and PREPAREDTRANSACTIONOFFSET end right before BODYLEN + body
-            "reconsume_times": pa.array(_gather(u8, bpos - 16, 4, ">i4").astype(np.int32), i32),
-            "prepared_transaction_offset": pa.array(_gather(u8, bpos - 12, 8, ">i8"), i64),
+            "reconsume_times": pa.array(_gather(u8, bpos - RECONSUME_TIMES_BEFORE_BODY, 4, ">i4").astype(np.int32),
+                                        i32),
+            "prepared_transaction_offset": pa.array(_gather(u8, bpos - PREPARED_TRANSACTION_OFFSET_BEFORE_BODY, 8,
+                                                            ">i8"), i64),
             "tags": strs(tags),
             "tags_code": pa.array(np.array(tcodes, dtype=np.int64), i64, mask=tcode_mask),
             "keys": str_list(koffs, kflat),
@@ -547,7 +550,7 @@ class RowDecoder:
             "offset_msg_id": msgid,
             "properties": pa.MapArray.from_arrays(pa.array(poffs, type=i32), strs(pkeys), strs(pvals)),
             "body_size": pa.array(np.maximum(blen, 0).astype(np.int32), i32),
-            "body_crc": pa.array(_gather(u8, pos + _BODYCRC_AT, 4, ">i4"), i64),
+            "body_crc": pa.array(_gather(u8, pos + BODY_CRC_POSITION, 4, ">i4"), i64),
             "crc_ok": pa.array(crc_col == 1, pa.bool_(), mask=crc_col < 0),
             "record_crc32": pa.array(np.array(rcrc, dtype=np.int64), i64),
             "problems": str_list(proffs, probs),
