@@ -141,8 +141,8 @@ def main() -> None:
     names = ["rows"] if a.rows_only else [e.strip() for e in a.engines.split(",")]
     trees = (("before", os.path.abspath(a.baseline)), ("after", os.path.abspath(HERE)))
     for name in names:
-        for _ in range(a.repeat):
-            for label, tree in trees:
+        for i in range(a.repeat):
+            for label, tree in trees[::-1] if i % 2 else trees:  # alternate the order: load drifts during a run
                 out = os.path.join(a.dir, "out-" + name.replace(" ", "_").replace("[", "").replace("]", ""))
                 shutil.rmtree(out, ignore_errors=True)
                 dt, n, cpu = run_engine(name.split()[-1], tree, store, out)

@@ -27,6 +27,7 @@ from .rows import (
     file_batches,
 )
 
+
 def store_labels(stores: Sequence[str], labels: Sequence[str] | None = None) -> list[str]:
     """Labels for the ``source`` column: the given ones, else each store directory's name, disambiguated with
     the parent directory (``broker-a/store``) and finally the full path when names collide."""
