@@ -61,6 +61,7 @@ from ..formats.properties import (
 )
 from ..store.commitlog import RECORD_FIELDS, Kind, RecordRun, walk_file
 from ..store.mapped import MappedFile
+from ..store.message import split_keys
 from .dispatch import DelayLevelError, dispatch_tags_code
 
 # --- the columns ----------------------------------------------------------------------------------
@@ -466,7 +467,7 @@ class RowDecoder:
             if tg not in tccache:
                 tccache[tg] = tags_code(tg)
         tcodes = [tccache[tg] for tg in tags]
-        kl = [[x for x in k.split(" ") if x] if k else [] for k in (d.get(PROPERTY_KEYS) for d in dicts)]
+        kl = [split_keys(d.get(PROPERTY_KEYS)) for d in dicts]
         kflat = [x for ks in kl for x in ks]
         koffs = np.cumsum([0] + [len(ks) for ks in kl], dtype=np.int64).astype(np.int32)
         tcode_mask = None
