@@ -5,7 +5,7 @@ file) as the baseline:
 
   crc32-baseline     zlib.crc32 over each whole file (the one-pass C limit)
   verify-compiled    CommitLog.scan(check_crc=True): record headers + body CRC, compiled scanner
-  verify-arrays      scan_records_array: the same, vectorised output (what bulk analyses use)
+  verify-arrays      CommitLog.walk: the same, record runs as numpy arrays (what bulk analyses use)
   verify-python      the pure-Python scanner (no C extension), headers + CRC
   decode-full        Message objects with parsed properties (the decode-commitlog walk), on a slice
   construct-schema   CommitLogRecord.parse per record (the declarative schema), on a slice
@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rmqinspect.formats.commitlog import CommitLogRecord  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402
-from rmqinspect.store.commitlog import MESSAGE, decode_slot, fast_available, scan_buffer, scan_records_array  # noqa
+from rmqinspect.store.commitlog import MESSAGE, RecordRun, decode_slot, fast_available, scan_buffer  # noqa: E402
 from rmqinspect.writer.commitlog import CommitLogWriter  # noqa: E402
 from rmqinspect.writer.sample import benchmark_messages  # noqa: E402
 
@@ -99,10 +99,9 @@ def main() -> None:
 
     def verify_arrays():
         n = 0
-        for f in cl.files:
-            for arr, _ in scan_records_array(f.buffer, 0, f.size, True):
-                if arr is not None:
-                    n += len(arr)
+        for ev in cl.walk(check_crc=True, batch=65536):
+            if type(ev) is RecordRun:
+                n += len(ev)
         return n
 
     sec, n = timed(verify_arrays)

@@ -72,7 +72,7 @@ _DLEDGER = "issue 14: DLedger-mode stores (dledger-n0/data, no commitlog/) are n
 _BATCHCQ = "issue 16: the BatchConsumeQueue lives in batchconsumequeue/, which the generic readers ignore"
 _DLEDGER_TESTS = {
     "test_every_message_matches_expected", "test_walk_matches_broker_records",
-    "test_walk_equals_former_walks_on_oracle", "test_join_clean_scenarios_have_no_problems",
+    "test_walk_finds_the_brokers_records_and_fields", "test_join_clean_scenarios_have_no_problems",
     "test_queue_bounds_and_cli_all", "test_every_oracle_scenario", "test_file_rows_equal_expected_and_whole_store_scan",
     "test_export_local_dataset_equals_expected", "test_fast_path_equals_reference_on_oracle",
     "test_struct_fast_path_equals_construct_schema", "test_compiled_scanner_equals_python_scanner_on_oracle",

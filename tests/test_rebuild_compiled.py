@@ -17,14 +17,15 @@ from rmqinspect.analyses.dispatch import index_keys
 from rmqinspect.formats.commitlog import encode_properties, parse_properties
 from rmqinspect.formats.javahash import build_index_key, index_key_hash, java_string_hash, tags_code
 from rmqinspect.store import Store
+from rmqinspect.store import scanner
 from rmqinspect.store import commitlog as clmod
-from rmqinspect.store.commitlog import MESSAGE, fast_available, scan_records_array
+from rmqinspect.store.commitlog import MESSAGE, RecordRun, walk_file
 from rmqinspect.writer.commitlog import MessageSpec
 from rmqinspect.writer.consumequeue import ConsumeQueueSet
 from rmqinspect.writer.indexfile import IndexFileSet
 from rmqinspect.writer.store import StoreWriter
 
-compiled = pytest.mark.skipif(not fast_available() or not hasattr(clmod._fastscan, "dispatch_fields"),
+compiled = pytest.mark.skipif(not scanner.compiled_built(),
                               reason="compiled extension not built (no C compiler / zlib headers)")
 
 
@@ -77,11 +78,11 @@ def test_dispatch_fields_equal_reference_on_every_oracle_record(name):
     n = 0
     with Store.open(p / "store") as st:
         for f in st.commitlog.files:
-            for rows, one in scan_records_array(f.buffer, 0, f.size, False, True):
-                if rows is not None:
-                    _check_batch(f.buffer, rows)
-                    _check_batch(f.buffer, rows, want_keys=False)
-                    n += len(rows)
+            for ev in walk_file(f, check_crc=False):
+                if type(ev) is RecordRun:
+                    _check_batch(f.buffer, ev.rows)
+                    _check_batch(f.buffer, ev.rows, want_keys=False)
+                    n += len(ev)
         # and the same records through the full decode path
         m = sum(1 for s in st.commitlog.scan(check_crc=False) if s.kind == MESSAGE)
     assert n == m > 0
@@ -132,7 +133,7 @@ def test_dispatch_fields_equal_reference_on_random_and_hostile_properties():
         buf, rows = _random_buffer(rng, 200)
         _check_batch(buf, rows)
         # the compiled code falls back exactly when a string it hashes is not strict UTF-8
-        raw_f, _, _ = clmod._fastscan.dispatch_fields(buf, rows, True)
+        raw_f, _, _ = scanner.compiled().dispatch_fields(buf, rows, True)
         f = np.frombuffer(raw_f, dtype=np.int64).reshape(len(rows), 6)
         for i, row in enumerate(rows):
             raw = buf[row[13]:row[13] + row[14]]
@@ -150,13 +151,13 @@ def test_dispatch_fields_equal_reference_on_random_and_hostile_properties():
 @pytest.mark.parametrize("s", ["", "a", "TopicTest#OrderID001", "polygenelubricants", "中文", "😀", "a😀b𝄞",
                                "\U0010FFFF", "\uFFFF", "é" * 50, "\x00\x7f"])
 def test_compiled_java_hash_equals_java_string_hash(s):
-    assert clmod._fastscan.java_hash_utf8(s.encode()) == java_string_hash(s)
+    assert scanner.compiled().java_hash_utf8(s.encode()) == java_string_hash(s)
 
 
 @compiled
 @pytest.mark.parametrize("b", _BAD)
 def test_compiled_java_hash_refuses_what_python_refuses(b):
-    assert clmod._fastscan.java_hash_utf8(b) is None and not _strict(b)
+    assert scanner.compiled().java_hash_utf8(b) is None and not _strict(b)
 
 
 # --- end to end -----------------------------------------------------------------------------------------
@@ -205,10 +206,7 @@ def _edge_store(root, delay_bad_at=None, build=False):
 
 
 def _rebuild(store, out, pure: bool, monkeypatch, index_batch=None):
-    with monkeypatch.context() as m:
-        if pure:
-            m.setattr(rb, "_fastscan", None)
-            m.setattr(clmod, "_fastscan", None)
+    with monkeypatch.context() as m, scanner.selected(not pure):
         if index_batch:
             m.setattr(rb, "_INDEX_BATCH", index_batch)
         with Store.open(store) as st:
@@ -342,7 +340,5 @@ def test_dry_run_document_does_not_depend_on_batching(tmp_path, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(rb, "_INDEX_BATCH", 5)
         assert run() == ref
-    with monkeypatch.context() as m:
-        m.setattr(rb, "_fastscan", None)
-        m.setattr(clmod, "_fastscan", None)
+    with scanner.selected(False):
         assert run() == ref

@@ -6,16 +6,15 @@ import os
 
 import pytest
 
-import rmqinspect.store.commitlog as commitlog
 from recover_fixtures import build_store
 from rmqinspect.analyses.recover import plan_recovery
 from rmqinspect.analyses.salvage import walk_with_resync
 from rmqinspect.analyses.verify import ALL_CHECKS, verify
 from rmqinspect.formats.commitlog import encode_properties
-from rmqinspect.store import Store
+from rmqinspect.store import Store, scanner
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 
-pytestmark = pytest.mark.skipif(not commitlog.fast_available(), reason="compiled scanner not built")
+pytestmark = pytest.mark.skipif(not scanner.compiled_built(), reason="compiled scanner not built")
 
 
 def _reports(root):
@@ -28,9 +27,9 @@ def _reports(root):
 
 
 def _both(root, monkeypatch):
-    fast = _reports(root)
-    with monkeypatch.context() as m:
-        m.setattr(commitlog, "_fastscan", None)
+    with scanner.selected(True):
+        fast = _reports(root)
+    with scanner.selected(False):
         slow = _reports(root)
     assert fast == slow
     return fast

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..store.commitlog import BLANK, END, FILE_END, HALF, ILLEGAL, MESSAGE, scan_buffer
+from ..store.commitlog import BLANK, CRC_MISMATCH, END, FILE_END, HALF, ILLEGAL, RecordRun, walk_file
 from ..store.mapped import MappedFile
 from .rows import FileTask
 
@@ -47,7 +47,9 @@ class FileVerify:
 
 
 def verify_file(task: FileTask) -> FileVerify:
-    import zlib
+    """The broker's check over the file, going on after a body-CRC mismatch (reported) and after a half
+    record (reported; the next record follows its TOTALSIZE), stopping at the first other damage."""
+    import numpy as np
 
     res = FileVerify(task.source, task.name, task.start, task.size)
 
@@ -58,48 +60,52 @@ def verify_file(task: FileTask) -> FileVerify:
     mf = MappedFile(task.path, task.start)
     try:
         buf = mf.buffer
-        mv = memoryview(buf)
-        try:
-            for kind, pos, size, hdr, bpos, _crc, reason in scan_buffer(buf, 0, mf.size, False, True):
-                if kind in (MESSAGE, HALF):
-                    if kind == HALF:
-                        # lengths disagree: body bounds and offsets inside are not trustworthy
-                        problem(pos, "structure", reason)
-                        res.data_end = pos + size
-                        continue
-                    res.messages += 1
-                    blen = hdr[16]
-                    if blen > 0 and (zlib.crc32(mv[bpos:bpos + blen]) & 0x7FFFFFFF) != hdr[2]:
-                        problem(pos, "body_crc", f"BODYCRC {hdr[2]} does not match the body")
-                    if hdr[6] != task.start + pos:
-                        problem(pos, "physical_offset", f"stored PHYSICALOFFSET {hdr[6]} != file start + position "
-                                                        f"{task.start + pos}")
-                    res.data_end = pos + size
-                    continue
-                res.end_kind = kind
-                res.data_end = pos
-                if kind == BLANK:
-                    if size != mf.size - pos:
-                        problem(pos, "blank", f"blank record declares {size} bytes, {mf.size - pos} are left")
-                    nz = first_nonzero(buf, pos + 8, mf.size)
-                    if nz is not None:
-                        problem(nz, "tail", "non-zero bytes after the blank end-of-file record")
-                elif kind == END:
-                    nz = first_nonzero(buf, pos, mf.size)
-                    if nz is not None:  # cannot happen for END (scan saw zeros at pos) but bytes further on can
-                        problem(nz, "tail", "non-zero bytes after the data end (torn or stale write)")
-                elif kind == FILE_END:
-                    if not task.last:
-                        problem(pos, "blank", "file ends at a record boundary without a blank record")
-                elif kind == ILLEGAL:
-                    problem(pos, "structure", reason)
-                break
-        finally:
-            mv.release()
+        for ev in walk_file(mf, check_crc=True, crc_continue=True):
+            if type(ev) is RecordRun:
+                r = ev.records
+                res.messages += len(r)
+                for j in np.flatnonzero(r["physical_offset_field"] != r["position"] + task.start).tolist():
+                    pos, stored = int(r[j]["position"]), int(r[j]["physical_offset_field"])
+                    problem(pos, "physical_offset", f"stored PHYSICALOFFSET {stored} != file start + position "
+                                                    f"{task.start + pos}")
+                res.data_end = ev.end
+                continue
+            kind, pos, size = ev.kind, ev.position, ev.size
+            if kind == HALF:
+                # lengths disagree: body bounds and offsets inside are not trustworthy
+                problem(pos, "structure", ev.reason)
+                res.data_end = pos + size
+                continue
+            if kind == CRC_MISMATCH:
+                hdr = ev.header
+                res.messages += 1
+                problem(pos, "body_crc", f"BODYCRC {hdr.body_crc} does not match the body")
+                if hdr.physical_offset != task.start + pos:
+                    problem(pos, "physical_offset", f"stored PHYSICALOFFSET {hdr.physical_offset} != file start + "
+                                                    f"position {task.start + pos}")
+                res.data_end = pos + size
+                continue
+            res.end_kind = str(kind)
+            res.data_end = pos
+            if kind == BLANK:
+                if size != mf.size - pos:
+                    problem(pos, "blank", f"blank record declares {size} bytes, {mf.size - pos} are left")
+                nz = first_nonzero(buf, pos + 8, mf.size)
+                if nz is not None:
+                    problem(nz, "tail", "non-zero bytes after the blank end-of-file record")
+            elif kind == END:
+                nz = first_nonzero(buf, pos, mf.size)
+                if nz is not None:  # cannot happen for END (scan saw zeros at pos) but bytes further on can
+                    problem(nz, "tail", "non-zero bytes after the data end (torn or stale write)")
+            elif kind == FILE_END:
+                if not task.last:
+                    problem(pos, "blank", "file ends at a record boundary without a blank record")
+            elif kind == ILLEGAL:
+                problem(pos, "structure", ev.reason)
     finally:
         mf.close()
     if res.end_kind == "" and res.data_end:
-        res.end_kind = FILE_END
+        res.end_kind = str(FILE_END)
     return res
 
 

@@ -27,10 +27,11 @@ from ..formats.constants import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TAGS,
     RMQ_SYS_SCHEDULE_TOPIC,
+    TRANSACTION_MASK,
 )
 from ..formats.javahash import index_key_hashes, tags_code
 from ..formats.properties import dispatch_properties
-from ..store.commitlog import BLANK, FILE_END, HALF, ILLEGAL, Gap, RecordRun
+from ..store.commitlog import BLANK, FILE_END, HALF, ILLEGAL, RECORD_DTYPE, Gap, RecordRun
 from ..store.scanner import compiled
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
 
@@ -92,11 +93,18 @@ DF_MULTI_DISPATCH = 2  # INNER_MULTI_DISPATCH property present
 _NOUT = 6  # topic_id, tags_code, nkeys, delay_pos, delay_len, flags
 
 
+def _record(row: np.ndarray):
+    """One int64 row (RECORD_FIELDS order) as a record with named fields."""
+    return np.ascontiguousarray(row, dtype=np.int64).view(RECORD_DTYPE)[0]
+
+
 def record_fields_py(buf, row) -> tuple:
-    """The reference for one scanned record (a FAST_FIELDS row): (topic bytes, tags_code, index key hashes
-    (UNIQ_KEY then KEYS tokens), DELAY bytes or None, INNER_MULTI_DISPATCH present). Non-UTF-8 text is
+    """The reference for one scanned record (an int64 row in RECORD_FIELDS order): (topic bytes, tags_code,
+    index key hashes (UNIQ_KEY then KEYS tokens), DELAY bytes or None, INNER_MULTI_DISPATCH present). Non-UTF-8 text is
     decoded with Python's replacement rule, as the rest of rmqinspect does."""
-    tp, tl, pp, pl = int(row[11]), int(row[12]), int(row[13]), int(row[14])
+    rec = _record(row)
+    tp, tl = int(rec["topic_pos"]), int(rec["topic_len"])
+    pp, pl = int(rec["properties_pos"]), int(rec["properties_len"])
     tb = bytes(buf[tp:tp + tl])
     raw = bytes(buf[pp:pp + pl]) if pl > 0 else b""
     tags, keys, uniq, delay = dispatch_properties(raw)
@@ -111,7 +119,8 @@ def record_fields_py(buf, row) -> tuple:
 
 
 def dispatch_fields(buf, rows: np.ndarray, want_keys: bool = True, use_compiled: bool = True) -> tuple:
-    """For a batch of scanned records (int64 rows in FAST_FIELDS order): ``(fields, key_hashes, topics)``.
+    """For a batch of scanned records (``RecordRun.rows``: int64, RECORD_FIELDS order): ``(fields, key_hashes,
+    topics)``.
 
     ``fields`` is int64 (n, 6): topic id (index into ``topics``, a list of topic bytes), tagsCode of TAGS
     (0 when absent; not the SCHEDULE_TOPIC_XXXX delivery time), number of index keys, DELAY value position
@@ -162,7 +171,8 @@ def dispatch_fields(buf, rows: np.ndarray, want_keys: bool = True, use_compiled:
         f[3] = -1
         if delay is not None:
             # position of the last DELAY piece's value: the one dispatch_properties returned
-            pp, pl = int(row[13]), int(row[14])
+            rec = _record(row)
+            pp, pl = int(rec["properties_pos"]), int(rec["properties_len"])
             raw = bytes(buf[pp:pp + pl])
             at = raw.rfind(b"\x02DELAY\x01" + delay)
             at = at + 7 if at >= 0 else len(b"DELAY\x01")  # the first piece has no leading separator
@@ -204,12 +214,15 @@ class _Dispatcher:
             info = self.topic_info[tb] = (tstr, topic_is_safe(tstr), tb == _SCHEDULE_B)
         return info
 
-    def dispatch(self, buf, base: int, rows: np.ndarray):
-        """Dispatch a batch of MESSAGE rows. Returns None, or (row index, reason) when a record makes the
-        broker's dispatch stop (non-numeric DELAY on SCHEDULE_TOPIC_XXXX): rows before it are dispatched."""
-        fields, keyh, topics = dispatch_fields(buf, rows, self.index is not None)
+    def dispatch(self, run: RecordRun):
+        """Dispatch a run of records. Returns None, or (record index, reason) when a record makes the
+        broker's dispatch stop (non-numeric DELAY on SCHEDULE_TOPIC_XXXX): records before it are dispatched."""
+        buf = run.file.buffer
+        base = run.base
+        r = run.records
+        fields, keyh, topics = dispatch_fields(buf, run.rows, self.index is not None)
         infos = [self._topic(tb) for tb in topics]
-        n = len(rows)
+        n = len(r)
         codes = fields[:, 1]
         stop = None
         sched_ids = [i for i, inf in enumerate(infos) if inf[2]]
@@ -219,13 +232,13 @@ class _Dispatcher:
                 codes = codes.copy()
                 for i in cand.tolist():
                     # checkMessageAndReturnSize computes this for every record; a bad DELAY makes it illegal
-                    pp, pl = int(rows[i, 13]), int(rows[i, 14])
+                    pp, pl = int(r[i]["properties_pos"]), int(r[i]["properties_len"])
                     tags, _, _, delay = dispatch_properties(bytes(buf[pp:pp + pl]))
                     props = {PROPERTY_DELAY_TIME_LEVEL: delay.decode("utf-8", "replace")}
                     if tags is not None:
                         props[PROPERTY_TAGS] = tags.decode("utf-8", "replace")
                     try:
-                        codes[i], _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, int(rows[i, 9]),
+                        codes[i], _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, int(r[i]["store_timestamp"]),
                                                          self.delay_table)
                     except DelayLevelError as e:
                         stop = (i, f"{e}: the broker's dispatch stops here")
@@ -234,16 +247,16 @@ class _Dispatcher:
             n = stop[0]
             nk_all = fields[:, 2]
             keyh = keyh[:int(nk_all[:n].sum())]
-            rows = rows[:n]
+            r = r[:n]
             fields = fields[:n]
             codes = codes[:n]
         if n == 0:
             return stop
         self.messages += n
         self.rep.multi_dispatch_records += int(np.count_nonzero(fields[:, 5] & DF_MULTI_DISPATCH))
-        tx = rows[:, 5] & 0xC
-        phys = rows[:, 0] + base
-        ts = rows[:, 9]
+        tx = r["sys_flag"] & TRANSACTION_MASK
+        phys = r["position"] + base
+        ts = r["store_timestamp"]
         nkeys = fields[:, 2]
         if self.index is not None:
             inc = (tx != 0xC) & (phys >= self.index_end_phy)
@@ -262,7 +275,7 @@ class _Dispatcher:
                 if j < n:
                     b = max(j + 1, a + 1)
                     flush = True
-            self._cq(rows, fields, codes, tx, phys, infos, a, b)
+            self._cq(r, fields, codes, tx, phys, infos, a, b)
             if self.index is not None:
                 self._index(keyh, eff, phys, ts, tx, kstart, cum, a, b)
                 if flush:
@@ -270,7 +283,7 @@ class _Dispatcher:
             a = b
         return stop
 
-    def _cq(self, rows, fields, codes, tx, phys, infos, a, b):
+    def _cq(self, r, fields, codes, tx, phys, infos, a, b):
         rep = self.rep
         incq = (tx[a:b] == 0) | (tx[a:b] == 8)
         nin = int(np.count_nonzero(incq))
@@ -279,13 +292,13 @@ class _Dispatcher:
             return
         idx = np.flatnonzero(incq) + a
         tid = fields[idx, 0]
-        qid = rows[idx, 6]
+        qid = r["queue_id"][idx]
         if len(self.queue_cache) > _CACHE_LIMIT:
             self.queue_cache.clear()
         if not self.bulk_cq:
-            for i, t, q_id, qoff, p, size, code in zip(idx.tolist(), tid.tolist(), qid.tolist(),
-                                                       rows[idx, 7].tolist(), phys[idx].tolist(),
-                                                       rows[idx, 1].tolist(), codes[idx].tolist()):
+            for t, q_id, qoff, p, size, code in zip(tid.tolist(), qid.tolist(), r["queue_offset"][idx].tolist(),
+                                                    phys[idx].tolist(), r["total_size"][idx].tolist(),
+                                                    codes[idx].tolist()):
                 q = self._queue(t, q_id, infos)
                 if q is False:
                     name = infos[t][0]
@@ -301,12 +314,12 @@ class _Dispatcher:
         for g in np.argsort(first, kind="stable").tolist():
             members = idx[order[bounds[g]:bounds[g + 1]]]
             t = int(fields[members[0], 0])
-            q = self._queue(t, int(rows[members[0], 6]), infos)
+            q = self._queue(t, int(r[members[0]]["queue_id"]), infos)
             if q is False:
                 name = infos[t][0]
                 rep.skipped_topics[name] = rep.skipped_topics.get(name, 0) + len(members)
             else:
-                q.put_many(rows[members, 7], phys[members], rows[members, 1], codes[members])
+                q.put_many(r["queue_offset"][members], phys[members], r["total_size"][members], codes[members])
                 self.cq_entries += len(members)
 
     def _queue(self, tid: int, qid: int, infos: list):
@@ -393,7 +406,7 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
                     progress(f.start - start)
             cur = f
         if type(ev) is RecordRun:
-            halt = d.dispatch(f.buffer, f.start, ev.rows)
+            halt = d.dispatch(ev)
             if halt is not None:
                 i, why = halt
                 stop = (ILLEGAL, f.start + int(ev.records[i]["position"]), why, f.path)

@@ -47,7 +47,6 @@ from .rebuild import dispatch_fields
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
 
 
-
 def scan_record_runs(cl, *a, **kw):  # transitional, until the recovery consumes CommitLog.walk's events itself
     return ((ev.file, ev.rows, None) for ev in cl.walk(*a, batch=65536, **kw) if type(ev) is RecordRun)
 

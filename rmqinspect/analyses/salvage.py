@@ -13,8 +13,8 @@ Queue-offset monotonicity per queue is checked on what is salvaged.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 
@@ -29,11 +29,12 @@ from ..store.commitlog import (
     ILLEGAL,
     MESSAGE,
     MIN_RECORD_SIZE,
-    _tuple_to_row,
+    RecordHeader,
+    RecordRun,
     decode_slot,
     scan_buffer,
-    scan_records_array,
     unpack_header,
+    walk_file,
 )
 from ..store.mapped import MappedFile
 from .dispatch import goes_to_consume_queue
@@ -125,9 +126,12 @@ def _zero_run(buf, lo: int, hi: int) -> int:
 def validate_at(f: MappedFile, pos: int, check_crc: bool, accept_v2: bool):
     """The first slot at ``pos`` if it is a fully valid record lying where it says, else None."""
     buf = f.buffer
-    for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer(buf, pos, f.size, check_crc, accept_v2):
-        if kind == MESSAGE and hdr[6] == f.start + p:
-            return Good(MESSAGE, f.start + p, size, f, p, hdr, bpos, crc_ok)
+    for kind, p, size, hdr, bpos, crc_ok, _reason in scan_buffer(buf, pos, f.size, check_crc, accept_v2):
+        if kind == MESSAGE:
+            hdr = RecordHeader._make(hdr)
+            if hdr.physical_offset == f.start + p:
+                return Good(MESSAGE, f.start + p, size, f, p, hdr, bpos, crc_ok)
+            return None
         if kind == BLANK and size == f.size - p and p > 0:
             return Good(BLANK, f.start + p, size, f, p, None, 0, None)
         return None
@@ -163,13 +167,8 @@ def _classify(kind: str, reason: str) -> str:
     return {CRC_MISMATCH: CRC, HALF: HALF_RECORD, END: ZERO_PAGE, ILLEGAL: GARBAGE}.get(kind, GARBAGE)
 
 
-@dataclass(slots=True)
-class Batch:
-    """A run of consecutive valid records in one file, as the compiled scanner's rows (FAST_FIELDS columns;
-    every row's stored PHYSICALOFFSET equals file start + position)."""
-
-    file: MappedFile
-    rows: np.ndarray
+# Records per walked run (verify's per-run numpy work is amortised over large runs).
+_RUN_BATCH = 1 << 16
 
 
 def walk_with_resync(store_or_files, start: int | None = None, *, check_crc: bool = True, accept_v2: bool = True,
@@ -181,22 +180,24 @@ def walk_with_resync(store_or_files, start: int | None = None, *, check_crc: boo
     The final damaged range(s) with nothing valid after them are re-labelled ``torn_tail``.
     """
     for item in walk_batches(store_or_files, start, check_crc=check_crc, accept_v2=accept_v2, file_size=file_size):
-        if type(item) is Batch:
+        if type(item) is RecordRun:
             f = item.file
             buf = f.buffer
             base = f.start
-            r = item.rows
-            for p, size, bpos, c in zip(r[:, 0].tolist(), r[:, 1].tolist(), r[:, 2].tolist(), r[:, 4].tolist()):
+            r = item.records
+            for p, size, bpos, c in zip(r["position"].tolist(), r["total_size"].tolist(), r["body_pos"].tolist(),
+                                        r["crc_ok"].tolist()):
                 yield Good(MESSAGE, base + p, size, f, p, unpack_header(buf, p), bpos, None if c < 0 else c == 1)
         else:
             yield item
 
 
 def walk_batches(store_or_files, start: int | None = None, *, check_crc: bool = True, accept_v2: bool = True,
-                 file_size: int | None = None) -> Iterator[Batch | Good | Damage]:
-    """``walk_with_resync`` with the valid records in bulk: ``Batch`` runs of rows from
-    ``scan_records_array`` (Python runs only at the positions where something other than a valid record
-    lies), ``Good`` only for blank end-of-file records, ``Damage`` as in ``walk_with_resync``."""
+                 file_size: int | None = None) -> Iterator[RecordRun | Good | Damage]:
+    """``walk_with_resync`` with the valid records in bulk: the ``RecordRun``s of ``walk_file`` (every
+    record's stored PHYSICALOFFSET equals file start + position), ``Good`` only for blank end-of-file
+    records, ``Damage`` as in ``walk_with_resync``. The resync policy is this module's: the walk reports
+    the first damage of a stretch, ``find_next_valid`` finds where valid records start again."""
     cl = store_or_files.commitlog if isinstance(store_or_files, Store) else store_or_files
     files = cl.files
     fsize = file_size or cl.file_size
@@ -234,26 +235,27 @@ def walk_batches(store_or_files, start: int | None = None, *, check_crc: bool = 
         while pos < f.size:
             resync_from = None
             dmg = None
-            for rows, one in scan_records_array(buf, pos, f.size, check_crc, accept_v2):
-                if rows is None and one[0] == MESSAGE:
-                    rows = _tuple_to_row(buf, one)
-                if rows is not None:
+            for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=_RUN_BATCH):
+                if type(ev) is RecordRun:
+                    r = ev.records
                     # a valid-looking record in the wrong place: stale bytes (or a copied file)
-                    stale = np.flatnonzero(rows[:, 8] != rows[:, 0] + f.start)
-                    good = rows[:int(stale[0])] if stale.size else rows
+                    stale = np.flatnonzero(r["physical_offset_field"] != r["position"] + f.start)
+                    good = ev[:int(stale[0])] if stale.size else ev
                     if len(good):
                         if pending:
                             yield from flush()
-                        yield Batch(f, good)
-                        pos = int(good[-1, 0] + good[-1, 1])
+                        yield good
+                        pos = good.end
                     if stale.size:
-                        p, size, claimed = (int(x) for x in rows[int(stale[0]), [0, 1, 8]])
+                        bad = r[int(stale[0])]
+                        p, size = int(bad["position"]), int(bad["total_size"])
+                        claimed = int(bad["physical_offset_field"])
                         dmg = Damage(STALE, f.start + p, f.start + p + size, f.name, p,
                                      f"record claims PHYSICALOFFSET {claimed} but lies at {f.start + p}")
                         resync_from = p + 1
                         break
                     continue
-                kind, p, size, hdr, bpos, crc_ok, reason = one
+                kind, p, size, reason = ev.kind, ev.position, ev.size, ev.reason
                 if kind == BLANK:
                     if pending:
                         yield from flush()
@@ -388,7 +390,6 @@ def salvage(store: Store, truncate_offset: int, *, accept_v2: bool = True,
     nxt_q = dict(queue_next_offsets or {})
     rep = SalvageReport(truncate_offset, [])
     discarded = 0
-    last_good_end = truncate_offset
     for item in walk_with_resync(cl, truncate_offset, check_crc=True, accept_v2=accept_v2):
         if isinstance(item, Damage):
             rep.regions.append(item)
@@ -400,7 +401,6 @@ def salvage(store: Store, truncate_offset: int, *, accept_v2: bool = True,
         f = item.file
         msg = decode_slot(f.buffer, f.start, item.position, item.header, item.body_pos, item.crc_ok, f.path)
         discarded += item.size
-        last_good_end = item.offset + item.size
         if goes_to_consume_queue(msg.sys_flag):
             key = f"{msg.topic}/{msg.queue_id}"
             expect = nxt_q.get(key)

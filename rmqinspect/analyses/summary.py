@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
+from ..formats.constants import MESSAGE_MAGIC_CODE_V1, TRANSACTION_MASK, SysFlag, TransactionType
 from ..store import Store
+from ..store.commitlog import BLANK, CRC_MISMATCH, END, HALF, ILLEGAL, Gap, RecordRun, topic_and_properties
 from ..store.detect import detect_store
-from ..store.commitlog import BLANK, CRC_MISMATCH, END, FILE_END, GAP, HALF, ILLEGAL, MESSAGE, _topic_and_properties
 
 
 @dataclass
@@ -70,62 +71,78 @@ def summarize(store: Store, progress: Callable[[int], None] | None = None,
     messages = message_bytes = 0
     max_phys = cl.min_offset
     v2 = v6 = prop_crc = 0
-    for slot in cl.scan(check_crc=True, stop_at_end=False):
-        if slot.kind == GAP:
+    ipv6 = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6)
+    # PREPARED/ROLLBACK records carry queue offset 0, not a position in the queue
+    not_in_queue = (int(TransactionType.PREPARED), int(TransactionType.ROLLBACK))
+
+    def record(fs: FileSummary, offset: int, size: int, ts: int, magic_version: int, sys_flag: int, queue_id: int,
+               queue_offset: int, topic: str, props: bytes) -> None:
+        nonlocal first_ts, last_ts, messages, message_bytes, max_phys, v2, v6, prop_crc
+        end = offset + size
+        fs.records += 1
+        fs.bytes_in_records += size
+        fs.data_end = end
+        if fs.first_store_timestamp is None:
+            fs.first_store_timestamp = ts
+        fs.last_store_timestamp = ts
+        first_ts = ts if first_ts is None or ts < first_ts else first_ts
+        last_ts = ts if last_ts is None or ts > last_ts else last_ts
+        messages += 1
+        message_bytes += size
+        max_phys = max(max_phys, end)
+        if magic_version != 1:
+            v2 += 1
+        if sys_flag & ipv6:
+            v6 += 1
+        if b"__CRC32#" in props:
+            prop_crc += 1
+        key = (topic, queue_id)
+        q = queues.get(key)
+        if q is None:
+            q = queues[key] = QueueSummary(topic, queue_id)
+        q.messages += 1
+        q.bytes += size
+        if sys_flag & TRANSACTION_MASK not in not_in_queue:
+            q.min_queue_offset = queue_offset if q.min_queue_offset is None else min(q.min_queue_offset, queue_offset)
+            q.max_queue_offset = queue_offset if q.max_queue_offset is None else max(q.max_queue_offset, queue_offset)
+        if progress and messages % 4096 == 0:
+            progress(end - cl.min_offset)
+
+    for ev in cl.walk(check_crc=True, stop_at_end=False):
+        if type(ev) is Gap:
             continue
-        fs = files[slot.file.name]
-        if slot.kind == MESSAGE or slot.kind == CRC_MISMATCH or slot.kind == HALF:
-            hdr = slot.header
-            if slot.kind != MESSAGE:
-                fs.damage = fs.damage or f"{slot.kind}: {slot.reason}"
-                fs.damage_at = fs.damage_at if fs.damage_at is not None else slot.offset
-                if slot.kind == CRC_MISMATCH:
-                    continue
-            fs.records += 1
-            fs.bytes_in_records += slot.size
-            fs.data_end = slot.end
-            ts = hdr[11]
-            if fs.first_store_timestamp is None:
-                fs.first_store_timestamp = ts
-            fs.last_store_timestamp = ts
-            first_ts = ts if first_ts is None or ts < first_ts else first_ts
-            last_ts = ts if last_ts is None or ts > last_ts else last_ts
-            messages += 1
-            message_bytes += slot.size
-            max_phys = max(max_phys, slot.end)
-            if hdr[1] != -626843481:
-                v2 += 1
-            if hdr[7] & 0x30:
-                v6 += 1
-            topic, props, _ = _topic_and_properties(slot.file.buffer, hdr, slot.body_pos)
-            if b"__CRC32#" in props:
-                prop_crc += 1
-            key = (topic, hdr[3])
-            q = queues.get(key)
-            if q is None:
-                q = queues[key] = QueueSummary(topic, hdr[3])
-            q.messages += 1
-            q.bytes += slot.size
-            qo = hdr[5]
-            if hdr[7] & 0xC in (0x4, 0xC):
-                pass  # PREPARED/ROLLBACK carry queue offset 0, not a position in the queue
-            else:
-                q.min_queue_offset = qo if q.min_queue_offset is None else min(q.min_queue_offset, qo)
-                q.max_queue_offset = qo if q.max_queue_offset is None else max(q.max_queue_offset, qo)
-            if progress and messages % 4096 == 0:
-                progress(slot.end - cl.min_offset)
-        elif slot.kind == BLANK:
-            fs.blank_at, fs.blank_size = slot.offset, slot.size
-            fs.data_end = slot.offset
-        elif slot.kind == END:
-            fs.zero_tail_at, fs.zero_tail_size = slot.offset, slot.size
+        fs = files[ev.file.name]
+        buf = ev.file.buffer
+        if type(ev) is RecordRun:
+            base = ev.base
+            r = ev.records
+            for pos, size, ts, ver, sf, qid, qoff, tp, tl, pp, pl in zip(
+                    *(r[n].tolist() for n in ("position", "total_size", "store_timestamp", "magic_version", "sys_flag",
+                                              "queue_id", "queue_offset", "topic_pos", "topic_len", "properties_pos",
+                                              "properties_len"))):
+                record(fs, base + pos, size, ts, ver, sf, qid, qoff, bytes(buf[tp:tp + tl]).decode("utf-8", "replace"),
+                       bytes(buf[pp:pp + pl]))
+            continue
+        kind = ev.kind
+        if kind == CRC_MISMATCH or kind == HALF:
+            fs.damage = fs.damage or f"{kind}: {ev.reason}"
+            fs.damage_at = fs.damage_at if fs.damage_at is not None else ev.offset
+            if kind == CRC_MISMATCH:
+                continue
+            hdr = ev.header
+            topic, props = topic_and_properties(buf, hdr, ev.body_pos)
+            record(fs, ev.offset, ev.size, hdr.store_timestamp, 1 if hdr.magic_code == MESSAGE_MAGIC_CODE_V1 else 2,
+                   hdr.sys_flag, hdr.queue_id, hdr.queue_offset, topic, props)
+        elif kind == BLANK:
+            fs.blank_at, fs.blank_size = ev.offset, ev.size
+            fs.data_end = ev.offset
+        elif kind == END:
+            fs.zero_tail_at, fs.zero_tail_size = ev.offset, ev.size
             if fs.data_end is None:
-                fs.data_end = slot.offset
-        elif slot.kind in (ILLEGAL,):
-            fs.damage = f"{slot.kind}: {slot.reason}"
-            fs.damage_at = slot.offset
-        elif slot.kind == FILE_END:
-            pass
+                fs.data_end = ev.offset
+        elif kind == ILLEGAL:
+            fs.damage = f"{kind}: {ev.reason}"
+            fs.damage_at = ev.offset
     topics: dict[str, dict] = {}
     for q in queues.values():
         t = topics.setdefault(q.topic, {"messages": 0, "bytes": 0, "queues": 0})

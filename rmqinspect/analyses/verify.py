@@ -25,18 +25,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..formats.constants import CRC32_RESERVED_LEN, PROPERTY_CRC32
 from ..formats.commitlog import decode_crc32_property
+from ..formats.constants import CRC32_RESERVED_LEN, PROPERTY_CRC32
 from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
 from ..formats.javahash import build_index_key, index_key_hash
 from ..store import Store
+from ..store.commitlog import RecordRun
 from ..store.consumequeue import pre_blank_mask
-from ..store.rocksdb_cq import ConsumeQueues
 from ..store.errors import RmqInspectError
 from ..store.indexfile import IndexFile
+from ..store.rocksdb_cq import ConsumeQueues
 from .dispatch import goes_to_consume_queue, index_keys
 from .rows import topic_ids
-from .salvage import Batch, Damage, walk_batches
+from .salvage import Damage, walk_batches
 
 ALL_CHECKS = ("structure", "crc", "cq", "index", "checkpoint")
 _CRC_NEEDLE = (PROPERTY_CRC32 + "\x01").encode()
@@ -109,9 +110,9 @@ class _Records:
         self.damaged = array("q")  # starts of damaged ranges
         self.damaged_end = array("q")
 
-    def append(self, base: int, rows: np.ndarray, tids: np.ndarray) -> None:
-        self._cols.append((rows[:, 0] + base, rows[:, 1].astype(np.int32), rows[:, 6].astype(np.int32),
-                           rows[:, 7].copy(), tids.astype(np.int32), rows[:, 5].astype(np.int32)))
+    def append(self, base: int, r: np.ndarray, tids: np.ndarray) -> None:
+        self._cols.append((r["position"] + base, r["total_size"].astype(np.int32), r["queue_id"].astype(np.int32),
+                           r["queue_offset"].copy(), tids.astype(np.int32), r["sys_flag"].astype(np.int32)))
 
     def finish(self):
         cols = list(zip(*self._cols)) if self._cols else [()] * 6
@@ -168,11 +169,11 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
                             item.reason + (f" ({item.cause})" if item.cause and item.cause not in item.reason else "")),
                     merge=False)
             continue
-        if type(item) is not Batch:
+        if type(item) is not RecordRun:
             continue  # a blank end-of-file record
-        rows = item.rows
+        r = item.records
         f = item.file
-        n_msgs += len(rows)
+        n_msgs += len(r)
         if f is not last_file:
             if progress is not None:
                 progress(f.start)
@@ -181,11 +182,12 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
             u8 = np.frombuffer(buf, dtype=np.uint8)
         if do_crc:
             # 5.2.0+ __CRC32#: the last 20 bytes of the record are the trailer
-            ends = rows[:, 0] + rows[:, 1]
+            starts = r["position"]
+            ends = starts + r["total_size"]
             has = np.flatnonzero((u8[ends[:, None] + trailer] == needle).all(axis=1))
             for j in has.tolist():
                 end = int(ends[j])
-                pos = int(rows[j, 0])
+                pos = int(starts[j])
                 digits = bytes(buf[end - 11:end - 1]).decode("ascii", "replace")
                 stored = decode_crc32_property(digits)
                 actual = zlib.crc32(buf[pos:end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
@@ -193,11 +195,11 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
                     rep.add(Problem("crc", "property_crc", f.start + pos, f.start + end,
                                     os.path.join("commitlog", f.name), pos,
                                     f"__CRC32# says {stored}, the record's CRC is {actual}"), merge=False)
-        ts = int(rows[:, 9].max())
+        ts = int(r["store_timestamp"].max())
         if max_ts is None or ts > max_ts:
             max_ts = ts
         if need_records:
-            recs.append(f.start, rows, topic_ids(u8, rows, topics))
+            recs.append(f.start, r, topic_ids(u8, item.rows, topics))
     rep.counts["records"] = n_msgs
     recs.finish()
     data_end = int(recs.np_offset[-1] + recs.np_size[-1]) if recs.np_offset.size else cl.min_offset
@@ -345,7 +347,7 @@ def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
         base = idx.items_base
         # the record behind every item, found in bulk (searchsorted on the record offsets)
         rec_of = recs.find(items[items.dtype.names[1]].astype(np.int64)).tolist() if len(items) else []
-        for n, (kh, phy, tdiff, prev) in enumerate(items.tolist(), start=1):
+        for n, (kh, phy, tdiff, _prev) in enumerate(items.tolist(), start=1):
             checked += 1
             pos = base + n * 20
             if phy < cl.min_offset:

@@ -313,12 +313,20 @@ def timers(store, due_before, pending, precision_ms, broker_version, fmt):
 @click.option("--topic", help="Only this topic.")
 @click.option("--queue", "queue_id", type=int, help="Only this queue id.")
 @click.option("--expand", is_flag=True, help="Decode each INNER_BATCH record and list its inner messages.")
+@click.option("--get", "get_offset", type=click.IntRange(min=0), default=None, metavar="OFFSET",
+              help="What a consumer pulling at OFFSET gets (DefaultMessageStore.getMessage): needs --topic and --queue.")
+@click.option("--max", "max_msg_nums", type=click.IntRange(1, 1 << 20), default=32, show_default=True,
+              help="maxMsgNums of the pull (--get).")
+@click.option("--broker-role", type=click.Choice(("master", "slave")), default="master", show_default=True,
+              help="--get: a SLAVE (offsetCheckInSlave=false) keeps the requested offset as nextBeginOffset on "
+              "OFFSET_TOO_SMALL/OVERFLOW answers.")
 @broker_version_option
 @format_option
 @handle_errors
-def batch_cq(store, topic, queue_id, expand, broker_version, fmt):
+def batch_cq(store, topic, queue_id, expand, get_offset, max_msg_nums, broker_role, broker_version, fmt):
     """List BatchConsumeQueue entries (batchconsumequeue/, 46-byte entries, 5.x queue.type=BatchCQ); with
-    --expand, the inner messages of each INNER_BATCH record (logical offset = INNER_BASE + i)."""
+    --expand, the inner messages of each INNER_BATCH record (logical offset = INNER_BASE + i); with --get, the
+    broker's answer to a pull at that offset (whole batches from the base of the one containing it)."""
     from ..formats.constants import SysFlag
     from ..store.batch import BatchConsumeQueue, decode_inner_batch, list_batch_queues
 
@@ -328,6 +336,26 @@ def batch_cq(store, topic, queue_id, expand, broker_version, fmt):
     if not qs:
         raise StoreNotFoundError("no batch consume queue" + (f" for topic {topic!r}" if topic else ""),
                                  st.root)
+    if get_offset is not None:
+        from ..analyses.get_message import GetMessageOptions, batch_get_message
+
+        if topic is None or queue_id is None:
+            raise click.UsageError("--get needs --topic and --queue")
+        res = batch_get_message(BatchConsumeQueue(*qs[0]), get_offset, max_msg_nums, st.commitlog,
+                                GetMessageOptions(slave=broker_role == "slave"))
+
+        def render(doc):
+            print_kv(f"getMessage {topic}/{queue_id} @ {get_offset}", [
+                ("status", res.status), ("nextBeginOffset", res.next_begin_offset),
+                ("queue min / max", f"{res.min_offset} / {res.max_offset}"),
+                ("batches / messages", f"{res.msg_count4commercial} / {res.message_count}"),
+                ("batch base offsets", " ".join(map(str, res.message_queue_offsets))),
+                ("commit-log offsets", " ".join(map(str, res.physical_offsets)))])
+            for n in res.notes:
+                warn(n)
+
+        emit_document(res.to_dict(), fmt, render)
+        return
 
     def rows():
         for t, q, d in qs:

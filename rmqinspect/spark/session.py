@@ -7,6 +7,8 @@ import sys
 import tempfile
 import zipfile
 
+from ..store.scanner import PURE_PYTHON_ENV
+
 DEFAULT_MASTER = "local[*]"
 
 
@@ -21,19 +23,36 @@ def _package_root() -> str:
 
 
 def _zip_package() -> str:
-    """rmqinspect as a zip for executors that do not have it installed (sc.addPyFile)."""
+    """rmqinspect as a zip for executors that do not have it installed (sc.addPyFile): the Python modules
+    and the compiled scanner (``store/_fastscan*.so``, which ``store.scanner`` extracts and loads on the
+    executor, because zipimport cannot load shared libraries). An executor whose platform cannot load it
+    warns and runs the pure-Python scanner (same results)."""
+    import importlib.machinery
+
     import rmqinspect
 
     pkg = os.path.dirname(os.path.abspath(rmqinspect.__file__))
+    suffixes = (".py", *importlib.machinery.EXTENSION_SUFFIXES)
     fd, path = tempfile.mkstemp(prefix="rmqinspect-", suffix=".zip")
     os.close(fd)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for dirpath, _, names in os.walk(pkg):
             for n in names:
-                if n.endswith(".py"):
+                if n.endswith(suffixes):
                     full = os.path.join(dirpath, n)
                     z.write(full, os.path.relpath(full, os.path.dirname(pkg)))
     return path
+
+
+def _executor_scanner(spark) -> str:
+    """Which record scanner a Python worker runs (``store.scanner.describe()`` on an executor)."""
+
+    def probe(_):
+        from rmqinspect.store import scanner
+
+        yield scanner.describe()
+
+    return spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect()[0]
 
 
 def get_session(master: str | None = None, app_name: str = "rmqinspect", conf: dict | None = None,
@@ -70,6 +89,8 @@ def get_session(master: str | None = None, app_name: str = "rmqinspect", conf: d
         "spark.sql.sources.partitionOverwriteMode": "static",
         "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
     }
+    if os.environ.get(PURE_PYTHON_ENV):
+        settings[f"spark.executorEnv.{PURE_PYTHON_ENV}"] = os.environ[PURE_PYTHON_ENV]
     settings.update(conf or {})
     for k, v in settings.items():
         builder = builder.config(k, v)
@@ -80,6 +101,11 @@ def get_session(master: str | None = None, app_name: str = "rmqinspect", conf: d
     eff_master = spark.sparkContext.master
     if ship_package or (ship_package is None and not eff_master.startswith("local")):
         spark.sparkContext.addPyFile(_zip_package())
+        where = _executor_scanner(spark)
+        if where != "compiled":
+            import warnings
+
+            warnings.warn(f"rmqinspect on the Spark executors runs the {where} scanner", RuntimeWarning, stacklevel=2)
     from .datasource import RocketMQDataSource
 
     spark.dataSource.register(RocketMQDataSource)

@@ -5,10 +5,13 @@
  * The pure-Python scanner then handles that position, so every unusual case keeps exactly one
  * implementation; tests prove both paths produce identical slots on the oracle and on damaged data.
  *
- * Output: a bytes object of `count` records, each NFIELDS native int64:
- *   pos, total, body_pos, body_len, crc_ok(-1 unchecked / 0 / 1), sys_flag, queue_id, queue_offset,
- *   physical_offset_field, store_timestamp, born_timestamp, topic_pos, topic_len, props_pos, props_len,
- *   magic_version
+ * Imported only by rmqinspect.store.scanner (the compiled / pure-Python switch).
+ *
+ * Output: a bytes object of `count` records, each NFIELDS native int64 in the order of
+ * rmqinspect.store.commitlog.RECORD_FIELDS (viewed there as the numpy dtype RECORD_DTYPE):
+ *   position, total_size, body_pos, body_len, crc_ok(-1 unchecked / 0 / 1), sys_flag, queue_id, queue_offset,
+ *   physical_offset_field, store_timestamp, born_timestamp, topic_pos, topic_len, properties_pos,
+ *   properties_len, magic_version
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -41,6 +44,15 @@ static PyObject *scan_messages(PyObject *self, PyObject *args) {
     if (start < 0 || max_records <= 0) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "bad start or max_records");
+        return NULL;
+    }
+    /* No more records than fit in the bytes to scan: bounds the output allocation (max_records * NFIELDS * 8
+     * cannot overflow) without changing the result (each record has at least MIN_RECORD_SIZE bytes). */
+    Py_ssize_t fit = (limit > start ? (limit - start) / MIN_RECORD_SIZE : 0) + 1;
+    if (max_records > fit) max_records = fit;
+    if (max_records > PY_SSIZE_T_MAX / (Py_ssize_t)(NFIELDS * sizeof(int64_t))) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_OverflowError, "max_records too large");
         return NULL;
     }
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(max_records * NFIELDS * sizeof(int64_t)));
@@ -271,7 +283,7 @@ static PyObject *dispatch_fields(PyObject *self, PyObject *args) {
         const int64_t *row = rows + r * NFIELDS;
         Py_ssize_t tp = (Py_ssize_t)row[11], tl = (Py_ssize_t)row[12], pp = (Py_ssize_t)row[13],
                    pl = (Py_ssize_t)row[14];
-        if (tp < 0 || tl < 0 || pp < 0 || pl < 0 || tp + tl > blen || pp + pl > blen) {
+        if (tp < 0 || tl < 0 || pp < 0 || pl < 0 || tp > blen || tl > blen - tp || pp > blen || pl > blen - pp) {
             bad = 1;
             break;
         }

@@ -10,9 +10,10 @@ from __future__ import annotations
 import collections
 import os
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,6 +42,7 @@ from .layout import StoreLayout
 from .mapped import MappedFile
 from .message import Message
 from .scanner import compiled
+
 
 class Kind(StrEnum):
     """What the scan found at a physical offset. The values are the words the reports print."""
@@ -77,8 +79,30 @@ _V2 = MESSAGE_MAGIC_CODE_V2
 _BLANK = BLANK_MAGIC_CODE
 _crc32 = zlib.crc32
 
-# A record's fixed header as ``HEADER_STRUCTS`` unpacks it, with the field names of ``formats.commitlog``.
-RecordHeader = collections.namedtuple("RecordHeader", HEADER_STRUCT_NAMES)
+class RecordHeader(NamedTuple):
+    """A record's fixed header as ``HEADER_STRUCTS`` unpacks it (field names: ``HEADER_STRUCT_NAMES``)."""
+
+    total_size: int
+    magic_code: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_ip: bytes
+    born_port: int
+    store_timestamp: int
+    store_ip: bytes
+    store_port: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body_length: int
+
+
+if RecordHeader._fields != tuple(HEADER_STRUCT_NAMES):  # the names are spelled here for type checkers only
+    raise ImportError(f"RecordHeader fields {RecordHeader._fields} differ from HEADER_STRUCT_NAMES")
 
 
 def unpack_header(buf, pos: int) -> RecordHeader:
@@ -113,7 +137,7 @@ class RecordRun:
         self.records = records
 
     @classmethod
-    def from_rows(cls, file: MappedFile, rows: np.ndarray) -> "RecordRun":
+    def from_rows(cls, file: MappedFile, rows: np.ndarray) -> RecordRun:
         return cls(file, np.ascontiguousarray(rows, dtype=np.int64).view(RECORD_DTYPE).reshape(len(rows)))
 
     @property
@@ -134,7 +158,7 @@ class RecordRun:
     def __len__(self) -> int:
         return len(self.records)
 
-    def __getitem__(self, sel) -> "RecordRun":
+    def __getitem__(self, sel) -> RecordRun:
         """A run of the selected records (a slice, a mask or indices)."""
         return RecordRun(self.file, np.ascontiguousarray(self.records[sel]))
 
@@ -152,7 +176,7 @@ class Record:
 
     __slots__ = ("kind", "offset", "size", "file", "position", "_header", "body_pos", "crc_ok", "reason")
 
-    def __init__(self, kind: Kind, offset: int, size: int, file: MappedFile | None, position: int,
+    def __init__(self, kind: Kind, offset: int, size: int, file: MappedFile, position: int,
                  header: tuple | None = None, body_pos: int = 0, crc_ok: bool | None = None, reason: str = ""):
         self.kind = kind
         self.offset = offset
@@ -168,7 +192,7 @@ class Record:
     def header(self) -> RecordHeader | None:
         h = self._header
         if h is None:
-            if self.kind in (MESSAGE, HALF, CRC_MISMATCH) and self.file is not None:
+            if self.kind in (MESSAGE, HALF, CRC_MISMATCH):
                 h = self._header = unpack_header(self.file.buffer, self.position)
         elif type(h) is not RecordHeader:
             h = self._header = RecordHeader._make(h)
@@ -184,10 +208,6 @@ class Record:
 
     def __repr__(self) -> str:
         return f"Record({self.kind}, offset={self.offset}, size={self.size}, reason={self.reason!r})"
-
-
-# Former name of ``Record`` (CommitLog.scan yielded "slots").
-Slot = Record
 
 
 def _python_row(buf, t) -> list:
@@ -228,10 +248,10 @@ def walk_file(file: MappedFile, start: int = 0, limit: int | None = None, *, che
         limit = file.size
     base = file.start
     ext = compiled()
-    rel = PageReleaser(buf, start) if release_pages else None
-    nxt = rel.next if rel is not None else float("inf")
+    rel = PageReleaser(buf, start, enabled=release_pages)
+    nxt = rel.next
     pos = start
-    steps = None if ext is not None else _python_steps(buf, start, limit, check_crc, accept_v2, crc_continue)
+    steps = _python_steps(buf, start, limit, check_crc, accept_v2, crc_continue) if ext is None else iter(())
     pending: list = []  # pure Python: rows of accepted records not handed out yet
     while True:
         if ext is not None:
@@ -270,8 +290,7 @@ def walk_file(file: MappedFile, start: int = 0, limit: int | None = None, *, che
         else:
             yield Record(kind, base + p, size, file, p, hdr, bpos, crc_ok, reason)
         if kind in FILE_DONE_KINDS and not (kind == CRC_MISMATCH and crc_continue):
-            if rel is not None:
-                rel.finish(file.size)
+            rel.finish(file.size)
             return
         if p >= nxt:
             rel.advance(p)
@@ -308,7 +327,7 @@ def scan_records_array(buf, start: int, limit: int, check_crc: bool = True, acce
     ``(None, scan_buffer tuple)`` for everything else."""
     for ev in walk_file(MappedFile.of_buffer(buf), start, limit, check_crc=check_crc, accept_v2=accept_v2,
                         batch=batch):
-        if type(ev) is RecordRun:
+        if isinstance(ev, RecordRun):
             yield ev.rows, None
         else:
             yield None, (ev.kind, ev.position, ev.size, ev._header, ev.body_pos, ev.crc_ok, ev.reason)
@@ -461,9 +480,9 @@ def topic_and_properties(buf, hdr: tuple, bpos: int) -> tuple[str, bytes]:
     return topic, props
 
 
-def decode_slot(buf, base: int, pos: int, hdr: tuple, bpos: int, crc_ok, path: str = ""):
-    """Full decode of a record the scan accepted. Returns a ``Message``."""
-    h = hdr if type(hdr) is RecordHeader else RecordHeader._make(hdr)
+def decode_slot(buf, base: int, pos: int, hdr: tuple | None, bpos: int, crc_ok, path: str = "") -> Message:
+    """Full decode of a record the scan accepted (``hdr``: its header, None to unpack it here)."""
+    h = hdr if type(hdr) is RecordHeader else unpack_header(buf, pos) if hdr is None else RecordHeader._make(hdr)
     blen = h.body_length
     body = bytes(buf[bpos:bpos + blen]) if blen > 0 else b""
     if crc_ok is None and blen > 0:
@@ -500,17 +519,17 @@ RELEASE_EVERY = 64 << 20
 class PageReleaser:
     """Drops already-walked pages of a read-only file map (``MADV_DONTNEED``) every ``RELEASE_EVERY``
     bytes, so a walk's RSS does not grow with the file size. The pages stay in the page cache and are
-    faulted back in from the file if a caller reads a released range again (a Slot kept for later)."""
+    faulted back in from the file if a caller reads a released range again (a Record kept for later)."""
 
     __slots__ = ("buf", "released", "next", "ok")
 
-    def __init__(self, buf, pos: int):
+    def __init__(self, buf, pos: int, enabled: bool = True):
         import mmap
 
         self.buf = buf
         self.released = pos - pos % mmap.PAGESIZE
-        self.ok = isinstance(buf, mmap.mmap) and hasattr(buf, "madvise")
-        self.next = self.released + RELEASE_EVERY if self.ok else float("inf")
+        self.ok = enabled and isinstance(buf, mmap.mmap) and hasattr(buf, "madvise")
+        self.next: float = self.released + RELEASE_EVERY if self.ok else float("inf")
 
     def advance(self, pos: int) -> None:
         import mmap
@@ -568,7 +587,7 @@ class CommitLog:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def open(cls, layout: StoreLayout, file_size: int | None = None) -> "CommitLog":
+    def open(cls, layout: StoreLayout, file_size: int | None = None) -> CommitLog:
         entries = layout.commitlog_file_paths()
         if not entries:
             raise StoreNotFoundError("no commitlog files", layout.commitlog_dirs[0] if layout.commitlog_dirs else
@@ -668,7 +687,7 @@ class CommitLog:
             if pos < limit:
                 for ev in walk_file(f, pos, limit, check_crc=check_crc, accept_v2=accept_v2, batch=batch,
                                     python_runs=python_runs, crc_continue=crc_continue, release_pages=True):
-                    if type(ev) is Record:
+                    if isinstance(ev, Record):
                         kind = ev.kind
                         if kind in FILE_DONE_KINDS:
                             if kind == FILE_END and limit < f.size:
@@ -703,7 +722,7 @@ class CommitLog:
         use) and the ``Gap``s, for per-record consumers (same rules and arguments as ``walk``)."""
         for ev in self.walk(start, end, check_crc=check_crc, accept_v2=accept_v2, stop_at_end=stop_at_end,
                             follow_blank=follow_blank, python_runs=False):
-            if type(ev) is RecordRun:
+            if isinstance(ev, RecordRun):
                 f = ev.file
                 base = f.start
                 r = ev.records
@@ -721,6 +740,10 @@ class CommitLog:
         CorruptDataError for every damaged record it skips (ILLEGAL/CRC) and with the ``Gap`` of every range no
         file covers."""
         for rec in self.scan(start, end, check_crc=False, stop_at_end=not keep_going, accept_v2=accept_v2):
+            if isinstance(rec, Gap):
+                if on_damage is not None:
+                    on_damage(rec)
+                continue
             kind = rec.kind
             if kind == MESSAGE or (kind == HALF and keep_going):
                 f = rec.file
@@ -729,19 +752,17 @@ class CommitLog:
                     msg.problems.append(rec.reason)
                 yield msg
             elif kind in DAMAGE_KINDS:
-                err = CorruptDataError(rec.reason, rec.file.path if rec.file else None, rec.offset, kind=kind)
+                err = CorruptDataError(rec.reason, rec.file.path, rec.offset, kind=kind)
                 if not keep_going:
                     raise err
                 if on_damage is not None:
                     on_damage(err)
-            elif kind == GAP and on_damage is not None:
-                on_damage(rec)
 
     def read_message(self, offset: int, accept_v2: bool = True):
         """Decode the single record at ``offset``; raise a CorruptDataError naming file and offset.
         ``accept_v2=False`` reads like a 4.x broker, to which a V2 record is an illegal magic code."""
         f, pos = self.locate(offset)
-        for kind, p, size, hdr, bpos, crc_ok, reason in scan_buffer(f.buffer, pos, f.size, False, accept_v2):
+        for kind, p, size, hdr, bpos, _crc_ok, reason in scan_buffer(f.buffer, pos, f.size, False, accept_v2):
             if kind in (MESSAGE, HALF):
                 msg = decode_slot(f.buffer, f.start, p, hdr, bpos, None, f.path)
                 if kind == HALF:

@@ -24,7 +24,7 @@ class MappedFile:
         self._map: mmap.mmap | bytes | None = None
 
     @classmethod
-    def of_buffer(cls, buf, start: int = 0, name: str = "<buffer>") -> "MappedFile":
+    def of_buffer(cls, buf, start: int = 0, name: str = "<buffer>") -> MappedFile:
         """A buffer already in memory (bytes, mmap) posing as a file starting at physical offset ``start``."""
         self = cls.__new__(cls)
         self.path = self.name = name

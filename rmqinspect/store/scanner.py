@@ -12,6 +12,7 @@ zip built for another platform) a ``RuntimeWarning`` says so once, instead of si
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import importlib.util
 import os
@@ -40,12 +41,12 @@ def _from_zip():
         with open(path, "wb") as fh:
             fh.write(data)
         name = f"{__package__}.{_EXT}"
-        spec = importlib.util.spec_from_file_location(name, path,
-                                                      loader=importlib.machinery.ExtensionFileLoader(name, path))
+        ext_loader = importlib.machinery.ExtensionFileLoader(name, path)
+        spec = importlib.util.spec_from_file_location(name, path, loader=ext_loader)
         if spec is None:
             return None
         mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        ext_loader.exec_module(mod)
         sys.modules[name] = mod
         return mod
     return None
@@ -93,6 +94,18 @@ def use_compiled(on: bool) -> None:
     _enabled = bool(on)
 
 
+@contextlib.contextmanager
+def selected(on: bool):
+    """``use_compiled(on)`` for the duration of a ``with`` block (tests and benchmarks compare both)."""
+    global _enabled
+    prev = _enabled
+    use_compiled(on)
+    try:
+        yield
+    finally:
+        _enabled = prev
+
+
 def describe() -> str:
     """Which scanner runs, for logs and reports."""
     if _enabled:
@@ -102,4 +115,4 @@ def describe() -> str:
     return "pure-python (selected)"
 
 
-__all__ = ["PURE_PYTHON_ENV", "compiled", "compiled_built", "use_compiled", "describe"]
+__all__ = ["PURE_PYTHON_ENV", "compiled", "compiled_built", "use_compiled", "selected", "describe"]

@@ -1,0 +1,223 @@
+"""The broker's own properties file (``broker.conf``): the settings a copied store cannot prove by itself.
+
+The broker reads it with ``java.util.Properties.load`` and ``MixAll.properties2Object`` into BrokerConfig and
+MessageStoreConfig, matching keys to setter names. We read the same syntax (``key=value``, ``key: value`` or
+``key value``; ``#``/``!`` comments; ``\\`` line continuations; ``\\uXXXX`` escapes) and keep the keys the
+analyses need, typed as their setters are. Unknown keys are ignored, as the broker ignores them. Where the
+broker would silently skip a value its setter cannot parse (``Integer.parseInt`` throwing inside
+``properties2Object``), we refuse it with the line number: a wrong number here would make every answer that
+depends on it silently wrong.
+
+Precedence, applied by ``Setting.resolve``: an explicit flag wins over this file, the file over inference
+from the data, inference over the broker's default.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import EXIT_USAGE, RmqInspectError
+
+MAX_CONF_BYTES = 1 << 20  # a broker.conf is a few KB; anything larger is not one
+
+# key -> type, as MessageStoreConfig / BrokerConfig declare the setter (int covers Java int and long)
+KNOWN_KEYS: dict[str, type] = {
+    "storePathRootDir": str,
+    "storePathCommitLog": str,
+    "storePathDLedgerCommitLog": str,
+    "mappedFileSizeCommitLog": int,
+    "mappedFileSizeConsumeQueue": int,
+    "mapperFileSizeBatchConsumeQueue": int,
+    "mappedFileSizeConsumeQueueExt": int,
+    "mappedFileSizeTimerLog": int,
+    "maxHashSlotNum": int,
+    "maxIndexNum": int,
+    "maxMsgsNumBatch": int,
+    "messageDelayLevel": str,
+    "storeType": str,
+    "checkCRCOnRecover": bool,
+    "messageIndexEnable": bool,
+    "messageIndexSafe": bool,
+    "enableConsumeQueueExt": bool,
+    "fileReservedTime": int,
+    "deleteWhen": str,
+    "diskMaxUsedSpaceRatio": int,
+    "cleanFileForciblyEnable": bool,
+    "brokerRole": str,
+    "offsetCheckInSlave": bool,
+    "timerPrecisionMs": int,
+    "timerWheelEnable": bool,
+    "enableDLegerCommitLog": bool,
+    "dLegerGroup": str,
+    "dLegerSelfId": str,
+    "dLegerPeers": str,
+    "brokerName": str,
+    "brokerClusterName": str,
+    "maxTransferBytesOnMessageInMemory": int,
+    "maxTransferCountOnMessageInMemory": int,
+    "maxTransferBytesOnMessageInDisk": int,
+    "maxTransferCountOnMessageInDisk": int,
+    "accessMessageInMemoryMaxRatio": int,
+    "travelCqFileNumWhenGetMessage": int,
+    "duplicationEnable": bool,
+    "enableLmq": bool,
+    "enableMultiDispatch": bool,
+}
+JAVA_INT_KEYS = {"maxHashSlotNum", "maxIndexNum", "mappedFileSizeConsumeQueue", "mapperFileSizeBatchConsumeQueue",
+                 "mappedFileSizeTimerLog", "maxMsgsNumBatch", "fileReservedTime", "diskMaxUsedSpaceRatio",
+                 "timerPrecisionMs", "maxTransferBytesOnMessageInMemory", "maxTransferCountOnMessageInMemory",
+                 "maxTransferBytesOnMessageInDisk", "maxTransferCountOnMessageInDisk",
+                 "accessMessageInMemoryMaxRatio", "travelCqFileNumWhenGetMessage", "mappedFileSizeCommitLog"}
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class BrokerConfigError(RmqInspectError):
+    """A broker.conf the analyses cannot trust: a usage error, naming the file and line."""
+
+    exit_code = EXIT_USAGE
+
+
+@dataclass
+class BrokerConf:
+    path: str
+    values: dict[str, Any] = field(default_factory=dict)  # known keys only, typed
+    lines: dict[str, int] = field(default_factory=dict)  # key -> line it was read from
+    ignored: list[str] = field(default_factory=list)  # unknown keys, for --debug
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def where(self, key: str) -> str:
+        return f"{self.path}:{self.lines[key]} ({key})" if key in self.lines else f"{self.path} ({key})"
+
+
+def _unescape(s: str) -> str:
+    out, i = [], 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            n = s[i + 1]
+            if n == "u" and i + 6 <= len(s):
+                try:
+                    out.append(chr(int(s[i + 2:i + 6], 16)))
+                    i += 6
+                    continue
+                except ValueError:
+                    pass
+            out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _logical_lines(text: str):
+    """(first physical line number, logical line) as Properties.load joins continuations."""
+    pending, start = "", 0
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.lstrip(" \t\f")
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if not pending:
+            start = no
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            pending += line[:-1]
+            continue
+        yield start, pending + line
+        pending = ""
+    if pending:
+        yield start, pending
+
+
+def _split(line: str) -> tuple[str, str]:
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "=: \t\f":
+            break
+        i += 1
+    key, rest = line[:i], line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape(key), _unescape(rest)
+
+
+def _typed(key: str, raw: str, where: str) -> Any:
+    kind = KNOWN_KEYS[key]
+    v = raw.strip()
+    if kind is str:
+        return v
+    if kind is bool:
+        if v.lower() not in ("true", "false"):
+            raise BrokerConfigError(f"{key}={raw!r}: not true/false (Boolean.parseBoolean would read it as false)",
+                                    where)
+        return v.lower() == "true"
+    if not (v.lstrip("+-").isascii() and v.lstrip("+-").isdigit()) or len(v) > 20:
+        raise BrokerConfigError(f"{key}={raw!r}: not an integer", where)
+    n = int(v)
+    lo, hi = (INT_MIN, INT_MAX) if key in JAVA_INT_KEYS else (LONG_MIN, LONG_MAX)
+    if not lo <= n <= hi:
+        raise BrokerConfigError(f"{key}={v}: outside the Java {'int' if hi == INT_MAX else 'long'} range", where)
+    return n
+
+
+def read_broker_conf(path: str | os.PathLike) -> BrokerConf:
+    """Parse a broker.conf; raises BrokerConfigError (exit 2) naming file and line for a malformed value."""
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise BrokerConfigError("no such broker config file", p)
+    if os.path.getsize(p) > MAX_CONF_BYTES:
+        raise BrokerConfigError(f"larger than {MAX_CONF_BYTES} bytes: not a broker.conf", p)
+    with open(p, "rb") as f:
+        text = f.read().decode("latin-1")  # Properties.load(InputStream) reads ISO-8859-1
+    conf = BrokerConf(p)
+    for no, line in _logical_lines(text):
+        key, value = _split(line)
+        if key not in KNOWN_KEYS:
+            conf.ignored.append(key)
+            continue
+        conf.values[key] = _typed(key, value, f"{p}:{no}")
+        conf.lines[key] = no
+    for key in ("maxHashSlotNum", "maxIndexNum", "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue",
+                "mapperFileSizeBatchConsumeQueue", "timerPrecisionMs"):
+        if key in conf.values and conf.values[key] <= 0:
+            raise BrokerConfigError(f"{key}={conf.values[key]}: must be positive", f"{p}:{conf.lines[key]}")
+    return conf
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A value and where it came from: flag | config | inferred | default | ambiguous."""
+
+    value: Any
+    source: str
+    detail: str = ""
+    candidates: tuple = ()
+
+    def to_dict(self) -> dict:
+        d: dict[str, Any] = {"value": self.value, "source": self.source}
+        if self.detail:
+            d["detail"] = self.detail
+        if self.candidates:
+            d["candidates"] = list(self.candidates)
+        return d
+
+    @staticmethod
+    def resolve(flag: Any, conf: BrokerConf | None, key: str, inferred: "Setting | None" = None,
+                default: Any = None) -> "Setting":
+        """Explicit flag > broker.conf > inference from the data > the broker's default."""
+        if flag is not None:
+            return Setting(flag, "flag")
+        if conf is not None and key in conf.values:
+            return Setting(conf.values[key], "config", conf.where(key))
+        if inferred is not None:
+            return inferred
+        return Setting(default, "default", f"broker default for {key}")
