@@ -14,7 +14,7 @@ from conftest import ALL_SCENARIOS, require_oracle
 from test_rebuild_fastpath import _Recorder, _reference_rows
 from rmqinspect.analyses import rebuild as rb
 from rmqinspect.analyses.dispatch import index_keys
-from rmqinspect.formats.commitlog import encode_properties, parse_properties
+from rmqinspect.formats.properties import dispatch_properties, encode_properties, parse_properties
 from rmqinspect.formats.javahash import build_index_key, index_key_hash, java_string_hash, tags_code
 from rmqinspect.store import Store
 from rmqinspect.store import scanner
@@ -137,7 +137,7 @@ def test_dispatch_fields_equal_reference_on_random_and_hostile_properties():
         f = np.frombuffer(raw_f, dtype=np.int64).reshape(len(rows), 6)
         for i, row in enumerate(rows):
             raw = buf[row[13]:row[13] + row[14]]
-            tags, keys, uniq, _ = rb.dispatch_properties(raw)
+            tags, keys, uniq, _ = dispatch_properties(raw)
             strings = [s for s in (tags, keys, uniq) if s is not None]
             if keys is not None or uniq is not None:
                 strings.append(buf[row[11]:row[11] + row[12]])

@@ -6,9 +6,9 @@ import pytest
 
 from conftest import ALL_SCENARIOS, require_oracle
 from rmqinspect.analyses.dispatch import index_keys
-from rmqinspect.analyses.rebuild import dispatch_properties, index_key_hashes, topic_is_safe
-from rmqinspect.formats.commitlog import parse_properties
-from rmqinspect.formats.javahash import build_index_key, index_key_hash
+from rmqinspect.analyses.rebuild import topic_is_safe
+from rmqinspect.formats.javahash import build_index_key, index_key_hash, index_key_hashes
+from rmqinspect.formats.properties import dispatch_properties, parse_properties
 from rmqinspect.store import Store
 
 NAMES = ("TAGS", "KEYS", "UNIQ_KEY", "DELAY")

@@ -42,8 +42,8 @@ from .constants import (
 )
 from .fields import FieldTable
 from .properties import (  # noqa: F401  (re-exported: the rules live in formats.properties)
-    crc32_value,
     crc32_trailer,
+    crc32_value,
     decode_crc32_property,
     encode_crc32_property,
     encode_properties,

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from construct import Bytes, Int8sb, Int16sb, Int32sb, Int64sb, Struct
@@ -25,19 +26,23 @@ _INTS = {"b": (Int8sb, ">i1"), "h": (Int16sb, ">i2"), "i": (Int32sb, ">i4"), "q"
 _BYTES = re.compile(r"^([0-9]+)s$")
 
 
-def _subcon(code: str):
-    if code in _INTS:
-        return _INTS[code][0]
+def _byte_count(code: str) -> int:
     m = _BYTES.match(code)
     if not m:
         raise ValueError(f"unknown field type code {code!r}")
-    return Bytes(int(m.group(1)))
+    return int(m.group(1))
+
+
+def _subcon(code: str):
+    if code in _INTS:
+        return _INTS[code][0]
+    return Bytes(_byte_count(code))
 
 
 def _numpy_code(code: str) -> str:
     if code in _INTS:
         return _INTS[code][1]
-    return "V" + _BYTES.match(code).group(1)  # raw bytes, kept exact (no NUL stripping as with "S")
+    return f"V{_byte_count(code)}"  # raw bytes, kept exact (no NUL stripping as with "S")
 
 
 class FieldTable:
@@ -58,15 +63,16 @@ class FieldTable:
             self.positions[n] = pos
             pos += struct.calcsize(">" + c)
         assert pos == self.size == self.dtype.itemsize
+        self._schema: Struct | None = None
 
     def __len__(self) -> int:
         return len(self.fields)
 
-    def __add__(self, other: "FieldTable | Sequence[tuple[str, str]]") -> "FieldTable":
+    def __add__(self, other: FieldTable | Sequence[tuple[str, str]]) -> FieldTable:
         more = other.fields if isinstance(other, FieldTable) else tuple(other)
         return FieldTable(self.fields + tuple(more))
 
-    def __getitem__(self, item: slice) -> "FieldTable":
+    def __getitem__(self, item: slice) -> FieldTable:
         return FieldTable(self.fields[item])
 
     def position(self, name: str) -> int:
@@ -86,7 +92,11 @@ class FieldTable:
         return [n / (override[n] if n in override else _subcon(c)) for n, c in self.fields]
 
     def construct(self, **override: Any) -> Struct:
-        return Struct(*self.subcons(**override))
+        if override:
+            return Struct(*self.subcons(**override))
+        if self._schema is None:
+            self._schema = Struct(*self.subcons())
+        return self._schema
 
     def unpack_from(self, buf, offset: int = 0) -> tuple:
         return self.struct.unpack_from(buf, offset)

@@ -6,6 +6,11 @@ import ipaddress
 import struct
 from dataclasses import dataclass
 
+from .fields import FieldTable
+
+# --- FORMATS.md §2.1, offsetMsgId (MessageDecoder.createMessageId): store IP (4|16 bytes), then this ----------
+OFFSET_MSG_ID_TAIL = FieldTable((("store_port", "i"), ("physical_offset", "q")))
+
 
 def java_ip_string(ip: bytes) -> str:
     """Inet4Address/Inet6Address.getHostAddress: IPv6 in full form, no '::' compression, no leading zeros."""
@@ -25,7 +30,7 @@ def host_string(ip: bytes, port: int) -> str:
 
 def offset_msg_id(store_ip: bytes, store_port: int, physical_offset: int) -> str:
     """MessageDecoder.createMessageId: upper-case hex of store ip + port + physical offset."""
-    return (store_ip + struct.pack(">iq", store_port, physical_offset)).hex().upper()
+    return (store_ip + OFFSET_MSG_ID_TAIL.pack(store_port, physical_offset)).hex().upper()
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,8 @@ def decode_offset_msg_id(msg_id: str) -> OffsetMsgId:
     if len(s) not in (32, 56):
         raise ValueError(f"an offsetMsgId has 32 (IPv4) or 56 (IPv6) hex characters, got {len(s)}")
     raw = bytes.fromhex(s)
-    ip_len = 4 if len(s) == 32 else 16
-    port, off = struct.unpack(">iq", raw[ip_len:])
+    ip_len = len(raw) - OFFSET_MSG_ID_TAIL.size
+    port, off = OFFSET_MSG_ID_TAIL.unpack_from(raw, ip_len)
     return OffsetMsgId(raw[:ip_len], port, off)
 
 

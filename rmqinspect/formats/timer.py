@@ -23,7 +23,7 @@ WHEEL_FILE_SIZE = 2 * SLOTS_TOTAL * WHEEL_SLOT_SIZE  # 38,707,200
 DEFAULT_PRECISION_MS = 1000  # timerPrecisionMs
 TIMERCHECK_SIZE = 4096
 
-# --- FORMATS.md §10.2: TimerLog unit (TimerMessageStore.addTimer), TimerLog end-of-file blank
+# --- FORMATS.md §10.2: TimerLog unit (TimerMessageStore.doEnqueue), TimerLog end-of-file blank
 # (TimerLog.append), TimerWheel Slot (Slot.SIZE) and config/timercheck (TimerCheckpoint) ---------------------
 UNIT_FIELDS = (("size", "i"), ("prev_pos", "q"), ("magic", "i"), ("curr_write_time", "q"), ("delay", "i"),
                ("commitlog_offset", "q"), ("commitlog_size", "i"), ("real_topic_hash", "i"), ("reserved", "q"))

@@ -4,15 +4,23 @@ inner-batch record bodies (FORMATS.md §1.9, §4.3, §4.4)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
-from ..formats.batch import (BCQ_DTYPE, BCQ_FIELDS, BCQ_STORE_UNIT_SIZE, CQ_EXT_HEAD, CQ_EXT_MIN_UNIT_SIZE,
-                             INNER_FIXED_SIZE, INNER_HEAD, INNER_PROPERTIES_LENGTH)
-from ..formats.properties import parse_properties
+from ..formats.batch import (
+    BCQ_DTYPE,
+    BCQ_FIELDS,
+    BCQ_STORE_UNIT_SIZE,
+    CQ_EXT_HEAD,
+    CQ_EXT_MIN_UNIT_SIZE,
+    INNER_FIXED_SIZE,
+    INNER_HEAD,
+    INNER_PROPERTIES_LENGTH,
+)
 from ..formats.consumequeue import CQ_EXT_MAX_ADDR, ext_real_offset
+from ..formats.properties import parse_properties
 from .errors import CorruptDataError, StoreNotFoundError
 from .layout import is_offset_file_name
 from .mapped import MappedFile
@@ -20,7 +28,7 @@ from .mapped import MappedFile
 
 def list_batch_queues(root: str) -> list[tuple[str, int, str]]:
     d = os.path.join(root, "batchconsumequeue")
-    out = []
+    out: list[tuple[str, int, str]] = []
     if not os.path.isdir(d):
         return out
     for topic in sorted(os.listdir(d)):
@@ -99,7 +107,7 @@ class InnerMessage:
 def decode_inner_batch(body: bytes, base_queue_offset: int, path: str | None = None,
                        record_offset: int | None = None) -> list[InnerMessage]:
     """Split an INNER_BATCH record body into its messages (MessageDecoder.decodeMessages)."""
-    out = []
+    out: list[InnerMessage] = []
     pos = 0
     while pos < len(body):
         if pos + INNER_HEAD.size > len(body):

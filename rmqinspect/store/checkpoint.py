@@ -5,8 +5,16 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
-from ..formats.checkpoint import (CHECKPOINT, CHECKPOINT_FIELDS, CHECKPOINT_FILE_SIZE, CHECKPOINT_SIZE_4X,
-                                  CHECKPOINT_SIZE_50, CHECKPOINT_SIZE_511, min_timestamp, min_timestamp_index)
+from ..formats.checkpoint import (
+    CHECKPOINT,
+    CHECKPOINT_FIELDS,
+    CHECKPOINT_FILE_SIZE,
+    CHECKPOINT_SIZE_4X,
+    CHECKPOINT_SIZE_50,
+    CHECKPOINT_SIZE_511,
+    min_timestamp,
+    min_timestamp_index,
+)
 from .errors import CorruptDataError
 
 

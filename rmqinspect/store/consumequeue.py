@@ -7,8 +7,8 @@ so a queue of millions of entries is never a Python loop per entry.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
@@ -54,7 +54,7 @@ class ConsumeQueue:
         self.file_size = file_size or (max(set(sizes), key=sizes.count) if sizes else 0)
 
     @classmethod
-    def open(cls, consumequeue_dir: str, topic: str, queue_id: int, file_size: int | None = None) -> "ConsumeQueue":
+    def open(cls, consumequeue_dir: str, topic: str, queue_id: int, file_size: int | None = None) -> ConsumeQueue:
         d = os.path.join(consumequeue_dir, topic, str(queue_id))
         if not os.path.isdir(d):
             raise StoreNotFoundError(f"no consume queue for topic {topic!r} queue {queue_id}", d)
@@ -99,8 +99,7 @@ class ConsumeQueue:
             po = sub["physical_offset"][idx].tolist()
             sz = sub["size"][idx].tolist()
             tc = sub["tags_code"][idx].tolist()
-            for i, a, b, c in zip((idx + base + lo).tolist(), po, sz, tc):
-                yield i, a, b, c
+            yield from zip((idx + base + lo).tolist(), po, sz, tc)
             shown += len(idx)
             if count is not None and shown >= count:
                 return

@@ -86,7 +86,7 @@ class IndexFile:
 
     @property
     def items_base(self) -> int:
-        return slot_position(self.slots)
+        return INDEX_HEADER_SIZE + self.slots * HASH_SLOT_SIZE  # slot_position(slots), inlined: per chain item
 
     def slot_value(self, slot: int) -> int | None:
         pos = slot_position(slot)

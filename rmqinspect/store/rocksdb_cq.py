@@ -15,14 +15,25 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 
-from ..formats.consumequeue import CQ_DTYPE
-from ..formats.rocksdb_cq import (CF_OFFSET, CHECKPOINT_TOPIC, CQ_KEY_TAIL, CQ_OFFSET_FROM_KEY_END, CQ_UNIT_SIZE,
-                                  CQ_VALUE_DTYPE, CTRL_2, OFFSET_VALUE, parse_cq_key, parse_offset_key, queue_prefix)
+from ..formats.consumequeue import CQ_DTYPE, CQ_ENTRY_TABLE
+from ..formats.rocksdb_cq import (
+    CF_OFFSET,
+    CHECKPOINT_TOPIC,
+    CQ_KEY_TAIL,
+    CQ_OFFSET_FROM_KEY_END,
+    CQ_UNIT_SIZE,
+    CQ_VALUE_DTYPE,
+    CTRL_2,
+    OFFSET_VALUE,
+    parse_cq_key,
+    parse_offset_key,
+    queue_prefix,
+)
 from .consumequeue import ConsumeQueue, list_queues, pre_blank_mask
 from .errors import CorruptDataError, StoreIOError, StoreNotFoundError
 
@@ -110,7 +121,7 @@ class RocksDBConsumeQueueStore:
             raise CorruptDataError(f"RocksDB refused to open the snapshot: {e}", consumequeue_dir) from e
         self._offset_table: OffsetTable | None = None
 
-    def __enter__(self) -> "RocksDBConsumeQueueStore":
+    def __enter__(self) -> RocksDBConsumeQueueStore:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -155,10 +166,10 @@ class RocksDBConsumeQueueStore:
             yield k, it.value()
             it.next()
 
-    def queue(self, topic: str, queue_id: int) -> "RocksDBConsumeQueue":
+    def queue(self, topic: str, queue_id: int) -> RocksDBConsumeQueue:
         return RocksDBConsumeQueue(self, topic, queue_id)
 
-    def queues(self) -> list["RocksDBConsumeQueue"]:
+    def queues(self) -> list[RocksDBConsumeQueue]:
         return [self.queue(q.topic, q.queue_id) for q in self.queue_ids()]
 
     # -- offset table ----------------------------------------------------------------------------
@@ -230,7 +241,7 @@ class RocksDBConsumeQueue:
         consecutive logical offsets (RocksDB has no zero-filled tail; rows are yielded as stored)."""
         for base, arr in self.raw_chunks():
             out = np.empty(len(arr), dtype=CQ_DTYPE)
-            for n in CQ_DTYPE.names:
+            for n in CQ_ENTRY_TABLE.names:
                 out[n] = arr[n]
             yield base, out
 
@@ -327,7 +338,7 @@ class ConsumeQueues:
         if self.db is not None:
             self.db.close()
 
-    def __enter__(self) -> "ConsumeQueues":
+    def __enter__(self) -> ConsumeQueues:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -11,11 +11,31 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..formats.javahash import build_index_key, tiered_index_key_hash
-from ..formats.tiered_index import (BEGIN_MAGIC, COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE,
-                                    COMPACT_READ_MAX_ITEMS, COMPACT_SLOT_DTYPE, DEFAULT_HASH_SLOTS, DEFAULT_MAX_ITEMS,
-                                    END_MAGIC, HASH_SLOT_SIZE, HEADER, HEADER_SIZE, INDEX_ITEM_COUNT_POSITION,
-                                    INDEX_ITEM_SIZE, INVALID_INDEX, ITEM, MAX_QUERY_COUNT, SLOT, UNSEALED_SLOT,
-                                    UNSEALED_SLOT_DTYPE, item_position, slot_position, unsealed_file_size)
+from ..formats.tiered_index import (
+    BEGIN_MAGIC,
+    COMPACT_INDEX_ITEM_SIZE,
+    COMPACT_ITEM_DTYPE,
+    COMPACT_ITEM_TABLE,
+    COMPACT_READ_MAX_ITEMS,
+    COMPACT_SLOT_DTYPE,
+    DEFAULT_HASH_SLOTS,
+    DEFAULT_MAX_ITEMS,
+    END_MAGIC,
+    HASH_SLOT_SIZE,
+    HEADER,
+    HEADER_SIZE,
+    INDEX_ITEM_COUNT_POSITION,
+    INDEX_ITEM_SIZE,
+    INVALID_INDEX,
+    ITEM,
+    MAX_QUERY_COUNT,
+    SLOT,
+    UNSEALED_SLOT,
+    UNSEALED_SLOT_DTYPE,
+    item_position,
+    slot_position,
+    unsealed_file_size,
+)
 from .errors import CorruptDataError, StoreNotFoundError
 from .mapped import MappedFile
 
@@ -58,7 +78,7 @@ class ReadStats:
 
     @property
     def pages(self) -> int:
-        s = set()
+        s: set[int] = set()
         for pos, ln in self.reads:
             s.update(range(pos // PAGE, (pos + max(ln, 1) - 1) // PAGE + 1))
         return len(s)
@@ -182,7 +202,7 @@ class TieredIndexFile:
             stats.add(pos, length)
         arr = np.frombuffer(self.mf.buffer, dtype=COMPACT_ITEM_DTYPE, count=length // COMPACT_INDEX_ITEM_SIZE,
                             offset=pos)
-        cols = [arr[n].tolist() for n in COMPACT_ITEM_DTYPE.names]
+        cols = [arr[n].tolist() for n in COMPACT_ITEM_TABLE.names]
         return [TieredIndexItem(*row, position=pos + i * COMPACT_INDEX_ITEM_SIZE)
                 for i, row in enumerate(zip(*cols))]
 
@@ -242,7 +262,8 @@ def tiered_index_paths(path: str) -> list[str]:
 
 
 def lookup_files(files: list[TieredIndexFile], topic: str, key: str, max_count: int = 64, begin: int = 0,
-                 end: int = (1 << 63) - 1, stats: ReadStats | None = None) -> list[tuple[TieredIndexFile, TieredIndexItem]]:
+                 end: int = (1 << 63) - 1,
+                 stats: ReadStats | None = None) -> list[tuple[TieredIndexFile, TieredIndexItem]]:
     """Newest file first, skipping files that begin after ``end``; stops at ``max_count`` items
     (IndexStoreService.queryAsync). The header endTimestamp is not trusted for skipping: after a broker
     restart it equals beginTimestamp (FORMATS.md §10.3)."""

@@ -8,9 +8,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..formats.timer import (BLANK, BLANK_MAGIC_CODE, DEFAULT_PRECISION_MS, MAGIC_DELETE, MAGIC_ROLL, SLOT,
-                             SLOT_DTYPE, SLOTS_TOTAL, TIMERCHECK, TIMERCHECK_TABLE, UNIT, UNIT_SIZE, WHEEL_SLOT_SIZE,
-                             magic_names, magic_valid)
+from ..formats.timer import (
+    BLANK,
+    BLANK_MAGIC_CODE,
+    DEFAULT_PRECISION_MS,
+    MAGIC_DELETE,
+    MAGIC_ROLL,
+    SLOT,
+    SLOT_DTYPE,
+    SLOT_TABLE,
+    SLOTS_TOTAL,
+    TIMERCHECK,
+    TIMERCHECK_TABLE,
+    UNIT,
+    UNIT_SIZE,
+    WHEEL_SLOT_SIZE,
+    magic_names,
+    magic_valid,
+)
 from .errors import CorruptDataError, StoreNotFoundError
 from .layout import is_offset_file_name
 from .mapped import MappedFile
@@ -138,7 +153,7 @@ class TimerWheel:
             return []
         arr = np.frombuffer(self.mf.buffer, dtype=SLOT_DTYPE, count=n)
         idx = np.flatnonzero((arr["num"] != 0) | (arr["last_pos"] != 0) | (arr["time_units"] != 0))
-        return [WheelSlot(int(i), *[int(arr[k][i]) for k in SLOT_DTYPE.names]) for i in idx]
+        return [WheelSlot(int(i), *[int(arr[k][i]) for k in SLOT_TABLE.names]) for i in idx]
 
     def slot_for(self, time_ms: int) -> WheelSlot | None:
         """TimerWheel.getSlot: valid only if the stored time equals time // precision."""
@@ -156,7 +171,7 @@ class TimerWheel:
 
 def walk_slot(log: TimerLog, slot: WheelSlot, limit: int = 1 << 20) -> list[TimerUnit]:
     """TimerMessageStore.dequeue: from lastPos follow prevPos until -1 (cycle-safe)."""
-    out = []
+    out: list[TimerUnit] = []
     pos = slot.last_pos
     seen = set()
     while pos != -1 and len(out) < limit:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 
 from ..formats.batch import BCQ_ENTRY, BCQ_INVALID_POS, CQ_EXT_HEAD, encode_inner_item
-from ..formats.consumequeue import ext_address
-from ..formats.properties import encode_properties
 from ..formats.constants import SysFlag
+from ..formats.consumequeue import ext_address
 from ..formats.javahash import tags_code
+from ..formats.properties import encode_properties
 from .commitlog import CommitLogWriter, MessageSpec
 
 INNER_BATCH_SYSFLAG = SysFlag.NEED_UNWRAP | SysFlag.INNER_BATCH
@@ -19,7 +19,8 @@ class BatchQueueWriter:
     """Appends inner-batch records for one (topic, queue) to a CommitLogWriter and the matching 46-byte
     BatchConsumeQueue entries (BatchConsumeQueue.putBatchMessagePositionInfo)."""
 
-    def __init__(self, root: str, commitlog: CommitLogWriter, topic: str, queue_id: int, entries_per_file: int = 300_000):
+    def __init__(self, root: str, commitlog: CommitLogWriter, topic: str, queue_id: int,
+                 entries_per_file: int = 300_000):
         self.dir = os.path.join(root, "batchconsumequeue", topic, str(queue_id))
         os.makedirs(self.dir, exist_ok=True)
         self.cl, self.topic, self.queue_id = commitlog, topic, queue_id

@@ -15,13 +15,14 @@ import os
 from dataclasses import dataclass, field
 
 from ..formats.commitlog import encode_blank, encode_record, record_length
-from ..formats.properties import PROPERTY_SEPARATOR_B, crc32_trailer
 from ..formats.constants import (
     CRC32_RESERVED_LEN,
     DEFAULT_COMMITLOG_FILE_SIZE,
     END_FILE_MIN_BLANK_LENGTH,
+    TRANSACTION_MASK,
     TransactionType,
 )
+from ..formats.properties import PROPERTY_SEPARATOR_B, crc32_trailer
 
 
 @dataclass
@@ -104,7 +105,7 @@ class CommitLogWriter:
             self._fh.seek(self._pos)
             self._fh.write(encode_blank(self.file_size - self._pos))
             self._open_file(self._file_start + self.file_size)
-        tx = spec.sys_flag & 0xC
+        tx = spec.sys_flag & TRANSACTION_MASK
         key = (spec.topic, spec.queue_id)
         if spec.queue_offset is not None:
             qoff = spec.queue_offset
@@ -142,7 +143,7 @@ class CommitLogWriter:
             self._fh.close()
             self._fh = None
 
-    def __enter__(self) -> "CommitLogWriter":
+    def __enter__(self) -> CommitLogWriter:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -6,8 +6,18 @@ from __future__ import annotations
 import os
 
 from ..formats.javahash import build_index_key, tiered_index_key_hash
-from ..formats.tiered_index import (BEGIN_MAGIC, END_MAGIC, HEADER, INVALID_INDEX, ITEM, item_position,
-                                    slot_position, time_diff, unsealed_file_size)
+from ..formats.tiered_index import (
+    BEGIN_MAGIC,
+    END_MAGIC,
+    HEADER,
+    INVALID_INDEX,
+    ITEM,
+    UNSEALED_SLOT,
+    item_position,
+    slot_position,
+    time_diff,
+    unsealed_file_size,
+)
 from ..store.errors import UnsafeOutputError
 
 
@@ -58,7 +68,7 @@ class TieredIndexWriter:
             self._f.write(ITEM.pack(h, topic_id, queue_id, offset, size,
                                     time_diff(timestamp, self.begin_timestamp), old))
             self._f.seek(slot_position(slot))
-            self._f.write(item.to_bytes(4, "big", signed=True))
+            self._f.write(UNSEALED_SLOT.pack(item, 0))  # the second int of an unsealed slot stays 0
             self._slots[slot] = item
             if old <= INVALID_INDEX:
                 self.hash_slot_count += 1
@@ -71,7 +81,7 @@ class TieredIndexWriter:
         if not self._f.closed:
             self._f.close()
 
-    def __enter__(self) -> "TieredIndexWriter":
+    def __enter__(self) -> TieredIndexWriter:
         return self
 
     def __exit__(self, *exc) -> None:

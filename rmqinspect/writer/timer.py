@@ -6,9 +6,23 @@ from __future__ import annotations
 import os
 
 from ..formats.javahash import java_string_hash
-from ..formats.timer import (BLANK, BLANK_MAGIC_CODE, DEFAULT_PRECISION_MS, DEFAULT_TIMERLOG_FILE_SIZE,
-                             MAGIC_DEFAULT, MAGIC_DELETE, MIN_BLANK_LEN, SLOT, SLOTS_TOTAL, TIMERCHECK, TIMERCHECK_SIZE,
-                             UNIT, UNIT_SIZE, WHEEL_SLOT_SIZE)
+from ..formats.timer import (
+    BLANK,
+    BLANK_MAGIC_CODE,
+    DEFAULT_PRECISION_MS,
+    DEFAULT_TIMERLOG_FILE_SIZE,
+    MAGIC_DEFAULT,
+    MAGIC_DELETE,
+    MIN_BLANK_LEN,
+    SLOT,
+    SLOTS_TOTAL,
+    TIMERCHECK,
+    TIMERCHECK_SIZE,
+    UNIT,
+    UNIT_SIZE,
+    WHEEL_SLOT_SIZE,
+    slot_index,
+)
 
 
 class TimerStoreWriter:
@@ -52,7 +66,7 @@ class TimerStoreWriter:
         return pos
 
     def _slot(self, t_ms: int):
-        i = (t_ms // self.precision_ms) % (2 * self.slots_total)
+        i = slot_index(t_ms, self.precision_ms, self.slots_total)
         self._wheel.seek(i * WHEEL_SLOT_SIZE)
         t, first, last, num, magic = SLOT.unpack(self._wheel.read(WHEEL_SLOT_SIZE))
         if t != t_ms // self.precision_ms:
@@ -86,7 +100,7 @@ class TimerStoreWriter:
             if not f.closed:
                 f.close()
 
-    def __enter__(self) -> "TimerStoreWriter":
+    def __enter__(self) -> TimerStoreWriter:
         return self
 
     def __exit__(self, *exc) -> None:
