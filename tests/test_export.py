@@ -190,14 +190,10 @@ def assert_paths_equal(store: str, with_body: bool = True, flt=None, batch_rows:
     from rmqinspect.store import scanner
 
     n = None
-    was = scanner.compiled() is not None
     for compiled in [True, False] if scanner.compiled_built() else [False]:
-        scanner.use_compiled(compiled)
-        try:
+        with scanner.selected(compiled):
             (fast, fast_rows, fast_damage), (ref, ref_rows, ref_damage) = _both_paths(store, with_body, flt,
                                                                                     batch_rows)
-        finally:
-            scanner.use_compiled(was)
         assert fast.num_rows == ref.num_rows
         for name in ref.column_names:
             assert fast.column(name).equals(ref.column(name)), (compiled, name, fast.column(name).to_pylist()[:5],
