@@ -580,7 +580,7 @@ def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | No
                     run = next(walk_file(mf, ev.position, ev.position + ev.size, check_crc=False, batch=1))
                 else:
                     if ev.kind in (Kind.HALF, Kind.ILLEGAL) and result is not None:
-                        result.damage.append(FileDamage(task.source, task.path, ev.offset, ev.kind, ev.reason))
+                        result.damage.append(FileDamage(task.source, task.path, ev.offset, str(ev.kind), ev.reason))
                     continue
                 b = dec.batch(run.records)
                 if b is None:
