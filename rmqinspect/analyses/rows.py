@@ -12,8 +12,9 @@ or illegal records are reported as ``FileDamage`` and the scan goes on past a HA
 and stops at an ILLEGAL one.
 
 The decoder works on the record runs of ``store.commitlog.walk_file`` (``RECORD_DTYPE`` records, from the
-compiled or the pure-Python scanner alike): numeric columns are sliced or gathered with numpy from those rows and the mapped
-file, and only what is text by nature (properties, keys, problems, topic) goes through per-record Python.
+compiled or the pure-Python scanner alike): numeric columns are sliced or gathered with numpy from those records
+and the mapped file, and only what is text by nature (properties, keys, problems, topic) goes through per-record
+Python.
 tests/rows_reference.py holds a per-record decoder (``CommitLog.messages``' ``decode_slot`` per row) that the
 tests prove equal to this one, row for row.
 
