@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from ..store.errors import StoreNotFoundError, UnsafeOutputError
-from ..store.layout import StoreLayout
+from ..store.errors import StoreNotFoundError
+from ..store.layout import StoreLayout, ensure_new_directory, ensure_output_outside
 from .rows import (
     PARTITION_COLUMNS,
     FileDamage,
@@ -64,17 +64,8 @@ def check_output_dir(out: str, stores: Iterable[str]) -> None:
     if "://" in out:
         return
     for s in stores:
-        lay = StoreLayout.open(s)
-        if lay.within(out):
-            raise UnsafeOutputError(f"output directory is inside the store {lay.root}; refusing to write there",
-                                    out)
-        # a store *inside* the output directory would be overwritten / mixed with output just the same
-        if StoreLayout(os.path.realpath(out), [], "", "", "", "", "").within(lay.root):
-            raise UnsafeOutputError(f"the store {lay.root} lies inside the output directory; refusing", out)
-    if os.path.isdir(out) and os.listdir(out):
-        raise UnsafeOutputError("output directory exists and is not empty; refusing to overwrite", out)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise UnsafeOutputError("output path exists and is not a directory", out)
+        ensure_output_outside(StoreLayout.open(s), out)
+    ensure_new_directory(out)
 
 
 # --- local engine ----------------------------------------------------------------------------------
