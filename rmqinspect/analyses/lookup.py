@@ -18,7 +18,7 @@ from ..formats.javahash import build_index_key, index_key_hash
 from ..formats.msgid import decode_offset_msg_id, decode_uniq_key
 from ..store.consumequeue import list_queues
 from ..store.errors import CorruptDataError, RmqInspectError
-from ..store.indexfile import FileLookup, IndexFile
+from ..store.indexfile import FileLookup, IndexFile, IndexGeometryError, prove_geometry_of
 from .dispatch import goes_to_index, index_keys
 
 JAVA_LONG_MAX = (1 << 63) - 1
@@ -41,7 +41,8 @@ class IndexFileInfo:
     max_items: int = 0
     size: int = 0
     truncated: bool = False
-    geometry: str = ""
+    # {value, source: flag|config|inferred|ambiguous, candidates, detail} (store.indexfile.IndexGeometry)
+    geometry: dict = field(default_factory=dict)
     # IndexService.load(lastExitOK=false): endTimestamp > checkpoint.indexMsgTimestamp -> destroyed at restart
     dropped_on_abnormal_restart: bool = False
     error: str = ""
@@ -65,6 +66,12 @@ class IndexService:
             info = IndexFileInfo(name, path, size=os.path.getsize(path))
             try:
                 f = IndexFile(path, slots, max_items)
+            except IndexGeometryError as e:
+                # not read rather than read wrongly: the error names the flag / broker.conf key that settles it
+                info.error = str(e)
+                info.geometry = prove_geometry_of(path).to_dict()
+                self.infos.append(info)
+                continue
             except RmqInspectError as e:
                 info.error = str(e)
                 self.infos.append(info)
@@ -74,7 +81,7 @@ class IndexService:
             info.begin_phy_offset, info.end_phy_offset = h.begin_phy_offset, h.end_phy_offset
             info.hash_slot_count, info.index_count = h.hash_slot_count, h.index_count
             info.slots, info.max_items, info.truncated = f.slots, f.max_items, f.truncated
-            info.geometry = f.geometry_note or "given"
+            info.geometry = f.geometry.to_dict()
             if index_msg_timestamp is not None:
                 info.dropped_on_abnormal_restart = h.end_timestamp > index_msg_timestamp
             if f.truncated:
@@ -92,6 +99,23 @@ class IndexService:
             cp = None
         return cls(index_dir or store.layout.index_dir, slots, max_items,
                    cp.index_msg_timestamp if cp else None, store.abort_present)
+
+    def geometry(self) -> dict:
+        """The index geometry in one answer: the files' common {value, source, candidates, detail}, or
+        ``source="mixed"`` with the distinct ones when files disagree (a broker restarted with a new config)."""
+        distinct: list[dict] = []
+        for i in self.infos:
+            if i.geometry and i.geometry not in distinct:
+                distinct.append(i.geometry)
+        if len(distinct) == 1:
+            return distinct[0]
+        if not distinct:
+            return {"value": None, "source": "none", "candidates": [], "detail": "no index file"}
+        if any(d["source"] == "ambiguous" for d in distinct):
+            amb = next(d for d in distinct if d["source"] == "ambiguous")
+            return {**amb, "per_file": distinct}
+        return {"value": None, "source": "mixed", "candidates": [d["value"] for d in distinct],
+                "detail": "index files of different geometries", "per_file": distinct}
 
     def info_for(self, name: str) -> IndexFileInfo | None:
         for i in self.infos:

@@ -5,6 +5,14 @@ from __future__ import annotations
 import click
 
 from ..formats.timestamps import parse_epoch_millis
+from ..store.broker_conf import (
+    BrokerConf,
+    BrokerConfigError,
+    Setting,
+    read_broker_conf,
+    reset_active_broker_conf,
+    set_active_broker_conf,
+)
 from ..store.version import ACCEPTED, BrokerVersion
 
 store_argument = click.argument("store", type=click.Path(exists=False, file_okay=True, dir_okay=True))
@@ -73,3 +81,42 @@ broker_version_option = broker_version_option_for("Override store detection (e.g
 def accepts_v2(version: BrokerVersion | None) -> bool:
     """Whether records with message format V2 are read as records; without a version, both formats are."""
     return True if version is None else version.accepts_v2
+
+
+# --- --broker-config: appended to every command by cli.main (one definition, no per-command decorator) ---
+
+def _load_broker_config(ctx: click.Context, param: click.Parameter, value):
+    """Parse the file before the command runs (a malformed value is a usage error naming the line) and put it
+    in effect for the invocation: readers not given a value by a flag consult it before inferring."""
+    if not value:
+        return None
+    try:
+        conf = read_broker_conf(value)
+    except BrokerConfigError as e:
+        raise click.BadParameter(str(e), ctx, param) from None
+    ctx.meta[BROKER_CONF_META] = conf
+    token = set_active_broker_conf(conf)
+    ctx.call_on_close(lambda: reset_active_broker_conf(token))
+    return conf
+
+
+BROKER_CONF_META = "rmqinspect.broker_conf"
+
+
+def broker_config_option() -> click.Option:
+    return click.Option(["--broker-config"], type=click.Path(dir_okay=False), envvar="RMQINSPECT_BROKER_CONFIG",
+                        expose_value=False, is_eager=True, callback=_load_broker_config, metavar="FILE",
+                        help="The broker's broker.conf (also RMQINSPECT_BROKER_CONFIG): its geometry and settings "
+                             "(maxHashSlotNum, maxIndexNum, mappedFileSize*, messageDelayLevel, ...) are used "
+                             "where no flag gives them, instead of inferring them from the files.")
+
+
+def broker_conf() -> BrokerConf | None:
+    """The --broker-config of the running command, or None."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(BROKER_CONF_META) if ctx is not None else None
+
+
+def conf_setting(flag, key: str, inferred: Setting | None = None, default=None) -> Setting:
+    """flag > --broker-config > inferred > the broker's default, for one MessageStoreConfig key."""
+    return Setting.resolve(flag, broker_conf(), key, inferred, default)

@@ -21,7 +21,7 @@ from ..analyses.lookup import (
 )
 from ..store import Store
 from ..store.errors import EXIT_NOT_FOUND
-from ._params import TIME, store_argument
+from ._params import TIME, conf_setting, store_argument
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, print_kv, warn
 
 HIT_COLUMNS = ("physical_offset", "verified", "topic", "keys", "uniq_key", "store_time", "index_file", "note")
@@ -33,9 +33,14 @@ def _index_options(fn):
     fn = click.option("--index-slots", type=int, default=None,
                       help="maxHashSlotNum (default: inferred from the file size and slot table).")(fn)
     fn = click.option("--index-max", type=int, default=None, help="maxIndexNum (default: inferred).")(fn)
-    fn = click.option("--max-batch", type=int, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
-                      help="maxMsgsNumBatch of the broker: the cap applied to --max.")(fn)
+    fn = click.option("--max-batch", type=int, default=None,
+                      help=f"maxMsgsNumBatch of the broker: the cap applied to --max (default: --broker-config's, "
+                           f"else {DEFAULT_MAX_MSGS_NUM_BATCH}).")(fn)
     return fn
+
+
+def _max_batch(flag) -> int:
+    return conf_setting(flag, "maxMsgsNumBatch", default=DEFAULT_MAX_MSGS_NUM_BATCH).value
 
 
 def _service(st: Store, index_dir, slots, max_items) -> IndexService:
@@ -105,7 +110,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                           broker_version=None,
                           fmt=fmt)
     svc = _service(st, index_dir, index_slots, index_max)
-    q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, max_batch, explain=explain)
+    q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, _max_batch(max_batch), explain=explain)
     shown = [h for h in q.hits if h.has_key or keep_collisions or explain]
     if svc.abort_present and any(h.from_dropped_file for h in q.hits):
         warn("abort file present: hits marked from_dropped_index_file come from an index file the broker deletes "
@@ -119,7 +124,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                "index_last_update_timestamp": q.index_last_update_timestamp,
                "index_last_update_phy_offset": q.index_last_update_phy_offset,
                "hits": [_hit_row(h, svc.abort_present) for h in shown], "notes": q.notes,
-               "index_files": [dataclasses.asdict(i) for i in svc.infos]}
+               "geometry": svc.geometry(), "index_files": [dataclasses.asdict(i) for i in svc.infos]}
         if explain:
             doc["walk"] = list(_walk_rows(q))
         emit_document(doc, fmt)
@@ -167,7 +172,7 @@ def msgid(msg_id, store, topic, index_dir, index_slots, index_max, max_batch, fm
     rep = MsgIdReport(msg_id, interpretations)
     if store:
         st = Store.open(store)
-        rep = find_msg_id(st, _service(st, index_dir, index_slots, index_max), msg_id, topic, max_batch)
+        rep = find_msg_id(st, _service(st, index_dir, index_slots, index_max), msg_id, topic, _max_batch(max_batch))
     doc = rep.to_dict()
     if fmt == "table":
         _render_msgid(doc)
@@ -227,7 +232,7 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
     kind, value = given[0]
     st = Store.open(store)
     svc = _service(st, index_dir, index_slots, index_max)
-    rep = explain_missing(st, svc, topic, value, kind, begin, end, max_num, max_batch, scan_bytes)
+    rep = explain_missing(st, svc, topic, value, kind, begin, end, max_num, _max_batch(max_batch), scan_bytes)
     doc = {"topic": topic, kind: value, "found_by_index": rep.found_by_index,
            "broker_result": rep.query.phy_offsets if rep.query else None,
            "reasons": [dataclasses.asdict(r) for r in rep.reasons],

@@ -10,6 +10,7 @@ import click
 
 from .. import __version__
 from ..store.errors import EXIT_CODES_HELP
+from ._params import broker_config_option
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
@@ -32,6 +33,18 @@ def _register() -> None:
         module = importlib.import_module(f"{__package__}.{mod.name}")
         for cmd in getattr(module, "COMMANDS", ()):
             cli.add_command(cmd)
+    # --broker-config on every command, defined once (cli._params): commands never declare it
+    for cmd in cli.commands.values():
+        _add_broker_config(cmd)
+
+
+def _add_broker_config(cmd: click.Command) -> None:
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            _add_broker_config(sub)
+        return
+    if not any(p.name == "broker_config" for p in cmd.params):
+        cmd.params.append(broker_config_option())
 
 
 _register()

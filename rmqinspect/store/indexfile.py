@@ -1,9 +1,10 @@
 """IndexFile reader (FORMATS.md §5): header, slot table, items, and the broker's per-file lookup.
 
-The slot count is not stored in the file. It comes from the caller (broker config), else it is inferred
-from the file size: the default geometry, the default 1:4 slot/item ratio, or a search over the sizes the
-file length allows, each candidate validated against the data (every used slot's head item must hash
-to that slot).
+The slot count (maxHashSlotNum) and item count (maxIndexNum) are not stored in the file. They come from
+the caller (a flag), else the broker.conf in effect (``store.broker_conf``), else they are proven from the
+data: every geometry the file length allows is tested against rules the broker's putKey guarantees, and
+the answer is used only when exactly one survives (``prove_index_geometry``); otherwise the file cannot be
+read without the user settling it (``IndexGeometryError``, naming the flag and config key).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..formats.constants import DEFAULT_INDEX_SLOTS
+from ..formats.constants import DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
 from ..formats.indexfile import (
     HASH_SLOT_DTYPE,
     HASH_SLOT_SIZE,
@@ -27,6 +28,7 @@ from ..formats.indexfile import (
     slot_position,
 )
 from ..formats.javahash import build_index_key, index_key_hash
+from .broker_conf import configured
 from .errors import EXIT_USAGE, CorruptDataError, RmqInspectError
 from .mapped import MappedFile
 
@@ -81,11 +83,23 @@ class IndexFile:
                                    "header", path, 0)
         self.header = IndexHeaderData(*INDEX_HEADER.unpack_from(self.mapped.buffer, 0))
         self.geometry_note = ""
-        self.geometry = IndexGeometry(slots, max_items, "given")
+        self.geometry: IndexGeometry
+        source, detail = "flag", ""
+        if slots is None and max_items is None:
+            # flag > broker.conf > proof from the data. A broker.conf naming one of the two keys leaves the
+            # other at the broker's default, as the broker itself would.
+            cs, cm = configured("maxHashSlotNum"), configured("maxIndexNum")
+            if cs is not None or cm is not None:
+                slots = cs.value if cs is not None else DEFAULT_INDEX_SLOTS
+                max_items = cm.value if cm is not None else DEFAULT_INDEX_MAX
+                source, detail = "config", "; ".join(c.detail for c in (cs, cm) if c is not None)
         if slots is None:
             slots, max_items, self.geometry_note = infer_geometry(self)
+            source, detail = "inferred", self.geometry_note
         elif max_items is None:
             max_items = (self.mapped.size - INDEX_HEADER_SIZE - slots * HASH_SLOT_SIZE) // INDEX_ITEM_SIZE
+        if source != "inferred":
+            self.geometry = IndexGeometry(slots, max_items, source, (), detail)
         self.slots = slots
         self.max_items = max_items
         self.expected_size = index_file_size(slots, max_items)
@@ -309,6 +323,18 @@ def prove_index_geometry(buf, size: int, index_count: int) -> IndexGeometry:
     return IndexGeometry(None, None, "ambiguous", tuple(survivors),
                          f"{len(survivors)} geometries fit and are self-consistent "
                          f"({', '.join(f'{s}/{m}' for s, m in survivors[:5])}); pass {INDEX_GEOMETRY_SETTLE}")
+
+
+def prove_geometry_of(path: str) -> IndexGeometry:
+    """``prove_index_geometry`` of the index file at ``path`` (the header read, the body mapped read-only)."""
+    m = MappedFile(path)
+    try:
+        if m.size < INDEX_HEADER_SIZE:
+            return IndexGeometry(None, None, "ambiguous", (), f"{m.size} bytes: shorter than the header")
+        ic = IndexHeaderData(*INDEX_HEADER.unpack_from(m.buffer, 0)).index_count
+        return prove_index_geometry(m.buffer, m.size, ic)
+    finally:
+        m.close()
 
 
 def infer_geometry(idx: IndexFile) -> tuple[int, int, str]:
