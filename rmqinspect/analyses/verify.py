@@ -33,7 +33,7 @@ from ..store import Store
 from ..store.commitlog import RecordRun
 from ..store.consumequeue import pre_blank_mask
 from ..store.errors import RmqInspectError
-from ..store.indexfile import IndexFile
+from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
 from ..store.rocksdb_cq import ConsumeQueues
 from ._bulk import topic_ids as _topic_ids
 from .dispatch import goes_to_consume_queue, index_keys
@@ -68,6 +68,8 @@ class VerifyReport:
     counts: dict[str, int] = field(default_factory=dict)  # items checked per check
     notes: list[str] = field(default_factory=list)
     max_errors: int | None = None
+    # per index file: {value, source: flag|config|inferred|ambiguous, candidates, detail}
+    index_geometry: dict[str, dict] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -98,7 +100,7 @@ class VerifyReport:
     def to_dict(self) -> dict:
         return {"store": self.store, "checks": list(self.checks), "ok": self.ok, "problems": len(self.problems),
                 "suppressed": self.suppressed, "checked": self.counts, "summary": self.summary(),
-                "notes": self.notes}
+                "notes": self.notes, "index_geometry": self.index_geometry}
 
 
 class _Records:
@@ -139,7 +141,7 @@ class _Records:
 
 
 def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, accept_v2: bool = True,
-           progress=None) -> VerifyReport:
+           progress=None, index_slots: int | None = None, index_max: int | None = None) -> VerifyReport:
     checks = tuple(c for c in ALL_CHECKS if c in checks)
     rep = VerifyReport(store.root, checks, max_errors=max_errors)
     cl = store.commitlog
@@ -207,7 +209,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     if "cq" in checks:
         _verify_cq(store, rep, recs, data_end, rel)
     if "index" in checks:
-        _verify_index(store, rep, recs, rel)
+        _verify_index(store, rep, recs, rel, index_slots, index_max)
     if "checkpoint" in checks:
         _verify_checkpoint(store, rep, max_ts)
     return rep
@@ -326,7 +328,8 @@ def _verify_queues(store: Store, rep: VerifyReport, recs: _Records, data_end: in
                                 "consume queue is behind the commit log", count=hi - lo), merge=False)
 
 
-def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
+def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel, slots: int | None = None,
+                  max_items: int | None = None) -> None:
     idir = store.layout.index_dir
     if not os.path.isdir(idir):
         rep.notes.append("no index/ directory")
@@ -338,10 +341,17 @@ def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
     for name in names:
         path = os.path.join(idir, name)
         try:
-            idx = IndexFile(path)
+            # flag > broker.conf > proof: an unproven geometry is reported, never used (a wrong one would
+            # make every item look dangling)
+            idx = IndexFile(path, slots, max_items)
+        except IndexGeometryError as e:
+            rep.index_geometry[name] = prove_geometry_of(path).to_dict()
+            rep.add(Problem("index", "index_geometry_unknown", 0, 0, rel(path), 0, e.message), merge=False)
+            continue
         except RmqInspectError as e:
             rep.add(Problem("index", "index_unreadable", 0, 0, rel(path), 0, e.message), merge=False)
             continue
+        rep.index_geometry[name] = idx.geometry.to_dict()
         h = idx.header
         items = idx.items()
         base = idx.items_base
