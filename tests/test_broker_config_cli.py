@@ -142,3 +142,26 @@ def test_oracle_rebuild_with_broker_conf_equals_the_brokers(version, tmp_path):
     assert_same_cq(sc / "expected" / "consumequeue", tmp_path / "out" / "consumequeue")
     assert_same_index(sc / "expected" / "index", tmp_path / "out" / "index")
     assert tree_hashes(sc) == before
+
+
+def test_config_replaces_broker_defaults_not_flags(tmp_path):
+    """Options whose default is the broker's default (recover's checkCRCOnRecover, messageIndexSafe ...) take
+    the broker.conf's value when their flag is not given; a given flag still wins."""
+    _store(tmp_path / "s")
+    conf = _conf(tmp_path / "broker.conf", checkCRCOnRecover="false", messageIndexSafe="true")
+
+    def rec(*extra):
+        r = run("recover", tmp_path / "s", "--dry-run", "--format", "json", *extra)
+        assert r.exit_code in (0, 1), r.output
+        return json.loads(r.stdout)
+
+    assert rec()["check_crc"] is True
+    assert rec("--broker-config", conf)["check_crc"] is False
+    assert rec("--broker-config", conf, "--check-crc")["check_crc"] is True
+
+
+def test_message_delay_level_from_config(tmp_path):
+    bad = _conf(tmp_path / "bad.conf", messageDelayLevel="1s 5x")
+    _store(tmp_path / "s")
+    r = run("rebuild", tmp_path / "s", "--dry-run", "--broker-config", bad)
+    assert r.exit_code == 2 and "bad.conf:4" in r.output and "messageDelayLevel" in r.output, r.output

@@ -24,12 +24,12 @@ from ..sinks.indexfile import IndexFileSet
 from ..sinks.rocksdb_cq import file_cq_to_rocksdb
 from ..store import Store
 from ..store.consumequeue import list_queues
-from ..store.broker_conf import Setting, configured, setting
+from ..store.broker_conf import BrokerConfigError, Setting, configured, setting
 from ..store.indexfile import INDEX_GEOMETRY_SETTLE, IndexGeometry, prove_geometry_of
 from ..store.layout import ensure_new_directory, ensure_output_outside, is_offset_file_name
 from ..store.version import BrokerVersion
 from .compare.rebuild_vs_store import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
-from .dispatch import DEFAULT_DELAY_TABLE
+from .dispatch import DEFAULT_DELAY_TABLE, DelayTable
 from .rebuild import RebuildOptions, RebuildReport, dispatch_commitlog
 
 MANIFEST = "rebuild.json"
@@ -111,6 +111,18 @@ def _index_geometry_setting(store: Store) -> IndexGeometry:
         return amb
     return IndexGeometry(None, None, "default", (), "no index file proves a geometry; "
                          f"{INDEX_GEOMETRY_SETTLE} settles it")
+
+
+def configured_delay_table() -> DelayTable:
+    """messageDelayLevel of the broker.conf in effect (the delivery time of a delay-level message's tagsCode),
+    else the broker's default table."""
+    c = configured("messageDelayLevel")
+    if c is None:
+        return DEFAULT_DELAY_TABLE
+    try:
+        return DelayTable.parse(c.value)
+    except Exception as e:  # the parser's own message, as a usage error naming the line
+        raise BrokerConfigError(f"messageDelayLevel={c.value!r}: {e}", c.detail) from None
 
 
 def store_geometry(store: Store, cq_file_size: int | None = None, index_slots: int | None = None,
@@ -219,7 +231,8 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
     if not dry_run and not out:
         raise ValueError("rebuild needs an output directory, or dry_run")
     geo = store_geometry(store, cq_file_size, index_slots, index_max)
-    opts = RebuildOptions(build_cq=build_cq, build_index=build_index, from_offset=from_offset, to_offset=to_offset)
+    opts = RebuildOptions(build_cq=build_cq, build_index=build_index, from_offset=from_offset, to_offset=to_offset,
+                          delay_table=configured_delay_table())
     version = broker_version or BrokerVersion.parse("4.9")
     every = version.index_counts_every_put
     cl = store.commitlog

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
+from click.core import ParameterSource
 
 from ..formats.timestamps import parse_epoch_millis
 from ..store.broker_conf import (
@@ -120,3 +124,32 @@ def broker_conf() -> BrokerConf | None:
 def conf_setting(flag, key: str, inferred: Setting | None = None, default=None) -> Setting:
     """flag > --broker-config > inferred > the broker's default, for one MessageStoreConfig key."""
     return Setting.resolve(flag, broker_conf(), key, inferred, default)
+
+
+# Options whose built-in default is a broker default: when the user did not give the flag, the broker.conf's
+# value replaces it (flag > config > default). param name -> (config key, conversion, commands it does not
+# apply to). Options whose default is None resolve the config themselves (index geometry, --max-batch,
+# rebuild's geometry) so that they can say where each value came from.
+CONFIG_FOR_OPTION: dict[str, tuple[str, Callable[[Any], Any], frozenset[str]]] = {
+    "file_reserved_hours": ("fileReservedTime", float, frozenset()),
+    "delete_when": ("deleteWhen", str, frozenset()),
+    "disk_max_used_ratio": ("diskMaxUsedSpaceRatio", int, frozenset()),
+    "no_clean_forcibly": ("cleanFileForciblyEnable", lambda v: not v, frozenset()),
+    "precision_ms": ("timerPrecisionMs", int, frozenset()),
+    "check_crc": ("checkCRCOnRecover", bool, frozenset()),
+    "message_index_safe": ("messageIndexSafe", bool, frozenset()),
+    "cq_file_size": ("mappedFileSizeConsumeQueue", int, frozenset({"rebuild"})),
+    "cq_format": ("storeType", lambda v: "rocksdb" if v == "defaultRocksDB" else "file", frozenset({"rebuild"})),
+}
+
+
+def apply_broker_config(ctx: click.Context, kwargs: dict) -> None:
+    """Replace, in a command's arguments, every defaulted option that has a broker.conf key in effect."""
+    conf = ctx.meta.get(BROKER_CONF_META)
+    if conf is None:
+        return
+    for name, (key, convert, not_for) in CONFIG_FOR_OPTION.items():
+        if name not in kwargs or key not in conf.values or ctx.info_name in not_for:
+            continue
+        if ctx.get_parameter_source(name) in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP):
+            kwargs[name] = convert(conf.values[key])
