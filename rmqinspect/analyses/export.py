@@ -77,7 +77,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("properties", "map<string,string>", "all properties"),
     ("body_size", "int32", "BODYLEN (stored, possibly compressed)"),
     ("body_crc", "int64", "BODYCRC"),
-    ("crc_ok", "bool", "body CRC check (null for an empty body)"),
+    ("crc_ok", "bool", "body CRC check (an empty body: stored CRC 0)"),
     ("record_crc32", "int64", "zlib crc32 of the whole record (replica comparison)"),
     ("problems", "list<string>", "decode problems (bad __CRC32#, malformed properties, CRC mismatch)"),
     ("body", "binary", "stored body bytes (only with --with-body)"),
@@ -587,6 +587,7 @@ def _fast_run_batch(buf, u8, mv, R, task: FileTask, schema, with_body: bool, flt
         dates[~valid] = "invalid"
     tparts = [topic_partition(t) for t in topics]
     crc_col = R[:, 4]
+    body_crc = _gather(u8, pos + 8, 4, ">i4")
     arrays = {
         "source": const(task.source),
         "store_path": const(task.store_path),
@@ -617,8 +618,9 @@ def _fast_run_batch(buf, u8, mv, R, task: FileTask, schema, with_body: bool, flt
         "offset_msg_id": msgid,
         "properties": pa.MapArray.from_arrays(pa.array(poffs, type=i32), strs(pkeys), strs(pvals)),
         "body_size": pa.array(np.maximum(R[:, 3], 0).astype(np.int32), i32),
-        "body_crc": pa.array(_gather(u8, pos + 8, 4, ">i4"), i64),
-        "crc_ok": pa.array(crc_col == 1, pa.bool_(), mask=crc_col < 0),
+        "body_crc": pa.array(body_crc, i64),
+        # unchecked by the scan = an empty body: crc32 of nothing is 0 (store.commitlog.decode_slot)
+        "crc_ok": pa.array(np.where(crc_col < 0, body_crc == 0, crc_col == 1), pa.bool_()),
         "record_crc32": pa.array(np.array(rcrc, dtype=np.int64), i64),
         "problems": str_list(proffs, probs),
         "store_date": strs(dates),

@@ -486,7 +486,9 @@ def decode_slot(buf, base: int, pos: int, hdr: tuple | None, bpos: int, crc_ok, 
     h = hdr if type(hdr) is RecordHeader else unpack_header(buf, pos) if hdr is None else RecordHeader._make(hdr)
     blen = h.body_length
     body = bytes(buf[bpos:bpos + blen]) if blen > 0 else b""
-    if crc_ok is None and blen > 0:
+    if crc_ok is None:
+        # an empty body too: the broker skips its check (bodyLen > 0 guards it) and crc32 of nothing is 0, so
+        # a stored 0 is right and anything else is not; None would read as "not verified"
         crc_ok = (_crc32(body) & 0x7FFFFFFF) == h.body_crc
     topic, props_raw, _ = _topic_and_properties(buf, h, bpos)
     props = parse_properties(props_raw)
