@@ -65,3 +65,36 @@ def test_summary_counts_past_a_crc_damaged_record_and_says_where(tmp_path):
     assert [(d["kind"], d["start"]) for d in s["damage"]] == [("crc_mismatch", res[11].physical_offset)]
     assert s["files"][0]["damage_at"] == res[11].physical_offset
     assert any(f"counting resumed at {res[12].physical_offset}" in n for n in s["notes"])
+
+
+def test_index_lookup_marks_hits_beyond_the_recovery_truncation(tmp_path):
+    """A crashed store with CRC damage in its last file: the broker's recovery truncates there, so a hit past
+    it is gone after restart even though its index file is not one the broker deletes."""
+    from rmqinspect.writer.store import StoreWriter
+    from support.msgstores import spec
+
+    root = tmp_path / "s"
+    # 40 items a file: full files the checkpoint covers (kept at restart) and a newest one the broker deletes
+    with StoreWriter(str(root), commitlog_file_size=1 << 16, index_slots=16, index_max=40, abort=True) as w:
+        res = [w.append(spec(i, topic="OrderTopic")) for i in range(60)]
+    victim = res[5]
+    with open(root / "commitlog" / f"{0:020d}", "r+b") as f:
+        f.seek(victim.physical_offset + 8)
+        crc = int.from_bytes(f.read(4), "big")
+        f.seek(victim.physical_offset + 8)
+        f.write(((crc ^ 0x55) & 0x7FFFFFFF).to_bytes(4, "big"))
+
+    def look(i):
+        r = run("index-lookup", root, "--topic", "OrderTopic", "--key", f"m-key-{i}", "--format", "json")
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    before = look(2)
+    assert before["recovery_truncate_offset"] == victim.physical_offset
+    assert [h["fate"] for h in before["hits"]] == ["survives"]
+    after = look(12)
+    assert [h["physical_offset"] for h in after["hits"]] == [res[12].physical_offset]
+    assert after["hits"][0]["verified"] is True and after["hits"][0]["fate"] == "beyond_truncation"
+    assert after["hits"][0]["from_dropped_index_file"] is False  # the old mark misses it
+    newest = look(58)["hits"][0]
+    assert newest["from_dropped_index_file"] is True and newest["fate"] == "beyond_truncation"

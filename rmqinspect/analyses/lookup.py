@@ -197,6 +197,17 @@ class Hit:
     from_dropped_file: bool = False
     problem: str = ""
     message: object = None  # store.message.Message
+    # at or past where the broker's recovery truncates the commit log: gone once it restarts on this directory
+    beyond_truncation: bool = False
+
+    @property
+    def fate(self) -> str:
+        """What becomes of this hit once the broker has recovered this directory."""
+        if self.beyond_truncation:
+            return "beyond_truncation"
+        if self.from_dropped_file:
+            return "from_dropped_index_file"
+        return "survives"
 
 
 @dataclass
@@ -270,6 +281,29 @@ def query_message(svc: IndexService, commitlog, topic: str, key: str, max_num: i
         if rnd + 1 < QUERY_MESSAGE_ROUNDS:
             out.notes.append(f"round {rnd + 1} returned nothing readable; retrying with end = {last_query_time}")
     return out
+
+
+def recovery_truncate_offset(store) -> int:
+    """Where the broker's recovery of this directory truncates the commit log (analyses.recovery, with the
+    broker.conf in effect for checkCRCOnRecover / messageIndexSafe): records at or past it are gone after a
+    restart, whatever the index files on disk still say."""
+    from ..store.broker_conf import configured
+    from .recovery import RecoveryOptions, plan_recovery
+
+    crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
+    plan = plan_recovery(store, RecoveryOptions(check_crc=crc.value if crc else True,
+                                                index_safe=safe.value if safe else False, with_salvage=False,
+                                                keep_redispatch=False, model_start=False))
+    return plan.truncate_offset
+
+
+def mark_fates(result: QueryMessageResult, truncate_offset: int | None) -> None:
+    """Each hit's fate after restart: beyond the recovery's truncation, from an index file the broker
+    deletes, or surviving."""
+    if truncate_offset is None:
+        return
+    for h in result.hits:
+        h.beyond_truncation = h.physical_offset >= truncate_offset
 
 
 # --- message ids ------------------------------------------------------------------------------------------

@@ -17,14 +17,16 @@ from ..analyses.lookup import (
     decode_msg_id,
     explain_missing,
     find_msg_id,
+    mark_fates,
     query_message,
+    recovery_truncate_offset,
 )
 from ..store import Store
-from ..store.errors import EXIT_NOT_FOUND
+from ..store.errors import EXIT_NOT_FOUND, RmqInspectError
 from ._params import TIME, conf_setting, store_argument
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, print_kv, warn
 
-HIT_COLUMNS = ("physical_offset", "verified", "topic", "keys", "uniq_key", "store_time", "index_file", "note")
+HIT_COLUMNS = ("physical_offset", "verified", "fate", "topic", "keys", "uniq_key", "store_time", "index_file", "note")
 
 
 def _index_options(fn):
@@ -43,6 +45,14 @@ def _max_batch(flag) -> int:
     return conf_setting(flag, "maxMsgsNumBatch", default=DEFAULT_MAX_MSGS_NUM_BATCH).value
 
 
+def _truncate_offset(st: Store) -> int | None:
+    try:
+        return recovery_truncate_offset(st)
+    except RmqInspectError as e:  # the fate is then unknown, the hits are still listed
+        warn(f"recovery not modelled ({e}): hits carry no fate after restart")
+        return None
+
+
 def _service(st: Store, index_dir, slots, max_items) -> IndexService:
     svc = IndexService.for_store(st, os.path.abspath(index_dir) if index_dir else None, slots, max_items)
     for info in svc.infos:
@@ -59,9 +69,12 @@ def _hit_row(h, dropped_note: bool) -> dict:
         notes.append("hash collision: the record does not carry this key in this topic")
     if h.from_dropped_file and dropped_note:
         notes.append("from an index file the broker deletes on this abnormal restart (FORMATS §5.6)")
+    if h.beyond_truncation:
+        notes.append("at or past the recovery's truncation offset: gone after the broker restarts")
     return {"physical_offset": h.physical_offset, "verified": h.has_key, "topic": h.topic, "keys": h.keys,
             "uniq_key": h.uniq_key, "store_timestamp": h.store_timestamp, "store_time": ms_to_iso(h.store_timestamp),
-            "index_file": h.index_file, "from_dropped_index_file": h.from_dropped_file, "note": "; ".join(notes)}
+            "index_file": h.index_file, "from_dropped_index_file": h.from_dropped_file,
+            "beyond_truncation": h.beyond_truncation, "fate": h.fate, "note": "; ".join(notes)}
 
 
 def _walk_rows(q):
@@ -111,6 +124,11 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                           fmt=fmt)
     svc = _service(st, index_dir, index_slots, index_max)
     q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, _max_batch(max_batch), explain=explain)
+    truncate_offset = _truncate_offset(st) if q.hits else None
+    mark_fates(q, truncate_offset)
+    if any(h.beyond_truncation for h in q.hits):
+        warn(f"hits marked beyond_truncation lie at or past {truncate_offset}, where the broker's recovery of this "
+             "directory truncates the commit log: it will not return them after a restart")
     shown = [h for h in q.hits if h.has_key or keep_collisions or explain]
     if svc.abort_present and any(h.from_dropped_file for h in q.hits):
         warn("abort file present: hits marked from_dropped_index_file come from an index file the broker deletes "
@@ -118,7 +136,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
     if fmt == "json":
         doc = {"query": {"topic": topic, "key": key, "max_num": q.max_num, "begin": begin, "end": end,
                          "key_string": q.key_string, "key_hash": q.key_hash},
-               "phy_offsets": q.phy_offsets, "raw": q.raw,
+               "phy_offsets": q.phy_offsets, "raw": q.raw, "recovery_truncate_offset": truncate_offset,
                "verified_offsets": [h.physical_offset for h in q.verified],
                "collisions": [h.physical_offset for h in q.collisions],
                "index_last_update_timestamp": q.index_last_update_timestamp,
