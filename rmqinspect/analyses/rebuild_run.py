@@ -23,8 +23,8 @@ from ..sinks.consumequeue import ConsumeQueueSet, round_cq_file_size
 from ..sinks.indexfile import IndexFileSet
 from ..sinks.rocksdb_cq import file_cq_to_rocksdb
 from ..store import Store
-from ..store.consumequeue import list_queues
 from ..store.broker_conf import BrokerConfigError, Setting, configured, setting
+from ..store.consumequeue import list_queues
 from ..store.indexfile import INDEX_GEOMETRY_SETTLE, IndexGeometry, prove_geometry_of
 from ..store.layout import ensure_new_directory, ensure_output_outside, is_offset_file_name
 from ..store.version import BrokerVersion

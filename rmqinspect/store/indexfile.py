@@ -23,7 +23,6 @@ from ..formats.indexfile import (
     INDEX_ITEM,
     INDEX_ITEM_DTYPE,
     INDEX_ITEM_SIZE,
-    INDEX_ITEM_TABLE,
     index_file_size,
     slot_position,
 )
