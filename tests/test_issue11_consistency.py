@@ -98,3 +98,18 @@ def test_index_lookup_marks_hits_beyond_the_recovery_truncation(tmp_path):
     assert after["hits"][0]["from_dropped_index_file"] is False  # the old mark misses it
     newest = look(58)["hits"][0]
     assert newest["from_dropped_index_file"] is True and newest["fate"] == "beyond_truncation"
+
+
+@pytest.mark.parametrize("scenario", ["rocketmq-all-4.9.8/crash-torn-tail", "rocketmq-all-5.3.3/crash-torn-tail"])
+def test_recover_headline_numbers_are_sums_of_their_details(scenario):
+    sc = require_oracle(scenario)
+    r = run("recover", sc / "store", "--dry-run", "--format", "json")
+    doc = json.loads(r.stdout)
+    t, queues, lost = doc["totals"], doc["consume_queues"], doc["messages_lost"]
+    assert t["cq_entries_cut"] == sum(q["entries_cut"] for q in queues) > 0
+    assert t["cq_entries_redispatched"] == sum(q["redispatched"] for q in queues)
+    assert t["records_past_truncation"] == lost["count"] == (t["records_past_truncation_intact"]
+                                                            + t["records_past_truncation_damaged"])
+    table = run("recover", sc / "store", "--dry-run").stdout
+    assert f"cq entries cut              {t['cq_entries_cut']} (sum of" in table
+    assert "records dispatched again" in table and "records re-dispatched" not in table

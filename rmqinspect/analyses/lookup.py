@@ -199,14 +199,18 @@ class Hit:
     message: object = None  # store.message.Message
     # at or past where the broker's recovery truncates the commit log: gone once it restarts on this directory
     beyond_truncation: bool = False
+    # dispatched again by the recovery (abnormal recovery re-dispatches every record it walks): re-indexed
+    redispatched: bool = False
 
     @property
     def fate(self) -> str:
-        """What becomes of this hit once the broker has recovered this directory."""
+        """What becomes of this hit once the broker has recovered this directory: ``survives``,
+        ``beyond_truncation`` (its record is cut), ``redispatched`` (its index file is deleted but the
+        recovery indexes the record again) or ``from_dropped_index_file`` (deleted and not re-indexed)."""
         if self.beyond_truncation:
             return "beyond_truncation"
         if self.from_dropped_file:
-            return "from_dropped_index_file"
+            return "redispatched" if self.redispatched else "from_dropped_index_file"
         return "survives"
 
 
@@ -283,7 +287,16 @@ def query_message(svc: IndexService, commitlog, topic: str, key: str, max_num: i
     return out
 
 
-def recovery_truncate_offset(store) -> int:
+@dataclass(frozen=True)
+class RecoveryView:
+    """What a query needs of the recovery: the truncation offset and the range it dispatches again."""
+
+    truncate_offset: int
+    redispatch_first: int | None
+    redispatch_last: int | None
+
+
+def recovery_view(store) -> RecoveryView:
     """Where the broker's recovery of this directory truncates the commit log (analyses.recovery, with the
     broker.conf in effect for checkCRCOnRecover / messageIndexSafe): records at or past it are gone after a
     restart, whatever the index files on disk still say."""
@@ -294,16 +307,17 @@ def recovery_truncate_offset(store) -> int:
     plan = plan_recovery(store, RecoveryOptions(check_crc=crc.value if crc else True,
                                                 index_safe=safe.value if safe else False, with_salvage=False,
                                                 keep_redispatch=False, model_start=False))
-    return plan.truncate_offset
+    return RecoveryView(plan.truncate_offset, plan.redispatch_first, plan.redispatch_last)
 
 
-def mark_fates(result: QueryMessageResult, truncate_offset: int | None) -> None:
-    """Each hit's fate after restart: beyond the recovery's truncation, from an index file the broker
-    deletes, or surviving."""
-    if truncate_offset is None:
+def mark_fates(result: QueryMessageResult, view: RecoveryView | None) -> None:
+    """Each hit's fate after restart (``Hit.fate``)."""
+    if view is None:
         return
+    lo, hi = view.redispatch_first, view.redispatch_last
     for h in result.hits:
-        h.beyond_truncation = h.physical_offset >= truncate_offset
+        h.beyond_truncation = h.physical_offset >= view.truncate_offset
+        h.redispatched = lo is not None and hi is not None and lo <= h.physical_offset <= hi
 
 
 # --- message ids ------------------------------------------------------------------------------------------

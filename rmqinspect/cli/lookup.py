@@ -19,7 +19,7 @@ from ..analyses.lookup import (
     find_msg_id,
     mark_fates,
     query_message,
-    recovery_truncate_offset,
+    recovery_view,
 )
 from ..store import Store
 from ..store.errors import EXIT_NOT_FOUND, RmqInspectError
@@ -45,9 +45,9 @@ def _max_batch(flag) -> int:
     return conf_setting(flag, "maxMsgsNumBatch", default=DEFAULT_MAX_MSGS_NUM_BATCH).value
 
 
-def _truncate_offset(st: Store) -> int | None:
+def _recovery_view(st: Store):
     try:
-        return recovery_truncate_offset(st)
+        return recovery_view(st)
     except RmqInspectError as e:  # the fate is then unknown, the hits are still listed
         warn(f"recovery not modelled ({e}): hits carry no fate after restart")
         return None
@@ -124,8 +124,9 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                           fmt=fmt)
     svc = _service(st, index_dir, index_slots, index_max)
     q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, _max_batch(max_batch), explain=explain)
-    truncate_offset = _truncate_offset(st) if q.hits else None
-    mark_fates(q, truncate_offset)
+    view = _recovery_view(st) if q.hits else None
+    mark_fates(q, view)
+    truncate_offset = view.truncate_offset if view else None
     if any(h.beyond_truncation for h in q.hits):
         warn(f"hits marked beyond_truncation lie at or past {truncate_offset}, where the broker's recovery of this "
              "directory truncates the commit log: it will not return them after a restart")
