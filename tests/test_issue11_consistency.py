@@ -113,3 +113,24 @@ def test_recover_headline_numbers_are_sums_of_their_details(scenario):
     table = run("recover", sc / "store", "--dry-run").stdout
     assert f"cq entries cut              {t['cq_entries_cut']} (sum of" in table
     assert "records dispatched again" in table and "records re-dispatched" not in table
+
+
+def test_index_lookup_as_recovered_drops_what_the_broker_will_not_return(tmp_path):
+    from rmqinspect.writer.store import StoreWriter
+    from support.msgstores import spec
+
+    root = tmp_path / "s"
+    with StoreWriter(str(root), commitlog_file_size=1 << 16, index_slots=16, index_max=40, abort=True) as w:
+        res = [w.append(spec(i, topic="OrderTopic")) for i in range(60)]
+    with open(root / "commitlog" / f"{0:020d}", "r+b") as f:
+        f.seek(res[5].physical_offset + 8)
+        crc = int.from_bytes(f.read(4), "big")
+        f.seek(res[5].physical_offset + 8)
+        f.write(((crc ^ 0x55) & 0x7FFFFFFF).to_bytes(4, "big"))
+    base = ["index-lookup", root, "--topic", "OrderTopic", "--format", "json"]
+    on_disk = json.loads(run(*base, "--key", "m-key-12").stdout)
+    assert on_disk["verified_offsets"] == [res[12].physical_offset]
+    r = run(*base, "--key", "m-key-12", "--as-recovered")
+    assert r.exit_code == 3 and json.loads(r.stdout)["phy_offsets"] == []
+    kept = json.loads(run(*base, "--key", "m-key-2", "--as-recovered").stdout)
+    assert kept["verified_offsets"] == [res[2].physical_offset]

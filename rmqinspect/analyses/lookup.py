@@ -320,6 +320,21 @@ def mark_fates(result: QueryMessageResult, view: RecoveryView | None) -> None:
         h.redispatched = lo is not None and hi is not None and lo <= h.physical_offset <= hi
 
 
+FATES_AFTER_RESTART = ("survives", "redispatched")
+
+
+def restore_as_recovered(result: QueryMessageResult) -> None:
+    """Keep only what the broker returns after recovering the directory: hits that survive or that the
+    recovery re-indexes (``mark_fates`` first)."""
+    gone = {h.physical_offset for h in result.hits if h.fate not in FATES_AFTER_RESTART}
+    if not gone:
+        return
+    result.hits = [h for h in result.hits if h.physical_offset not in gone]
+    result.phy_offsets = [o for o in result.phy_offsets if o not in gone]
+    result.notes.append(f"as recovered: {len(gone)} hit(s) dropped (beyond the truncation offset or from a "
+                        "deleted index file and not re-dispatched)")
+
+
 # --- message ids ------------------------------------------------------------------------------------------
 
 @dataclass

@@ -20,6 +20,7 @@ from ..analyses.lookup import (
     mark_fates,
     query_message,
     recovery_view,
+    restore_as_recovered,
 )
 from ..store import Store
 from ..store.errors import EXIT_NOT_FOUND, RmqInspectError
@@ -102,12 +103,15 @@ def _walk_rows(q):
 @click.option("--tiered", is_flag=True,
               help="Search the 5.x tiered-store index (tiered_index_file/, unsealed or compacted) instead of index/ "
                    "(automatic when the store has only a tiered index).")
+@click.option("--as-recovered", is_flag=True,
+              help="The broker's answer once it has recovered this directory: only hits whose fate after restart is "
+                   "survives or redispatched (the recovery modelled in memory; nothing is written).")
 @_index_options
 @format_option
 @click.pass_context
 @handle_errors
-def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_collisions, tiered, index_dir, index_slots,
-                 index_max, max_batch, fmt):
+def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_collisions, tiered, as_recovered,
+                 index_dir, index_slots, index_max, max_batch, fmt):
     """DefaultMessageStore.queryMessage over the IndexFiles (what `mqadmin queryMsgByKey` gets), then the client
     step: each hit is re-read and hash collisions are dropped.
 
@@ -127,6 +131,8 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
     view = _recovery_view(st) if q.hits else None
     mark_fates(q, view)
     truncate_offset = view.truncate_offset if view else None
+    if as_recovered:
+        restore_as_recovered(q)
     if any(h.beyond_truncation for h in q.hits):
         warn(f"hits marked beyond_truncation lie at or past {truncate_offset}, where the broker's recovery of this "
              "directory truncates the commit log: it will not return them after a restart")
