@@ -156,10 +156,13 @@ def test_prev_index_cycle_terminates(tmp_path):
     p = b.items[head]["prev_index"]
     assert p > 0
     patch(path, item_position(SLOTS, p) + 16, head.to_bytes(4, "big"))
-    _, q = lookup(tmp_path, "k1")
+    # a forward prevIndex breaks the geometry proof: without the flag the file is not read (said, naming it)
+    r = run_cli(tmp_path, "k1")
+    assert r.exit_code == 3 and "--index-slots" in r.output and "maxHashSlotNum" in r.output
+    _, q = lookup(tmp_path, "k1", slots=SLOTS)
     stops = [w.lookup.stopped for w in q.rounds[0].walks]
     assert any("cycle" in s for s in stops)
-    r = run_cli(tmp_path, "k1")
+    r = run_cli(tmp_path, "k1", "--index-slots", str(SLOTS))
     assert r.exit_code == 0 and "cycle" in r.stdout
 
 
@@ -180,13 +183,13 @@ def test_prev_index_beyond_index_count_and_negative_time_diff(tmp_path):
     kh = index_key_hash(build_index_key(TOPIC, "k1"))
     head = b.slot[kh % SLOTS]
     patch(path, item_position(SLOTS, head) + 16, (10_000).to_bytes(4, "big"))
-    r = run_cli(tmp_path, "k1")
+    r = run_cli(tmp_path, "k1", "--index-slots", str(SLOTS))
     assert "prevIndex 10000 out of range" in r.stdout
-    doc = json.loads(run_cli(tmp_path, "k1", "--format", "json").stdout)
+    doc = json.loads(run_cli(tmp_path, "k1", "--index-slots", str(SLOTS), "--format", "json").stdout)
     # the chain is cut after the head: only what the head itself matched survives
     assert doc["raw"] == ([b.items[head]["phy_offset"]] if b.items[head]["key_hash"] == kh else [])
     patch(path, item_position(SLOTS, head) + 12, (-7).to_bytes(4, "big", signed=True))
-    r = run_cli(tmp_path, "k1")
+    r = run_cli(tmp_path, "k1", "--index-slots", str(SLOTS))
     assert r.exit_code == 3 and "negative timeDiff" in r.stdout
 
 
@@ -199,7 +202,7 @@ def test_truncated_index_file(tmp_path):
     # cut inside the head item: geometry cannot be inferred without --index-slots, with it the walk stops cleanly
     path.write_bytes(data[:item_position(SLOTS, head) + 10])
     r = run_cli(tmp_path, "k1")
-    assert r.exit_code == 3 and "cannot infer the index geometry" in r.output
+    assert r.exit_code == 3 and "fits no geometry" in r.output and "--index-slots" in r.output
     r = run_cli(tmp_path, "k1", "--index-slots", str(SLOTS), "--index-max", str(MAX_ITEMS))
     assert r.exit_code == 3 and "truncated" in r.output
     # shorter than the header

@@ -18,7 +18,7 @@ from ..formats.javahash import build_index_key, index_key_hash
 from ..formats.msgid import decode_offset_msg_id, decode_uniq_key
 from ..store.consumequeue import list_queues
 from ..store.errors import CorruptDataError, RmqInspectError
-from ..store.indexfile import FileLookup, IndexFile
+from ..store.indexfile import FileLookup, IndexFile, IndexGeometryError, prove_geometry_of
 from .dispatch import goes_to_index, index_keys
 
 JAVA_LONG_MAX = (1 << 63) - 1
@@ -41,7 +41,8 @@ class IndexFileInfo:
     max_items: int = 0
     size: int = 0
     truncated: bool = False
-    geometry: str = ""
+    # {value, source: flag|config|inferred|ambiguous, candidates, detail} (store.indexfile.IndexGeometry)
+    geometry: dict = field(default_factory=dict)
     # IndexService.load(lastExitOK=false): endTimestamp > checkpoint.indexMsgTimestamp -> destroyed at restart
     dropped_on_abnormal_restart: bool = False
     error: str = ""
@@ -65,6 +66,12 @@ class IndexService:
             info = IndexFileInfo(name, path, size=os.path.getsize(path))
             try:
                 f = IndexFile(path, slots, max_items)
+            except IndexGeometryError as e:
+                # not read rather than read wrongly: the error names the flag / broker.conf key that settles it
+                info.error = str(e)
+                info.geometry = prove_geometry_of(path).to_dict()
+                self.infos.append(info)
+                continue
             except RmqInspectError as e:
                 info.error = str(e)
                 self.infos.append(info)
@@ -74,7 +81,7 @@ class IndexService:
             info.begin_phy_offset, info.end_phy_offset = h.begin_phy_offset, h.end_phy_offset
             info.hash_slot_count, info.index_count = h.hash_slot_count, h.index_count
             info.slots, info.max_items, info.truncated = f.slots, f.max_items, f.truncated
-            info.geometry = f.geometry_note or "given"
+            info.geometry = f.geometry.to_dict()
             if index_msg_timestamp is not None:
                 info.dropped_on_abnormal_restart = h.end_timestamp > index_msg_timestamp
             if f.truncated:
@@ -92,6 +99,23 @@ class IndexService:
             cp = None
         return cls(index_dir or store.layout.index_dir, slots, max_items,
                    cp.index_msg_timestamp if cp else None, store.abort_present)
+
+    def geometry(self) -> dict:
+        """The index geometry in one answer: the files' common {value, source, candidates, detail}, or
+        ``source="mixed"`` with the distinct ones when files disagree (a broker restarted with a new config)."""
+        distinct: list[dict] = []
+        for i in self.infos:
+            if i.geometry and i.geometry not in distinct:
+                distinct.append(i.geometry)
+        if len(distinct) == 1:
+            return distinct[0]
+        if not distinct:
+            return {"value": None, "source": "none", "candidates": [], "detail": "no index file"}
+        if any(d["source"] == "ambiguous" for d in distinct):
+            amb = next(d for d in distinct if d["source"] == "ambiguous")
+            return {**amb, "per_file": distinct}
+        return {"value": None, "source": "mixed", "candidates": [d["value"] for d in distinct],
+                "detail": "index files of different geometries", "per_file": distinct}
 
     def info_for(self, name: str) -> IndexFileInfo | None:
         for i in self.infos:
@@ -173,6 +197,21 @@ class Hit:
     from_dropped_file: bool = False
     problem: str = ""
     message: object = None  # store.message.Message
+    # at or past where the broker's recovery truncates the commit log: gone once it restarts on this directory
+    beyond_truncation: bool = False
+    # dispatched again by the recovery (abnormal recovery re-dispatches every record it walks): re-indexed
+    redispatched: bool = False
+
+    @property
+    def fate(self) -> str:
+        """What becomes of this hit once the broker has recovered this directory: ``survives``,
+        ``beyond_truncation`` (its record is cut), ``redispatched`` (its index file is deleted but the
+        recovery indexes the record again) or ``from_dropped_index_file`` (deleted and not re-indexed)."""
+        if self.beyond_truncation:
+            return "beyond_truncation"
+        if self.from_dropped_file:
+            return "redispatched" if self.redispatched else "from_dropped_index_file"
+        return "survives"
 
 
 @dataclass
@@ -246,6 +285,54 @@ def query_message(svc: IndexService, commitlog, topic: str, key: str, max_num: i
         if rnd + 1 < QUERY_MESSAGE_ROUNDS:
             out.notes.append(f"round {rnd + 1} returned nothing readable; retrying with end = {last_query_time}")
     return out
+
+
+@dataclass(frozen=True)
+class RecoveryView:
+    """What a query needs of the recovery: the truncation offset and the range it dispatches again."""
+
+    truncate_offset: int
+    redispatch_first: int | None
+    redispatch_last: int | None
+
+
+def recovery_view(store) -> RecoveryView:
+    """Where the broker's recovery of this directory truncates the commit log (analyses.recovery, with the
+    broker.conf in effect for checkCRCOnRecover / messageIndexSafe): records at or past it are gone after a
+    restart, whatever the index files on disk still say."""
+    from ..store.broker_conf import configured
+    from .recovery import RecoveryOptions, plan_recovery
+
+    crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
+    plan = plan_recovery(store, RecoveryOptions(check_crc=crc.value if crc else True,
+                                                index_safe=safe.value if safe else False, with_salvage=False,
+                                                keep_redispatch=False, model_start=False))
+    return RecoveryView(plan.truncate_offset, plan.redispatch_first, plan.redispatch_last)
+
+
+def mark_fates(result: QueryMessageResult, view: RecoveryView | None) -> None:
+    """Each hit's fate after restart (``Hit.fate``)."""
+    if view is None:
+        return
+    lo, hi = view.redispatch_first, view.redispatch_last
+    for h in result.hits:
+        h.beyond_truncation = h.physical_offset >= view.truncate_offset
+        h.redispatched = lo is not None and hi is not None and lo <= h.physical_offset <= hi
+
+
+FATES_AFTER_RESTART = ("survives", "redispatched")
+
+
+def restore_as_recovered(result: QueryMessageResult) -> None:
+    """Keep only what the broker returns after recovering the directory: hits that survive or that the
+    recovery re-indexes (``mark_fates`` first)."""
+    gone = {h.physical_offset for h in result.hits if h.fate not in FATES_AFTER_RESTART}
+    if not gone:
+        return
+    result.hits = [h for h in result.hits if h.physical_offset not in gone]
+    result.phy_offsets = [o for o in result.phy_offsets if o not in gone]
+    result.notes.append(f"as recovered: {len(gone)} hit(s) dropped (beyond the truncation offset or from a "
+                        "deleted index file and not re-dispatched)")
 
 
 # --- message ids ------------------------------------------------------------------------------------------

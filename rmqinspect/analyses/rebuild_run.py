@@ -23,15 +23,17 @@ from ..sinks.consumequeue import ConsumeQueueSet, round_cq_file_size
 from ..sinks.indexfile import IndexFileSet
 from ..sinks.rocksdb_cq import file_cq_to_rocksdb
 from ..store import Store
+from ..store.broker_conf import BrokerConfigError, Setting, configured, setting
 from ..store.consumequeue import list_queues
-from ..store.indexfile import IndexFile
+from ..store.indexfile import INDEX_GEOMETRY_SETTLE, IndexGeometry, prove_geometry_of
 from ..store.layout import ensure_new_directory, ensure_output_outside, is_offset_file_name
 from ..store.version import BrokerVersion
 from .compare.rebuild_vs_store import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
-from .dispatch import DEFAULT_DELAY_TABLE
+from .dispatch import DEFAULT_DELAY_TABLE, DelayTable
 from .rebuild import RebuildOptions, RebuildReport, dispatch_commitlog
 
 MANIFEST = "rebuild.json"
+CQ_SIZE_SETTLE = "--cq-file-size (or mappedFileSizeConsumeQueue in --broker-config)"
 INDEX_FILE_NAMING = ("beginTimestamp of each file (UTC yyyyMMddHHmmssSSS), +1 ms when needed to keep names "
                      "strictly increasing; the broker used wall-clock time")
 ROCKSDB_STORE_NOTE = ("the store keeps its consume queues in RocksDB (5.x storeType=defaultRocksDB): there are no "
@@ -51,55 +53,115 @@ class RebuildGeometry:
     index_slots: int
     index_max: int
     source: dict[str, str] = field(default_factory=dict)
+    # per value: {value, source: flag|config|inferred|ambiguous|default, candidates, detail}
+    settings: dict[str, dict] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("settings")
+        return d
+
+    def uncertain(self) -> list[str]:
+        """One line per value that is neither given nor proven (ambiguous or the broker's default)."""
+        return [f"{k}: {v['source']}: {v.get('detail', '')}" for k, v in self.settings.items()
+                if v.get("source") in ("ambiguous", "default")]
+
+
+def _cq_file_size_setting(store: Store) -> Setting:
+    """mappedFileSizeConsumeQueue as the store's consume-queue files prove it: every file is created at the
+    configured size and named by its first logical byte offset, so a queue's names step by that size. One
+    size shared by every file (and every name step) is proven; files that disagree are ambiguous."""
+    sizes: collections.Counter = collections.Counter()
+    steps: collections.Counter = collections.Counter()
+    for q in list_queues(store.layout.consumequeue_dir):
+        names = sorted(n for n in os.listdir(q.path) if is_offset_file_name(n))
+        for n in names:
+            sizes[os.path.getsize(os.path.join(q.path, n))] += 1
+        for a, b in zip(names, names[1:]):
+            steps[int(b) - int(a)] += 1
+    if not sizes:
+        return Setting(DEFAULT_CQ_FILE_SIZE, "default", "no consume-queue file to infer it from; "
+                       f"{CQ_SIZE_SETTLE} settles it")
+    cands = sorted(set(sizes) | set(steps))
+    if len(cands) == 1:
+        return Setting(cands[0], "inferred", f"every consume-queue file is {cands[0]} bytes"
+                       + (" and names step by it" if steps else ""), tuple(cands))
+    # a file cut short by a copy, or a broker restarted with a new size: the name steps are the stronger evidence
+    if len(steps) == 1:
+        step = next(iter(steps))
+        return Setting(step, "inferred", f"file names step by {step} (lengths {dict(sizes)})", tuple(cands))
+    return Setting(sizes.most_common(1)[0][0], "ambiguous",
+                   f"consume-queue files disagree (lengths {dict(sizes)}, name steps {dict(steps)}); "
+                   f"{CQ_SIZE_SETTLE} settles it", tuple(cands))
+
+
+def _index_geometry_setting(store: Store) -> IndexGeometry:
+    """The geometry proven by the store's first non-empty index file that proves one (store.indexfile)."""
+    idir = store.layout.index_dir
+    names = sorted(n for n in os.listdir(idir) if os.path.isfile(os.path.join(idir, n))) \
+        if os.path.isdir(idir) else []
+    amb: IndexGeometry | None = None
+    for n in names:
+        g = prove_geometry_of(os.path.join(idir, n))
+        if g.source == "inferred" and "empty index file" not in g.detail:
+            return g
+        if g.source == "ambiguous" and amb is None:
+            amb = g
+    if amb is not None:
+        return amb
+    return IndexGeometry(None, None, "default", (), "no index file proves a geometry; "
+                         f"{INDEX_GEOMETRY_SETTLE} settles it")
+
+
+def configured_delay_table() -> DelayTable:
+    """messageDelayLevel of the broker.conf in effect (the delivery time of a delay-level message's tagsCode),
+    else the broker's default table."""
+    c = configured("messageDelayLevel")
+    if c is None:
+        return DEFAULT_DELAY_TABLE
+    try:
+        return DelayTable.parse(c.value)
+    except Exception as e:  # the parser's own message, as a usage error naming the line
+        raise BrokerConfigError(f"messageDelayLevel={c.value!r}: {e}", c.detail) from None
 
 
 def store_geometry(store: Store, cq_file_size: int | None = None, index_slots: int | None = None,
                    index_max: int | None = None) -> RebuildGeometry:
-    """Explicit values, else what the store's existing files show, else RocketMQ's defaults."""
+    """Each value from its flag, else the broker.conf in effect (--broker-config), else what the store's own
+    files prove, else RocketMQ's default (said in ``settings`` and in the warnings of the command)."""
     src = {}
-    if cq_file_size is None:
-        sizes: collections.Counter = collections.Counter()
-        for q in list_queues(store.layout.consumequeue_dir)[:256]:
-            for n in os.listdir(q.path):
-                if is_offset_file_name(n):
-                    sizes[os.path.getsize(os.path.join(q.path, n))] += 1
-        if sizes:
-            cq_file_size = sizes.most_common(1)[0][0]
-            src["cq_file_size"] = "store's consume queue files"
-        else:
-            cq_file_size = DEFAULT_CQ_FILE_SIZE
-            src["cq_file_size"] = "RocketMQ default"
-    else:
-        src["cq_file_size"] = "option"
-    if index_slots is None or index_max is None:
-        idir = store.layout.index_dir
-        names = sorted(n for n in os.listdir(idir) if os.path.isfile(os.path.join(idir, n))) \
-            if os.path.isdir(idir) else []
-        inferred = None
-        for n in names:
-            try:
-                ix = IndexFile(os.path.join(idir, n), slots=index_slots)
-                inferred = (ix.slots, ix.max_items)
-                ix.close()
-                break
-            except Exception:  # a damaged file says nothing about the geometry; try the next one
-                continue
-        if inferred:
-            index_slots = index_slots or inferred[0]
-            index_max = index_max or inferred[1]
-            src["index"] = "store's index files"
-        else:
-            if index_slots is None:
-                index_slots = DEFAULT_INDEX_SLOTS if index_max is None else max(index_max // 4, 1)
-            if index_max is None:
-                index_max = DEFAULT_INDEX_MAX if index_slots == DEFAULT_INDEX_SLOTS else index_slots * 4
-            src["index"] = "RocketMQ default"
-    else:
+    settings: dict[str, dict] = {}
+    cq = setting(cq_file_size, "mappedFileSizeConsumeQueue", _cq_file_size_setting(store) if cq_file_size is None
+                 and configured("mappedFileSizeConsumeQueue") is None else None, DEFAULT_CQ_FILE_SIZE)
+    cq_file_size = cq.value
+    src["cq_file_size"] = {"flag": "option", "config": "broker.conf", "inferred": "store's consume queue files",
+                           "ambiguous": "store's consume queue files (ambiguous)"}.get(cq.source, "RocketMQ default")
+    settings["cq_file_size"] = cq.to_dict()
+    if index_slots is not None and index_max is not None:
         src["index"] = "option"
-    return RebuildGeometry(round_cq_file_size(cq_file_size), index_slots, index_max, src)
+        settings["index"] = IndexGeometry(index_slots, index_max, "flag").to_dict()
+    else:
+        cs, cm = configured("maxHashSlotNum"), configured("maxIndexNum")
+        if index_slots is None and index_max is None and (cs is not None or cm is not None):
+            index_slots = cs.value if cs is not None else DEFAULT_INDEX_SLOTS
+            index_max = cm.value if cm is not None else DEFAULT_INDEX_MAX
+            src["index"] = "broker.conf"
+            settings["index"] = IndexGeometry(index_slots, index_max, "config", (),
+                                              "; ".join(c.detail for c in (cs, cm) if c is not None)).to_dict()
+        else:
+            g = _index_geometry_setting(store)
+            settings["index"] = g.to_dict()
+            if g.source == "inferred" and (index_slots is None or index_slots == g.slots):
+                index_slots = g.slots
+                index_max = index_max or g.max_items
+                src["index"] = "store's index files"
+            else:
+                if index_slots is None:
+                    index_slots = DEFAULT_INDEX_SLOTS if index_max is None else max(index_max // 4, 1)
+                if index_max is None:
+                    index_max = DEFAULT_INDEX_MAX if index_slots == DEFAULT_INDEX_SLOTS else index_slots * 4
+                src["index"] = "RocketMQ default" if g.source != "ambiguous" else "RocketMQ default (ambiguous)"
+    return RebuildGeometry(round_cq_file_size(cq_file_size), index_slots, index_max, src, settings)
 
 
 @dataclass
@@ -128,6 +190,7 @@ class RebuildRun:
 
     def to_dict(self) -> dict:
         d = {"store": self.store, "out": self.out, "dry_run": self.dry_run, "geometry": self.geometry.to_dict(),
+             "geometry_settings": self.geometry.settings,
              "broker_version": self.broker_version, **self.report.to_dict(), "queues": self.queues,
              "index_files": list(self.index_files), "cq_format": self.cq_format}
         if self.rocksdb is not None:
@@ -168,7 +231,8 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
     if not dry_run and not out:
         raise ValueError("rebuild needs an output directory, or dry_run")
     geo = store_geometry(store, cq_file_size, index_slots, index_max)
-    opts = RebuildOptions(build_cq=build_cq, build_index=build_index, from_offset=from_offset, to_offset=to_offset)
+    opts = RebuildOptions(build_cq=build_cq, build_index=build_index, from_offset=from_offset, to_offset=to_offset,
+                          delay_table=configured_delay_table())
     version = broker_version or BrokerVersion.parse("4.9")
     every = version.index_counts_every_put
     cl = store.commitlog

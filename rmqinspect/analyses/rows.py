@@ -128,7 +128,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("properties", "map<string,string>", "all properties"),
     Column("body_size", "int32", "BODYLEN (stored, possibly compressed)"),
     Column("body_crc", "int64", "BODYCRC"),
-    Column("crc_ok", "bool", "body CRC check (null for an empty body)"),
+    Column("crc_ok", "bool", "body CRC check (an empty body: stored CRC 0)"),
     Column("record_crc32", "int64", "zlib crc32 of the whole record (replica comparison)"),
     Column("problems", "list<string>", "decode problems (bad __CRC32#, malformed properties, CRC mismatch)"),
     Column(BODY, "binary", "stored body bytes (only with --with-body)"),
@@ -520,6 +520,7 @@ class RowDecoder:
         dates = np.array([_day(d) for d in udays.tolist()], dtype=object)[dinv.reshape(-1)]
         if not valid.all():
             dates[~valid] = "invalid"
+        body_crc = _gather(u8, pos + BODY_CRC_POSITION, 4, ">i4")
         arrays = {
             "source": const(task.source),
             "store_path": const(task.store_path),
@@ -552,8 +553,9 @@ class RowDecoder:
             "offset_msg_id": msgid,
             "properties": pa.MapArray.from_arrays(pa.array(poffs, type=i32), strs(pkeys), strs(pvals)),
             "body_size": pa.array(np.maximum(blen, 0).astype(np.int32), i32),
-            "body_crc": pa.array(_gather(u8, pos + BODY_CRC_POSITION, 4, ">i4"), i64),
-            "crc_ok": pa.array(crc_col == 1, pa.bool_(), mask=crc_col < 0),
+            "body_crc": pa.array(body_crc, i64),
+            # unchecked by the scan = an empty body: crc32 of nothing is 0 (store.commitlog.decode_slot)
+            "crc_ok": pa.array(np.where(crc_col < 0, body_crc == 0, crc_col == 1), pa.bool_()),
             "record_crc32": pa.array(np.array(rcrc, dtype=np.int64), i64),
             "problems": str_list(proffs, probs),
             "store_date": strs(dates),

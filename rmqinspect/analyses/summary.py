@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 
 from ..formats.constants import MESSAGE_MAGIC_CODE_V1, TRANSACTION_MASK, SysFlag, TransactionType
 from ..store import Store
-from ..store.commitlog import BLANK, CRC_MISMATCH, END, HALF, ILLEGAL, Gap, RecordRun, topic_and_properties
+from ..formats.commitlog import body_position
+from ..store.commitlog import RecordRun, topic_and_properties, unpack_header
 from ..store.detect import detect_store
+from .salvage import CRC, HALF_RECORD, TORN_TAIL, Good, walk_batches
 
 
 @dataclass
@@ -60,6 +62,7 @@ class StoreSummary:
     version_hints: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     detection: dict | None = None  # store.detect.StoreDetection.to_dict(): evidence and version guess
+    damage: list[dict] = field(default_factory=list)  # damaged ranges the count resynchronised past
 
 
 def summarize(store: Store, progress: Callable[[int], None] | None = None,
@@ -108,12 +111,15 @@ def summarize(store: Store, progress: Callable[[int], None] | None = None,
         if progress and messages % 4096 == 0:
             progress(end - cl.min_offset)
 
-    for ev in cl.walk(check_crc=True, stop_at_end=False):
-        if type(ev) is Gap:
-            continue
-        fs = files[ev.file.name]
-        buf = ev.file.buffer
+    # The same records decode-commitlog, export and verify see: every structurally sound record, those whose
+    # body CRC fails included (flagged, as the broker would refuse them on recovery), and past any damage the
+    # walk resynchronises on the next valid record (analyses.salvage) instead of giving up the rest of the file.
+    by_name = {f.name: f for f in cl.files}
+    damage: list[dict] = []
+    for ev in walk_batches(cl):
         if type(ev) is RecordRun:
+            fs = files[ev.file.name]
+            buf = ev.file.buffer
             base = ev.base
             r = ev.records
             for pos, size, ts, ver, sf, qid, qoff, tp, tl, pp, pl in zip(
@@ -123,26 +129,42 @@ def summarize(store: Store, progress: Callable[[int], None] | None = None,
                 record(fs, base + pos, size, ts, ver, sf, qid, qoff, bytes(buf[tp:tp + tl]).decode("utf-8", "replace"),
                        bytes(buf[pp:pp + pl]))
             continue
-        kind = ev.kind
-        if kind == CRC_MISMATCH or kind == HALF:
-            fs.damage = fs.damage or f"{kind}: {ev.reason}"
-            fs.damage_at = fs.damage_at if fs.damage_at is not None else ev.offset
-            if kind == CRC_MISMATCH:
-                continue
-            hdr = ev.header
-            topic, props = topic_and_properties(buf, hdr, ev.body_pos)
-            record(fs, ev.offset, ev.size, hdr.store_timestamp, 1 if hdr.magic_code == MESSAGE_MAGIC_CODE_V1 else 2,
-                   hdr.sys_flag, hdr.queue_id, hdr.queue_offset, topic, props)
-        elif kind == BLANK:
+        if type(ev) is Good:  # a blank end-of-file record
+            fs = files[ev.file.name]
             fs.blank_at, fs.blank_size = ev.offset, ev.size
             fs.data_end = ev.offset
-        elif kind == END:
-            fs.zero_tail_at, fs.zero_tail_size = ev.offset, ev.size
+            continue
+        d = ev
+        damage.append(d.to_dict())
+        if d.file is None or d.file not in files:
+            continue
+        fs = files[d.file]
+        if fs.damage is None:
+            fs.damage, fs.damage_at = f"{d.cause or d.kind}: {d.reason}", d.start
+        f = by_name[d.file]
+        if d.kind in (CRC, HALF_RECORD) and d.position is not None:
+            # a record with records after it whose body CRC (or inner lengths) fail: counted, as decode-commitlog
+            # counts it (a torn tail is not: nothing valid follows, decode-commitlog stops before it)
+            try:
+                hdr = unpack_header(f.buffer, d.position)
+                topic, props = topic_and_properties(f.buffer, hdr, d.position + body_position(hdr.sys_flag))
+            except Exception:  # unreadable fields: the range stays damage, nothing counted
+                continue
+            record(fs, d.start, hdr.total_size, hdr.store_timestamp,
+                   1 if hdr.magic_code == MESSAGE_MAGIC_CODE_V1 else 2, hdr.sys_flag, hdr.queue_id,
+                   hdr.queue_offset, topic, props)
+    for fs in files.values():
+        end = fs.start_offset + fs.size
+        if fs.blank_at is None:
+            data_end = fs.data_end if fs.data_end is not None else fs.start_offset
+            if data_end < end and (fs.damage_at is None or fs.damage_at < data_end):
+                fs.zero_tail_at, fs.zero_tail_size = data_end, end - data_end
             if fs.data_end is None:
-                fs.data_end = ev.offset
-        elif kind == ILLEGAL:
-            fs.damage = f"{kind}: {ev.reason}"
-            fs.damage_at = ev.offset
+                fs.data_end = data_end
+    notes = list(cl.notes)
+    for d in damage:
+        notes.append(f"{d['kind']} at {d['start']} .. {d['end']} ({d['file']}): {d['reason']}; "
+                     + ("nothing valid after it" if d["kind"] == TORN_TAIL else "counting resumed at " + str(d["end"])))
     topics: dict[str, dict] = {}
     for q in queues.values():
         t = topics.setdefault(q.topic, {"messages": 0, "bytes": 0, "queues": 0})
@@ -190,5 +212,6 @@ def summarize(store: Store, progress: Callable[[int], None] | None = None,
         abort_present=store.abort_present,
         abort_content=abort_content,
         version_hints=hints,
-        notes=list(cl.notes),
+        notes=notes,
+        damage=damage,
     )

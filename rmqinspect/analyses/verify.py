@@ -33,8 +33,8 @@ from ..store import Store
 from ..store.commitlog import RecordRun
 from ..store.consumequeue import pre_blank_mask
 from ..store.errors import RmqInspectError
-from ..store.indexfile import IndexFile
 from ..store.batch import BatchConsumeQueue, list_batch_queues
+from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
 from ..store.rocksdb_cq import ConsumeQueues
 from .dispatch import goes_to_consume_queue, index_keys
 from .rows import topic_ids
@@ -69,6 +69,8 @@ class VerifyReport:
     counts: dict[str, int] = field(default_factory=dict)  # items checked per check
     notes: list[str] = field(default_factory=list)
     max_errors: int | None = None
+    # per index file: {value, source: flag|config|inferred|ambiguous, candidates, detail}
+    index_geometry: dict[str, dict] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -99,7 +101,7 @@ class VerifyReport:
     def to_dict(self) -> dict:
         return {"store": self.store, "checks": list(self.checks), "ok": self.ok, "problems": len(self.problems),
                 "suppressed": self.suppressed, "checked": self.counts, "summary": self.summary(),
-                "notes": self.notes}
+                "notes": self.notes, "index_geometry": self.index_geometry}
 
 
 class _Records:
@@ -140,7 +142,7 @@ class _Records:
 
 
 def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, accept_v2: bool = True,
-           progress=None) -> VerifyReport:
+           progress=None, index_slots: int | None = None, index_max: int | None = None) -> VerifyReport:
     checks = tuple(c for c in ALL_CHECKS if c in checks)
     rep = VerifyReport(store.root, checks, max_errors=max_errors)
     cl = store.commitlog
@@ -208,7 +210,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     if "cq" in checks:
         _verify_cq(store, rep, recs, data_end, rel)
     if "index" in checks:
-        _verify_index(store, rep, recs, rel)
+        _verify_index(store, rep, recs, rel, index_slots, index_max)
     if "checkpoint" in checks:
         _verify_checkpoint(store, rep, max_ts)
     return rep
@@ -382,7 +384,8 @@ def _verify_batch_queue(bcq: BatchConsumeQueue, store: Store, rep: VerifyReport,
     return checked
 
 
-def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
+def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel, slots: int | None = None,
+                  max_items: int | None = None) -> None:
     idir = store.layout.index_dir
     if not os.path.isdir(idir):
         rep.notes.append("no index/ directory")
@@ -394,10 +397,17 @@ def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
     for name in names:
         path = os.path.join(idir, name)
         try:
-            idx = IndexFile(path)
+            # flag > broker.conf > proof: an unproven geometry is reported, never used (a wrong one would
+            # make every item look dangling)
+            idx = IndexFile(path, slots, max_items)
+        except IndexGeometryError as e:
+            rep.index_geometry[name] = prove_geometry_of(path).to_dict()
+            rep.add(Problem("index", "index_geometry_unknown", 0, 0, rel(path), 0, e.message), merge=False)
+            continue
         except RmqInspectError as e:
             rep.add(Problem("index", "index_unreadable", 0, 0, rel(path), 0, e.message), merge=False)
             continue
+        rep.index_geometry[name] = idx.geometry.to_dict()
         h = idx.header
         items = idx.items()
         base = idx.items_base

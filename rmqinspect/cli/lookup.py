@@ -17,14 +17,17 @@ from ..analyses.lookup import (
     decode_msg_id,
     explain_missing,
     find_msg_id,
+    mark_fates,
     query_message,
+    recovery_view,
+    restore_as_recovered,
 )
 from ..store import Store
-from ..store.errors import EXIT_NOT_FOUND
-from ._params import TIME, store_argument
+from ..store.errors import EXIT_NOT_FOUND, RmqInspectError
+from ._params import TIME, conf_setting, store_argument
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, print_kv, warn
 
-HIT_COLUMNS = ("physical_offset", "verified", "topic", "keys", "uniq_key", "store_time", "index_file", "note")
+HIT_COLUMNS = ("physical_offset", "verified", "fate", "topic", "keys", "uniq_key", "store_time", "index_file", "note")
 
 
 def _index_options(fn):
@@ -33,9 +36,22 @@ def _index_options(fn):
     fn = click.option("--index-slots", type=int, default=None,
                       help="maxHashSlotNum (default: inferred from the file size and slot table).")(fn)
     fn = click.option("--index-max", type=int, default=None, help="maxIndexNum (default: inferred).")(fn)
-    fn = click.option("--max-batch", type=int, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
-                      help="maxMsgsNumBatch of the broker: the cap applied to --max.")(fn)
+    fn = click.option("--max-batch", type=int, default=None,
+                      help=f"maxMsgsNumBatch of the broker: the cap applied to --max (default: --broker-config's, "
+                           f"else {DEFAULT_MAX_MSGS_NUM_BATCH}).")(fn)
     return fn
+
+
+def _max_batch(flag) -> int:
+    return conf_setting(flag, "maxMsgsNumBatch", default=DEFAULT_MAX_MSGS_NUM_BATCH).value
+
+
+def _recovery_view(st: Store):
+    try:
+        return recovery_view(st)
+    except RmqInspectError as e:  # the fate is then unknown, the hits are still listed
+        warn(f"recovery not modelled ({e}): hits carry no fate after restart")
+        return None
 
 
 def _service(st: Store, index_dir, slots, max_items) -> IndexService:
@@ -54,9 +70,12 @@ def _hit_row(h, dropped_note: bool) -> dict:
         notes.append("hash collision: the record does not carry this key in this topic")
     if h.from_dropped_file and dropped_note:
         notes.append("from an index file the broker deletes on this abnormal restart (FORMATS §5.6)")
+    if h.beyond_truncation:
+        notes.append("at or past the recovery's truncation offset: gone after the broker restarts")
     return {"physical_offset": h.physical_offset, "verified": h.has_key, "topic": h.topic, "keys": h.keys,
             "uniq_key": h.uniq_key, "store_timestamp": h.store_timestamp, "store_time": ms_to_iso(h.store_timestamp),
-            "index_file": h.index_file, "from_dropped_index_file": h.from_dropped_file, "note": "; ".join(notes)}
+            "index_file": h.index_file, "from_dropped_index_file": h.from_dropped_file,
+            "beyond_truncation": h.beyond_truncation, "fate": h.fate, "note": "; ".join(notes)}
 
 
 def _walk_rows(q):
@@ -84,12 +103,15 @@ def _walk_rows(q):
 @click.option("--tiered", is_flag=True,
               help="Search the 5.x tiered-store index (tiered_index_file/, unsealed or compacted) instead of index/ "
                    "(automatic when the store has only a tiered index).")
+@click.option("--as-recovered", is_flag=True,
+              help="The broker's answer once it has recovered this directory: only hits whose fate after restart is "
+                   "survives or redispatched (the recovery modelled in memory; nothing is written).")
 @_index_options
 @format_option
 @click.pass_context
 @handle_errors
-def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_collisions, tiered, index_dir, index_slots,
-                 index_max, max_batch, fmt):
+def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_collisions, tiered, as_recovered,
+                 index_dir, index_slots, index_max, max_batch, fmt):
     """DefaultMessageStore.queryMessage over the IndexFiles (what `mqadmin queryMsgByKey` gets), then the client
     step: each hit is re-read and hash collisions are dropped.
 
@@ -105,7 +127,15 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                           broker_version=None,
                           fmt=fmt)
     svc = _service(st, index_dir, index_slots, index_max)
-    q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, max_batch, explain=explain)
+    q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, _max_batch(max_batch), explain=explain)
+    view = _recovery_view(st) if q.hits else None
+    mark_fates(q, view)
+    truncate_offset = view.truncate_offset if view else None
+    if as_recovered:
+        restore_as_recovered(q)
+    if any(h.beyond_truncation for h in q.hits):
+        warn(f"hits marked beyond_truncation lie at or past {truncate_offset}, where the broker's recovery of this "
+             "directory truncates the commit log: it will not return them after a restart")
     shown = [h for h in q.hits if h.has_key or keep_collisions or explain]
     if svc.abort_present and any(h.from_dropped_file for h in q.hits):
         warn("abort file present: hits marked from_dropped_index_file come from an index file the broker deletes "
@@ -113,13 +143,13 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
     if fmt == "json":
         doc = {"query": {"topic": topic, "key": key, "max_num": q.max_num, "begin": begin, "end": end,
                          "key_string": q.key_string, "key_hash": q.key_hash},
-               "phy_offsets": q.phy_offsets, "raw": q.raw,
+               "phy_offsets": q.phy_offsets, "raw": q.raw, "recovery_truncate_offset": truncate_offset,
                "verified_offsets": [h.physical_offset for h in q.verified],
                "collisions": [h.physical_offset for h in q.collisions],
                "index_last_update_timestamp": q.index_last_update_timestamp,
                "index_last_update_phy_offset": q.index_last_update_phy_offset,
                "hits": [_hit_row(h, svc.abort_present) for h in shown], "notes": q.notes,
-               "index_files": [dataclasses.asdict(i) for i in svc.infos]}
+               "geometry": svc.geometry(), "index_files": [dataclasses.asdict(i) for i in svc.infos]}
         if explain:
             doc["walk"] = list(_walk_rows(q))
         emit_document(doc, fmt)
@@ -167,7 +197,7 @@ def msgid(msg_id, store, topic, index_dir, index_slots, index_max, max_batch, fm
     rep = MsgIdReport(msg_id, interpretations)
     if store:
         st = Store.open(store)
-        rep = find_msg_id(st, _service(st, index_dir, index_slots, index_max), msg_id, topic, max_batch)
+        rep = find_msg_id(st, _service(st, index_dir, index_slots, index_max), msg_id, topic, _max_batch(max_batch))
     doc = rep.to_dict()
     if fmt == "table":
         _render_msgid(doc)
@@ -227,7 +257,7 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
     kind, value = given[0]
     st = Store.open(store)
     svc = _service(st, index_dir, index_slots, index_max)
-    rep = explain_missing(st, svc, topic, value, kind, begin, end, max_num, max_batch, scan_bytes)
+    rep = explain_missing(st, svc, topic, value, kind, begin, end, max_num, _max_batch(max_batch), scan_bytes)
     doc = {"topic": topic, kind: value, "found_by_index": rep.found_by_index,
            "broker_result": rep.query.phy_offsets if rep.query else None,
            "reasons": [dataclasses.asdict(r) for r in rep.reasons],

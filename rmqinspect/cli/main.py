@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 
@@ -10,6 +11,7 @@ import click
 
 from .. import __version__
 from ..store.errors import EXIT_CODES_HELP
+from ._params import apply_broker_config, broker_config_option
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
@@ -32,6 +34,29 @@ def _register() -> None:
         module = importlib.import_module(f"{__package__}.{mod.name}")
         for cmd in getattr(module, "COMMANDS", ()):
             cli.add_command(cmd)
+    # --broker-config on every command, defined once (cli._params): commands never declare it
+    for cmd in cli.commands.values():
+        _add_broker_config(cmd)
+
+
+def _add_broker_config(cmd: click.Command) -> None:
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            _add_broker_config(sub)
+        return
+    if any(p.name == "broker_config" for p in cmd.params) or cmd.callback is None:
+        return
+    cmd.params.append(broker_config_option())
+    callback = cmd.callback
+
+    @functools.wraps(callback)
+    def with_broker_config(*args, **kwargs):
+        ctx = click.get_current_context()
+        if ctx.command is cmd:  # not when another command ctx.invoke()s this one with its own arguments
+            apply_broker_config(ctx, kwargs)
+        return callback(*args, **kwargs)
+
+    cmd.callback = with_broker_config
 
 
 _register()

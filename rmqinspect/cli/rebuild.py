@@ -86,6 +86,8 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
         warn(f"{h['file']} @ {h['offset']}: record skipped as the dispatcher does: {h['reason']}")
     if run.note:
         warn(run.note)
+    for line in geo.uncertain():
+        warn(f"geometry {line}")
 
     def render(d):
         pairs = [("store", d["store"]), ("out", d["out"] or "(dry run, nothing written)"),

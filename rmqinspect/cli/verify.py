@@ -33,9 +33,12 @@ def _checks(ctx, param, value):
               help="List at most N problem ranges (the rest are counted).")
 @broker_version_option_for("Check as this RocketMQ version reads: before 5.1.0 V2 records (magic 0xDAA320AB) are "
                            "damage. Default: V1 and V2 are valid.")
+@click.option("--index-slots", type=int, default=None,
+              help="maxHashSlotNum (default: --broker-config's, else proven from each index file).")
+@click.option("--index-max", type=int, default=None, help="maxIndexNum (default: as --index-slots).")
 @format_option
 @handle_errors
-def verify_cmd(store, checks, max_errors, broker_version, fmt):
+def verify_cmd(store, checks, max_errors, broker_version, index_slots, index_max, fmt):
     """Check every record (layout, body CRC, __CRC32#, stored physical offset), consecutive file names,
     every consume-queue entry and index item against its record, and the checkpoint against the data.
 
@@ -52,7 +55,8 @@ def verify_cmd(store, checks, max_errors, broker_version, fmt):
     cl = st.commitlog
     with progress(cl.end_offset - cl.min_offset, "verifying", fmt == "table") as advance:
         rep = verify(st, checks, max_errors=max_errors, accept_v2=accepts_v2(broker_version),
-                     progress=lambda off: advance(off - cl.min_offset))
+                     progress=lambda off: advance(off - cl.min_offset), index_slots=index_slots,
+                     index_max=index_max)
     if fmt == "ndjson":
         for p in rep.problems:
             sys.stdout.write(dumps(p.to_dict()) + "\n")

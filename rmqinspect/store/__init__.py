@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from functools import cached_property
 
+from .broker_conf import configured
 from .checkpoint import CheckpointData, read_checkpoint
 from .commitlog import CommitLog
 from .errors import RmqInspectError
@@ -28,7 +29,10 @@ class Store:
 
     @cached_property
     def commitlog(self) -> CommitLog:
-        return CommitLog.open(self.layout, self._commitlog_file_size)
+        size = self._commitlog_file_size
+        if size is None and (conf := configured("mappedFileSizeCommitLog")) is not None:
+            size = conf.value  # the broker.conf in effect (--broker-config) before inference from the files
+        return CommitLog.open(self.layout, size)
 
     @cached_property
     def checkpoint(self) -> CheckpointData | None:

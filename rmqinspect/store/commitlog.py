@@ -37,6 +37,7 @@ from ..formats.constants import (
     RECORD_SIZE_CAP,
     u32hex,
 )
+from .broker_conf import Setting
 from .errors import CorruptDataError, OffsetOutOfStoreError, StoreNotFoundError
 from .layout import StoreLayout
 from .mapped import MappedFile
@@ -461,7 +462,9 @@ def decode_slot(buf, base: int, pos: int, hdr: tuple | None, bpos: int, crc_ok, 
     h = hdr if type(hdr) is RecordHeader else unpack_header(buf, pos) if hdr is None else RecordHeader._make(hdr)
     blen = h.body_length
     body = bytes(buf[bpos:bpos + blen]) if blen > 0 else b""
-    if crc_ok is None and blen > 0:
+    if crc_ok is None:
+        # an empty body too: the broker skips its check (bodyLen > 0 guards it) and crc32 of nothing is 0, so
+        # a stored 0 is right and anything else is not; None would read as "not verified"
         crc_ok = (_crc32(body) & 0x7FFFFFFF) == h.body_crc
     topic, props_raw, _ = _topic_and_properties(buf, h, bpos)
     props = parse_properties(props_raw)
@@ -757,20 +760,40 @@ class CommitLog:
             f.close()
 
 
+COMMITLOG_SIZE_SETTLE = "mappedFileSizeCommitLog in --broker-config"
+
+
+def prove_file_size(files: list[MappedFile]) -> Setting:
+    """mappedFileSizeCommitLog as the files prove it (FORMATS.md §1.1): every file is created at that size
+    and named by its first physical offset, so consecutive names step by it. One value shared by the name
+    steps and the lengths is proven ("inferred"); lengths that disagree with the steps are "ambiguous"."""
+    sizes = collections.Counter(f.size for f in files if f.size > 0)
+    steps = collections.Counter(b.start - a.start for a, b in zip(files, files[1:]))
+    if not sizes:
+        return Setting(1, "ambiguous", f"every commitlog file is empty; {COMMITLOG_SIZE_SETTLE} settles it")
+    size, _ = sizes.most_common(1)[0]
+    if not steps:
+        return Setting(size, "inferred", f"the one commitlog file is {size} bytes (no second name to confirm it)",
+                       (size,))
+    step, _ = steps.most_common(1)[0]
+    if set(sizes) == {step} and len(steps) == 1:
+        return Setting(step, "inferred", f"every commitlog file is {step} bytes and names step by it", (step,))
+    if len(steps) == 1 and all(f.size <= step for f in files):
+        # files shorter than the step (a copy cut short): the names are the broker's own record of the size
+        return Setting(step, "inferred", f"names step by {step}; lengths {dict(sizes)}", (step,))
+    cands = tuple(sorted(set(sizes) | set(steps)))
+    return Setting(size, "ambiguous", f"commitlog lengths {dict(sizes)} and name steps {dict(steps)} disagree; "
+                   f"using {size}; {COMMITLOG_SIZE_SETTLE} settles it", cands)
+
+
 def infer_file_size(files: list[MappedFile], notes: list[str]) -> int:
-    """Every commitlog file has the configured size (FORMATS.md §1.1); take the most common length,
-    cross-checked with the spacing of the file names."""
+    """``prove_file_size``'s value; an ambiguous answer is said in ``notes`` with the key that settles it."""
     if len(files) == 1:
         return files[0].size or 1
-    sizes = collections.Counter(f.size for f in files if f.size > 0)
-    if not sizes:
-        return 1
-    size, _ = sizes.most_common(1)[0]
-    spacing = collections.Counter(b.start - a.start for a, b in zip(files, files[1:]))
-    step, _ = spacing.most_common(1)[0]
-    if step != size and len(sizes) > 1:
-        notes.append(f"file lengths disagree ({dict(sizes)}); using {size}")
-    return size
+    got = prove_file_size(files)
+    if got.source == "ambiguous":
+        notes.append(f"file size ambiguous: {got.detail}")
+    return got.value
 
 
 def open_commitlog(path: str | os.PathLike, file_size: int | None = None) -> CommitLog:

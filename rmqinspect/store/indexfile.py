@@ -1,9 +1,10 @@
 """IndexFile reader (FORMATS.md §5): header, slot table, items, and the broker's per-file lookup.
 
-The slot count is not stored in the file. It comes from the caller (broker config), else it is inferred
-from the file size: the default geometry, the default 1:4 slot/item ratio, or a search over the sizes the
-file length allows, each candidate validated against the data (every used slot's head item must hash
-to that slot).
+The slot count (maxHashSlotNum) and item count (maxIndexNum) are not stored in the file. They come from
+the caller (a flag), else the broker.conf in effect (``store.broker_conf``), else they are proven from the
+data: every geometry the file length allows is tested against rules the broker's putKey guarantees, and
+the answer is used only when exactly one survives (``prove_index_geometry``); otherwise the file cannot be
+read without the user settling it (``IndexGeometryError``, naming the flag and config key).
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from ..formats.indexfile import (
     INDEX_ITEM,
     INDEX_ITEM_DTYPE,
     INDEX_ITEM_SIZE,
-    INDEX_ITEM_TABLE,
     index_file_size,
     slot_position,
 )
 from ..formats.javahash import build_index_key, index_key_hash
-from .errors import CorruptDataError
+from .broker_conf import configured
+from .errors import EXIT_USAGE, CorruptDataError, RmqInspectError
 from .mapped import MappedFile
 
 
@@ -65,6 +66,12 @@ class FileLookup:
     stopped: str = ""
 
 
+class IndexGeometryError(RmqInspectError):
+    """The file's geometry cannot be proven from its data: the user must give it (a usage matter)."""
+
+    exit_code = EXIT_USAGE
+
+
 class IndexFile:
     def __init__(self, path: str, slots: int | None = None, max_items: int | None = None):
         self.mapped = MappedFile(path)
@@ -75,10 +82,23 @@ class IndexFile:
                                    "header", path, 0)
         self.header = IndexHeaderData(*INDEX_HEADER.unpack_from(self.mapped.buffer, 0))
         self.geometry_note = ""
+        self.geometry: IndexGeometry
+        source, detail = "flag", ""
+        if slots is None and max_items is None:
+            # flag > broker.conf > proof from the data. A broker.conf naming one of the two keys leaves the
+            # other at the broker's default, as the broker itself would.
+            cs, cm = configured("maxHashSlotNum"), configured("maxIndexNum")
+            if cs is not None or cm is not None:
+                slots = cs.value if cs is not None else DEFAULT_INDEX_SLOTS
+                max_items = cm.value if cm is not None else DEFAULT_INDEX_MAX
+                source, detail = "config", "; ".join(c.detail for c in (cs, cm) if c is not None)
         if slots is None:
             slots, max_items, self.geometry_note = infer_geometry(self)
+            source, detail = "inferred", self.geometry_note
         elif max_items is None:
             max_items = (self.mapped.size - INDEX_HEADER_SIZE - slots * HASH_SLOT_SIZE) // INDEX_ITEM_SIZE
+        if source != "inferred":
+            self.geometry = IndexGeometry(slots, max_items, source, (), detail)
         self.slots = slots
         self.max_items = max_items
         self.expected_size = index_file_size(slots, max_items)
@@ -178,54 +198,164 @@ class IndexFile:
         self.mapped.close()
 
 
-_KEY_HASH_POSITION = INDEX_ITEM_TABLE.position("key_hash")
-_KEY_HASH_SIZE = INDEX_ITEM_TABLE.dtype["key_hash"].itemsize
-# bytes per slot when the default ratio maxIndexNum = 4 x maxHashSlotNum was kept (FORMATS.md §5.1)
-_BYTES_PER_SLOT_DEFAULT_RATIO = HASH_SLOT_SIZE + 4 * INDEX_ITEM_SIZE
+# A candidate geometry is kept only when the file is self-consistent under it. Each rule is something
+# IndexFile.putKey guarantees, so a geometry that breaks one cannot be the broker's:
+#   size      40 + 4*slots + 20*maxIndexNum == file size, and indexCount <= maxIndexNum (isWriteable)
+#   slots     every non-zero slot word is an item number in [1, indexCount-1] (putKey writes nothing else there)
+#   zeros     nothing non-zero lies past the last used item, and item 0 is all zero (the mapped file is
+#             created zero-filled; indexCount starts at 1, so item 0 is never written)
+#   heads     every used slot's head item hashes to that slot (keyHash % hashSlotNum)
+#   chains    every used item's prevIndex points backwards (0 <= prev < n) and into the same slot, and each
+#             item is either a slot head or exactly one later item's prev (a chain is a list, not a tree)
+# The first two give, in one linear pass, bounds that leave a handful of slot counts (usually one or two);
+# only those are checked in full. So inference costs O(file size), whatever the size.
+INDEX_GEOMETRY_SETTLE = "--index-slots/--index-max (or maxHashSlotNum/maxIndexNum in --broker-config)"
+_SCAN_CHUNK = 1 << 22  # words per pass: bounded memory on a 420 MB file
+_MAX_FULL_CHECKS = 64  # a crafted file could leave many; past this the answer is "ambiguous"
 
 
-def _validate_slots(idx: IndexFile, slots: int, max_checks: int = 2000) -> bool:
-    size = idx.mapped.size
-    ic = idx.header.index_count
-    max_items = (size - INDEX_HEADER_SIZE - slots * HASH_SLOT_SIZE) // INDEX_ITEM_SIZE
-    if max_items <= 0 or ic > max_items:
+@dataclass(frozen=True)
+class IndexGeometry:
+    """Proven (slots, maxIndexNum) of one index file, or the reason it could not be proven."""
+
+    slots: int | None
+    max_items: int | None
+    source: str  # inferred | ambiguous | flag | config
+    candidates: tuple[tuple[int, int], ...] = ()
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        value = None if self.slots is None else {"slots": self.slots, "max_items": self.max_items}
+        return {"value": value, "source": self.source,
+                "candidates": [{"slots": s, "max_items": m} for s, m in self.candidates], "detail": self.detail}
+
+
+def _words(buf, size: int) -> np.ndarray:
+    return np.frombuffer(buf, dtype=HASH_SLOT_DTYPE, count=max(size - INDEX_HEADER_SIZE, 0) // HASH_SLOT_SIZE,
+                         offset=INDEX_HEADER_SIZE)
+
+
+def _first_bad_slot_word(w: np.ndarray, ic: int) -> int:
+    """Index of the first word that cannot be a slot value (outside [0, indexCount-1]); len(w) if none."""
+    hi = max(ic - 1, 0)
+    for a in range(0, len(w), _SCAN_CHUNK):
+        c = w[a:a + _SCAN_CHUNK]
+        bad = np.flatnonzero((c < 0) | (c > hi))
+        if bad.size:
+            return a + int(bad[0])
+    return len(w)
+
+
+def _last_nonzero_word(w: np.ndarray) -> int:
+    for b in range(len(w), 0, -_SCAN_CHUNK):
+        c = w[max(b - _SCAN_CHUNK, 0):b]
+        nz = np.flatnonzero(c)
+        if nz.size:
+            return max(b - _SCAN_CHUNK, 0) + int(nz[-1])
+    return -1
+
+
+_CHAIN_SAMPLE = 1 << 17  # items at each end whose prev links are followed (the rest: cheap whole-table rules)
+
+
+def _consistent(w: np.ndarray, s: int, ic: int) -> bool:
+    """The full check of one candidate slot count (rules heads and chains; zeros for item 0). Strided views
+    of the mapped words, no copy of the item table: a full 420 MB file is checked in well under a second."""
+    used = max(ic - 1, 0)
+    if (w[s:s + 5] != 0).any():
         return False
-    table = np.frombuffer(idx.mapped.buffer, dtype=HASH_SLOT_DTYPE, count=slots, offset=INDEX_HEADER_SIZE)
-    nz = np.flatnonzero(table)[:max_checks]
-    if nz.size == 0:
-        return ic <= 1
-    vals = table[nz].astype(np.int64)
-    if (vals < 0).any() or (vals >= ic).any():
+    items = w[s:s + 5 * ic].reshape(ic, 5) if ic else w[s:s].reshape(0, 5)
+    if used:
+        # prev links followed at both ends of the table (backwards, same slot, each item the prev of at most one)
+        for a in sorted({1, max(1, ic - _CHAIN_SAMPLE)}):
+            b = min(ic, a + _CHAIN_SAMPLE)
+            part = items[a:b]
+            if (part[:, 0] < 0).any() or (part[:, 3] < 0).any():
+                return False
+            n = np.arange(a, b)
+            p = items[a:b, 4].astype(np.int64)
+            if (p >= n).any():
+                return False
+            linked = p > 0
+            pl = p[linked]
+            if (items[pl, 0].astype(np.int64) % s != items[a:b, 0][linked].astype(np.int64) % s).any():
+                return False
+            if np.unique(pl).size != pl.size:
+                return False
+    table = w[:s]
+    nz = np.flatnonzero(table)
+    if nz.size > _CHAIN_SAMPLE:  # an even sample of the used slots: random reads over the whole file otherwise
+        nz = nz[::nz.size // _CHAIN_SAMPLE]
+    heads = table[nz].astype(np.int64)
+    if (items[heads, 0].astype(np.int64) % s != nz).any():
         return False
-    base = slot_position(slots)
-    pos = base + vals * INDEX_ITEM_SIZE + _KEY_HASH_POSITION
-    if (pos + _KEY_HASH_SIZE > size).any():
-        return False
-    buf = np.frombuffer(idx.mapped.buffer, dtype=np.uint8)
-    hb = buf[pos[:, None] + np.arange(_KEY_HASH_SIZE)].astype(np.int64)
-    hashes = (hb[:, 0] << 24) | (hb[:, 1] << 16) | (hb[:, 2] << 8) | hb[:, 3]
-    hashes = np.where(hashes >= 1 << 31, hashes - (1 << 32), hashes)
-    return bool(((hashes >= 0) & (hashes % slots == nz)).all())
+    # every item is either a slot head or one later item's prev: heads + links == used items (prev < 0 was
+    # ruled out above for the sampled items; here it would only make the count disagree)
+    links = items[1:, 4]
+    return int(np.count_nonzero(table)) + int(np.count_nonzero(links > 0)) == used and not (links < 0).any()
+
+
+def prove_index_geometry(buf, size: int, index_count: int) -> IndexGeometry:
+    """Every (slots, maxIndexNum) the file's size and header allow, kept only if the data is self-consistent
+    under it (rules above); the answer when exactly one survives, else ``source="ambiguous"``."""
+    ic = index_count
+    rest = size - INDEX_HEADER_SIZE
+    if rest <= 0 or rest % HASH_SLOT_SIZE or ic < 0:
+        return IndexGeometry(None, None, "ambiguous", (),
+                             f"a {size}-byte file fits no geometry (40 + 4*slots + 20*maxIndexNum); "
+                             f"pass {INDEX_GEOMETRY_SETTLE}")
+    r = rest // HASH_SLOT_SIZE  # = slots + 5 * maxIndexNum
+    w = _words(buf, size)
+    hi = min(_first_bad_slot_word(w, ic), r - 5 * max(ic, 1))  # rules slots and size
+    lo = max(1, _last_nonzero_word(w) - 5 * ic + 1)  # rule zeros: the used items reach the last non-zero word
+    first = lo + (r - lo) % 5  # slots = r - 5*maxIndexNum
+    cands = range(first, hi + 1, 5)
+    if ic <= 1:
+        # no item to prove anything with; none is needed to read the file (every lookup is empty)
+        pick = DEFAULT_INDEX_SLOTS if DEFAULT_INDEX_SLOTS in cands else (cands[0] if cands else None)
+        if pick is None:
+            return IndexGeometry(None, None, "ambiguous", (), f"no geometry fits; pass {INDEX_GEOMETRY_SETTLE}")
+        return IndexGeometry(pick, (r - pick) // 5, "inferred", (),
+                             f"empty index file (indexCount {ic}): {len(cands)} geometries fit, none is needed "
+                             "to read it")
+    survivors: list[tuple[int, int]] = []
+    for checked, s in enumerate(cands):
+        if checked >= _MAX_FULL_CHECKS:
+            return IndexGeometry(None, None, "ambiguous", tuple(survivors),
+                                 f"more than {_MAX_FULL_CHECKS} slot counts fit; pass {INDEX_GEOMETRY_SETTLE}")
+        if _consistent(w, s, ic):
+            survivors.append((s, (r - s) // 5))
+    if len(survivors) == 1:
+        s, m = survivors[0]
+        return IndexGeometry(s, m, "inferred", tuple(survivors),
+                             f"{s} slots / {m} items: the only geometry under which the file is self-consistent")
+    if not survivors:
+        return IndexGeometry(None, None, "ambiguous", (),
+                             f"no geometry fitting {size} bytes is self-consistent (damaged or truncated file); "
+                             f"pass {INDEX_GEOMETRY_SETTLE}")
+    return IndexGeometry(None, None, "ambiguous", tuple(survivors),
+                         f"{len(survivors)} geometries fit and are self-consistent "
+                         f"({', '.join(f'{s}/{m}' for s, m in survivors[:5])}); pass {INDEX_GEOMETRY_SETTLE}")
+
+
+def prove_geometry_of(path: str) -> IndexGeometry:
+    """``prove_index_geometry`` of the index file at ``path`` (the header read, the body mapped read-only)."""
+    m = MappedFile(path)
+    try:
+        if m.size < INDEX_HEADER_SIZE:
+            return IndexGeometry(None, None, "ambiguous", (), f"{m.size} bytes: shorter than the header")
+        ic = IndexHeaderData(*INDEX_HEADER.unpack_from(m.buffer, 0)).index_count
+        return prove_index_geometry(m.buffer, m.size, ic)
+    finally:
+        m.close()
 
 
 def infer_geometry(idx: IndexFile) -> tuple[int, int, str]:
-    size = idx.mapped.size
-    if size == index_file_size(DEFAULT_INDEX_SLOTS, DEFAULT_INDEX_MAX):
-        return DEFAULT_INDEX_SLOTS, DEFAULT_INDEX_MAX, "default geometry (5,000,000 slots, 20,000,000 items)"
-    rest = size - INDEX_HEADER_SIZE
-    per_slot = _BYTES_PER_SLOT_DEFAULT_RATIO
-    if rest > 0 and rest % per_slot == 0 and _validate_slots(idx, rest // per_slot):
-        s = rest // per_slot
-        return s, 4 * s, f"{s} slots / {4 * s} items (default 1:4 ratio)"
-    if idx.header.index_count > 1 and rest > 0:
-        limit = rest // HASH_SLOT_SIZE
-        # s must leave a whole number of items
-        for s in range(1, limit + 1):
-            if (rest - HASH_SLOT_SIZE * s) % INDEX_ITEM_SIZE == 0 and _validate_slots(idx, s):
-                return s, (rest - HASH_SLOT_SIZE * s) // INDEX_ITEM_SIZE, f"{s} slots inferred from the slot table"
-    raise CorruptDataError(
-        f"cannot infer the index geometry from a {size}-byte file; pass --index-slots (maxHashSlotNum)",
-        idx.path, 0)
+    g = prove_index_geometry(idx.mapped.buffer, idx.mapped.size, idx.header.index_count)
+    idx.geometry = g
+    if g.slots is None or g.max_items is None:
+        raise IndexGeometryError(g.detail, idx.path, 0)
+    return g.slots, g.max_items, g.detail
 
 
 def lookup_key_string(topic: str, key: str) -> str:

@@ -39,7 +39,7 @@ class Message:
     total_size: int
     magic_version: int
     body_crc: int
-    crc_ok: bool | None  # None: check skipped (empty body)
+    crc_ok: bool | None  # crc32(body) == bodyCRC (an empty body: stored CRC 0); None only when not decoded
     queue_id: int
     flag: int
     queue_offset: int
