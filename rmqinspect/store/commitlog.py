@@ -19,6 +19,7 @@ import numpy as np
 
 from ..formats.commitlog import (
     CRC32_RESERVED_LEN,
+    HEADER_INDEX,
     HEADER_STRUCT_NAMES,
     HEADER_STRUCTS,
     HEADER_V4,
@@ -43,6 +44,9 @@ from .layout import StoreLayout
 from .mapped import MappedFile
 from .message import Message
 from .scanner import compiled
+
+# header tuple positions of the fields the scanner reads in its hot loop (bound once, named once)
+_SYS_FLAG, _BODY_CRC, _BODY_LENGTH = HEADER_INDEX["sys_flag"], HEADER_INDEX["body_crc"], HEADER_INDEX["body_length"]
 
 
 class Kind(StrEnum):
@@ -108,7 +112,7 @@ if RecordHeader._fields != tuple(HEADER_STRUCT_NAMES):  # the names are spelled 
 
 def unpack_header(buf, pos: int) -> RecordHeader:
     hdr = HEADER_V4.unpack_from(buf, pos)
-    sf = hdr[7] & 0x30
+    sf = hdr[_SYS_FLAG] & 0x30
     return RecordHeader._make(HEADER_STRUCTS[sf].unpack_from(buf, pos) if sf else hdr)
 
 
@@ -368,7 +372,7 @@ def scan_buffer(buf, start: int, limit: int, check_crc: bool = True, accept_v2: 
                     yield (ILLEGAL, pos, rem, None, 0, None, "record header cut off")
                     return
                 hdr = v4.unpack_from(buf, pos)
-                sf = hdr[7] & 0x30
+                sf = hdr[_SYS_FLAG] & 0x30
                 if sf:
                     st = structs[sf]
                     if rem < st.size + 3:
@@ -378,14 +382,14 @@ def scan_buffer(buf, start: int, limit: int, check_crc: bool = True, accept_v2: 
                     bpos = pos + st.size
                 else:
                     bpos = pos + v4_size
-                blen = hdr[16]
+                blen = hdr[_BODY_LENGTH]
                 crc_ok = None
                 if blen > 0:
                     if blen > total or bpos + blen > limit:
                         yield (ILLEGAL, pos, total, hdr, bpos, None, f"BODYLEN {blen} exceeds the record")
                         return
                     if check_crc:
-                        crc_ok = (crc32(mv[bpos:bpos + blen]) & 0x7FFFFFFF) == hdr[2]
+                        crc_ok = (crc32(mv[bpos:bpos + blen]) & 0x7FFFFFFF) == hdr[_BODY_CRC]
                         if not crc_ok:
                             yield (CRC_MISMATCH, pos, total, hdr, bpos, False, "body CRC mismatch")
                             return
