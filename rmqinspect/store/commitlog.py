@@ -165,7 +165,13 @@ class RecordRun:
         return len(self.records)
 
     def __getitem__(self, sel) -> RecordRun:
-        """A run of the selected records (a slice, a mask or indices)."""
+        """A run of the selected records (a slice, a mask or indices); the run itself when that is all of it
+        (no copy: selecting every record is the common case of bulk consumers)."""
+        n = len(self.records)
+        if isinstance(sel, np.ndarray) and (sel.dtype == bool and sel.all() or sel.dtype != bool and sel.size == n
+                                            and (n == 0 or (sel[0] == 0 and sel[-1] == n - 1
+                                                            and bool((np.diff(sel) == 1).all())))):
+            return self
         return RecordRun(self.file, np.ascontiguousarray(self.records[sel]))
 
     def __repr__(self) -> str:

@@ -511,7 +511,7 @@ def scan_run(rec: Recovery, scan: Scan, run: RecordRun, u8: np.ndarray, dispatch
 
 def redispatch_during_scan(rec: Recovery, scan: Scan, base: int, b: RecordBatch, wi: np.ndarray) -> None:
     """DefaultMessageStore.doDispatch during the scan, before truncateDirtyLogicFiles."""
-    sent = b.records[wi]
+    sent = b.records if wi.size == len(b.records) else b.records[wi]  # wi is increasing: all = no copy
     if not scan.saw_crc32_property and has_crc32_property(b.buf, sent):
         scan.saw_crc32_property = True
     offs = sent["position"] + base

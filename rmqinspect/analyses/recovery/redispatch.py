@@ -106,18 +106,18 @@ class RecordBatch:
         sel = idx[GOES_TO_CONSUME_QUEUE[self.records["sys_flag"][idx] & 0xF]]
         if not sel.size:
             return
-        r = self.records[sel]
+        recs = self.records
         tid = self.tid[sel]
-        qid = r["queue_id"]
+        qid = recs["queue_id"][sel]
         key = (tid << 32) + (qid & 0xFFFFFFFF)
         order = np.argsort(key, kind="stable")
         ks = key[order]
         cuts = (np.flatnonzero(ks[1:] != ks[:-1]) + 1).tolist()
         bounds = list(zip([0] + cuts, cuts + [len(sel)], strict=True))
         bounds.sort(key=lambda ab: int(order[ab[0]]))
-        phys = r["position"] + base
-        size = r["total_size"]
-        qoff = r["queue_offset"]
+        phys = recs["position"][sel] + base
+        size = recs["total_size"][sel]
+        qoff = recs["queue_offset"][sel]
         codes = self.codes[sel]
         for a, b in bounds:
             o = order[a:b]
