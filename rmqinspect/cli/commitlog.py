@@ -11,7 +11,7 @@ from ..analyses.summary import summarize
 from ..store import Store
 from ..store.commitlog import CRC_MISMATCH, GAP, HALF, ILLEGAL, MESSAGE, decode_slot
 from ..store.errors import EXIT_CORRUPT, EXIT_PROBLEMS, CorruptDataError
-from ._params import OFFSET, TIME, accepts_v2, broker_version_option_for, store_argument
+from ._params import NON_NEGATIVE_LONG, OFFSET, QUEUE_ID, TIME, accepts_v2, broker_version_option_for, store_argument
 from .output import emit, emit_document, handle_errors, ms_to_iso, print_kv, progress, warn
 
 TABLE_COLUMNS = ("physical_offset", "total_size", "topic", "queue_id", "queue_offset", "store_time", "sys_flag",
@@ -62,11 +62,12 @@ def _hexdump(buf, start: int, length: int, base: int) -> str:
 @click.command("decode-commitlog")
 @store_argument
 @click.option("--offset", type=OFFSET, help="Decode the record at this physical offset (with --count, the next K).")
-@click.option("--count", type=int, default=None, help="Number of records to show (default 1 with --offset).")
+@click.option("--count", type=NON_NEGATIVE_LONG, default=None,
+              help="Number of records to show (default 1 with --offset).")
 @click.option("--from", "from_", type=OFFSET, help="Walk from this physical offset (a record boundary).")
 @click.option("--to", type=OFFSET, help="Walk up to this physical offset (exclusive).")
 @click.option("--topic", help="Only messages stored under this topic.")
-@click.option("--queue", type=int, help="Only this queue id.")
+@click.option("--queue", type=QUEUE_ID, help="Only this queue id.")
 @click.option("--key", help="Only messages whose KEYS contain this key.")
 @click.option("--tag", help="Only messages with this TAGS value.")
 @click.option("--uniq-key", help="Only the message with this UNIQ_KEY (client msgId).")

@@ -12,7 +12,7 @@ from ..analyses.recovery import RecoveryOptions, plan_recovery
 from ..analyses.salvage import salvage
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE, UnsafeOutputError
-from ._params import broker_version_option_for, store_argument
+from ._params import CQ_FILE_SIZE, broker_version_option_for, store_argument
 from .output import dumps, emit, emit_document, format_option, handle_errors, print_kv, warn
 
 version_option = broker_version_option_for(
@@ -45,7 +45,7 @@ def _after(plan) -> dict[str, int]:
               help="checkCRCOnRecover: a body-CRC mismatch ends the scan.")
 @click.option("--message-index-safe", is_flag=True, help="messageIndexSafe=true (abnormal start-file rule).")
 @mode_option
-@click.option("--cq-file-size", type=click.IntRange(min=20), default=None,
+@click.option("--cq-file-size", type=CQ_FILE_SIZE, default=None,
               help="mappedFileSizeConsumeQueue for queues the recovery creates (default: as existing queues, "
                    "else 6000000).")
 @click.option("--redispatch", is_flag=True, help="List every re-dispatched record (JSON output).")
