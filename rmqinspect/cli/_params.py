@@ -55,7 +55,16 @@ QUEUE_ID = click.IntRange(0, JAVA_INT_MAX)  # a queue id is a Java int, never ne
 NON_NEGATIVE_LONG = click.IntRange(0, JAVA_LONG_MAX)  # --from / --count / limits
 POSITIVE_LONG = click.IntRange(1, JAVA_LONG_MAX)
 POSITIVE_INT = click.IntRange(1, JAVA_INT_MAX)
-CQ_FILE_SIZE = click.IntRange(20, JAVA_INT_MAX)  # mappedFileSizeConsumeQueue: one 20-byte unit at least, a Java int
+class CqFileSizeParam(click.IntRange):
+    """mappedFileSizeConsumeQueue: at least one 20-byte unit, a Java int, rounded up to a multiple of 20 as
+    MessageStoreConfig.getMappedFileSizeConsumeQueue does (a file of 21 bytes would hold a torn unit)."""
+
+    def convert(self, value, param, ctx):
+        v = super().convert(value, param, ctx)
+        return -(-v // 20) * 20
+
+
+CQ_FILE_SIZE = CqFileSizeParam(20, JAVA_INT_MAX - JAVA_INT_MAX % 20)
 INDEX_SLOTS = click.IntRange(1, JAVA_INT_MAX)  # maxHashSlotNum
 INDEX_MAX = click.IntRange(1, JAVA_INT_MAX)  # maxIndexNum
 INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, INDEX_ITEM_SIZE = 40, 4, 20

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 from .errors import StoreNotFoundError
-from .layout import is_offset_file_name
+from .layout import is_offset_file_name, is_queue_dir_name
 from .mapped import MappedFile
 
 
@@ -35,7 +35,7 @@ def list_queues(consumequeue_dir: str) -> list[QueueId]:
         if not os.path.isdir(tdir):
             continue  # RocksDB files (CURRENT, *.sst, ...) live here in 5.x RocksDB stores
         for q in os.listdir(tdir):
-            if q.lstrip("-").isdigit() and os.path.isdir(os.path.join(tdir, q)):
+            if is_queue_dir_name(q) and os.path.isdir(os.path.join(tdir, q)):
                 out.append(QueueId(topic, int(q), os.path.join(tdir, q)))
     out.sort(key=lambda x: (x.topic, x.queue_id))
     return out
