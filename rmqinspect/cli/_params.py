@@ -133,3 +133,12 @@ broker_version_option = broker_version_option_for("Override store detection (e.g
 def accepts_v2(version: BrokerVersion | None) -> bool:
     """Whether records with message format V2 are read as records; without a version, both formats are."""
     return True if version is None else version.accepts_v2
+
+
+def max_body_option(fn):
+    """``--max-body-bytes``: the cap on a decompressed body (formats.compression); a longer body is cut with a
+    note, so a 60 KB record that expands to gigabytes never decides our memory."""
+    from ..formats.compression import DEFAULT_BODY_LIMIT
+
+    return click.option("--max-body-bytes", type=click.IntRange(0, JAVA_INT_MAX), default=DEFAULT_BODY_LIMIT,
+                        show_default=True, help="Cut decompressed bodies at this many bytes (with a note).")(fn)
