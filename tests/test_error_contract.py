@@ -17,7 +17,6 @@ from rmqinspect.cli.output import emit, format_option, handle_errors
 from rmqinspect.store.errors import EXIT_CORRUPT, EXIT_IO, CorruptDataError
 from support import require_oracle
 
-
 # a reader as the library writes them: it holds the file and offset it is at in locals named path / offset
 _READER = """
 def rows(exc, after):

@@ -61,7 +61,8 @@ def _runner():
 
 @pytest.mark.parametrize("bad", ["99999999999999999999", "09223372036854775808", ARABIC_INDIC])
 @pytest.mark.parametrize("argv", [["verify", "{s}"], ["salvage", "{s}", "--out", "{t}/salvaged.ndjson"],
-                                  ["recover", "{s}", "--dry-run"], ["recover", "{s}", "--dry-run", "--mode", "abnormal"],
+                                  ["recover", "{s}", "--dry-run"],
+                                  ["recover", "{s}", "--dry-run", "--mode", "abnormal"],
                                   ["consumer-lag", "{s}", "--mode", "abnormal"], ["export", "{s}", "--out", "{t}/exp"],
                                   ["summary", "{s}"]])
 def test_commitlog_file_named_past_long_max(clean_store, tmp_path, bad, argv):
