@@ -26,7 +26,6 @@ Memory: the slot table (``maxHashSlotNum`` int32) plus one batch; items are writ
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 
 import numpy as np
