@@ -66,7 +66,7 @@ class CqFileSizeParam(click.IntRange):
 
 CQ_FILE_SIZE = CqFileSizeParam(20, JAVA_INT_MAX - JAVA_INT_MAX % 20)
 INDEX_SLOTS = click.IntRange(1, JAVA_INT_MAX)  # maxHashSlotNum
-INDEX_MAX = click.IntRange(1, JAVA_INT_MAX)  # maxIndexNum
+INDEX_MAX = click.IntRange(2, JAVA_INT_MAX)  # maxIndexNum: the header counts as item 0, so 1 is always full
 INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, INDEX_ITEM_SIZE = 40, 4, 20
 
 

@@ -50,7 +50,9 @@ class ConsumeQueue:
         self.directory = directory
         names = sorted(n for n in os.listdir(directory) if is_offset_file_name(n)) if os.path.isdir(directory) else []
         self.files = [MappedFile(os.path.join(directory, n), int(n)) for n in names]
-        sizes = [f.size for f in self.files if f.size]
+        # only lengths that can be a mappedFileSizeConsumeQueue (a positive multiple of the 20-byte unit) vote: a
+        # file truncated to 7 bytes is damage, not the queue's geometry (0: the caller's default applies)
+        sizes = [f.size for f in self.files if f.size and f.size % 20 == 0]
         self.file_size = file_size or (max(set(sizes), key=sizes.count) if sizes else 0)
 
     @classmethod
