@@ -126,3 +126,22 @@ def test_batch_cq_json_stays_valid_when_a_file_name_is_bad(tmp_path):
     r = _runner().invoke(cli, ["batch-cq", str(store), "--format", "json"])
     json.loads(r.stdout)
     assert "Traceback" not in r.stderr
+
+
+def test_nan_never_reaches_json_output():
+    """issue 12: `gc --disk-ratio nan` printed a bare NaN; the option is now range-checked, and the one output
+    helper refuses non-finite numbers so no command can print them."""
+    @click.command()
+    @format_option
+    @handle_errors
+    def cmd(fmt):
+        emit(iter([{"a": 1.0}, {"a": float("nan")}]), fmt)
+
+    for fmt in ("json", "ndjson"):
+        r = _runner().invoke(cmd, ["--format", fmt])
+        assert r.exit_code == EXIT_CORRUPT
+        assert "NaN" not in r.stdout
+        if fmt == "json":
+            assert json.loads(r.stdout) == [{"a": 1.0}]
+        else:
+            assert [json.loads(x) for x in r.stdout.splitlines()] == [{"a": 1.0}]

@@ -42,9 +42,11 @@ def _default(o: Any):
 
 
 def dumps(obj: Any, pretty: bool = False) -> str:
+    """JSON text; NaN and Infinity are refused (ValueError, reported by ``handle_errors``): they are not JSON,
+    and a consumer of ``--format json`` must always get a document it can parse."""
     if pretty:
-        return json.dumps(obj, ensure_ascii=False, default=_default, indent=2)
-    return json.dumps(obj, ensure_ascii=False, default=_default, separators=(",", ":"))
+        return json.dumps(obj, ensure_ascii=False, default=_default, indent=2, allow_nan=False)
+    return json.dumps(obj, ensure_ascii=False, default=_default, separators=(",", ":"), allow_nan=False)
 
 
 def is_terminal(stream=None) -> bool:
