@@ -116,32 +116,10 @@ def test_batch_cq_json_stays_valid_when_a_file_name_is_bad(tmp_path):
     src = require_oracle("rocketmq-all-5.3.3/batchcq") / "store"
     store = tmp_path / "store"
     shutil.copytree(src, store, symlinks=True)
-    files = [p for p in (store / "consumequeue").rglob("*") if p.is_file() and len(p.name) == 20]
-    r0 = _runner().invoke(cli, ["batch-cq", str(store), "--format", "json"])
-    assert r0.exit_code == 0, r0.stderr
-    for p in files:
-        if p.parent.parent.name in {x["topic"] for x in json.loads(r0.stdout)}:
-            p.rename(p.with_name("00000000000000000007"))
-            break
+    f = sorted(p for p in (store / "batchconsumequeue").rglob("*") if p.is_file())[0]
+    f.rename(f.with_name("00000000000000000007"))
     r = _runner().invoke(cli, ["batch-cq", str(store), "--format", "json"])
+    assert r.exit_code == EXIT_CORRUPT
     json.loads(r.stdout)
-    assert "Traceback" not in r.stderr
-
-
-def test_nan_never_reaches_json_output():
-    """issue 12: `gc --disk-ratio nan` printed a bare NaN; the option is now range-checked, and the one output
-    helper refuses non-finite numbers so no command can print them."""
-    @click.command()
-    @format_option
-    @handle_errors
-    def cmd(fmt):
-        emit(iter([{"a": 1.0}, {"a": float("nan")}]), fmt)
-
-    for fmt in ("json", "ndjson"):
-        r = _runner().invoke(cmd, ["--format", fmt])
-        assert r.exit_code == EXIT_CORRUPT
-        assert "NaN" not in r.stdout
-        if fmt == "json":
-            assert json.loads(r.stdout) == [{"a": 1.0}]
-        else:
-            assert [json.loads(x) for x in r.stdout.splitlines()] == [{"a": 1.0}]
+    assert "00000000000000000007" in r.stderr and "output stopped" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -91,27 +91,27 @@ def test_index_file_name_matches_the_calendar_and_is_total():
 
 
 def _flip_store_time(store, bit: int) -> None:
-    out = subprocess.run([sys.executable, "-m", "rmqinspect", "decode-commitlog", str(store), "--from", "0",
-                          "--count", "400", "--format", "ndjson"], capture_output=True, text=True).stdout
-    recs = [json.loads(x) for x in out.splitlines()]
-    r = recs[len(recs) // 2]
-    assert r["born_host"].count(".") == 3  # IPv4: STORETIMESTAMP at byte 56 of the record
-    with open(r["file"], "r+b") as f:
-        f.seek(r["position"] + 56)
-        v = struct.unpack(">q", f.read(8))[0]
-        assert v == r["store_timestamp"]
-        f.seek(r["position"] + 56)
-        f.write(struct.pack(">q", v ^ (1 << bit)))
+    """Flip one bit of the FIRST record's STORETIMESTAMP (IPv4 record: byte 56): the first index file then
+    begins far in the future and every later file name must still come after it."""
+    f = store / "commitlog" / "00000000000000000000"
+    with open(f, "r+b") as fh:
+        fh.seek(56)
+        v = struct.unpack(">q", fh.read(8))[0]
+        assert 1_500_000_000_000 < v < 2_000_000_000_000  # a real store time: the layout is as assumed
+        fh.seek(56)
+        fh.write(struct.pack(">q", v ^ (1 << bit)))
 
 
 @pytest.mark.parametrize("bit", [44, 50, 62])
 def test_rebuild_dry_run_with_a_store_time_far_in_the_future(clean_store, tmp_path, bit):
-    """issue 19: bit 44 (year ~2584) ran rebuild --dry-run for > 10 minutes; bit 50 (year ~37700) raised
-    OverflowError in index_file_name."""
+    """issue 19: bit 44 (year ~2584) ran rebuild --dry-run for > 10 minutes (the next index file name was
+    searched 1 ms at a time); bit 50 (year ~37700) raised OverflowError in index_file_name. Small index files
+    (--index-max 50) so the index rolls many times."""
     _flip_store_time(clean_store, bit)
     before = tree_hashes(clean_store)
     p = subprocess.run([sys.executable, "-m", "rmqinspect", "rebuild", str(clean_store), "--dry-run", "--out",
-                        str(tmp_path / "rb"), "--format", "json"], capture_output=True, text=True, timeout=60)
+                        str(tmp_path / "rb"), "--index-max", "50", "--format", "json"], capture_output=True,
+                       text=True, timeout=60)
     assert p.returncode in (0, 1), p.stderr
     assert "Traceback" not in p.stderr
     doc = json.loads(p.stdout)

@@ -47,7 +47,8 @@ def test_queue_whose_only_file_is_7_bytes(tmp_path):
     shutil.copytree(require_oracle("rocketmq-all-5.3.3/batchcq") / "store", store)
     f = store / "consumequeue/PlainTopic/0/00000000000000000000"
     os.truncate(f, 7)
-    for argv in (["consumer-lag", str(store)], ["recover", str(store), "--dry-run"],
+    for argv in (["consumer-lag", str(store), "--mode", "abnormal"], ["consumer-lag", str(store)],
+                 ["recover", str(store), "--dry-run", "--mode", "abnormal"], ["recover", str(store), "--dry-run"],
                  ["salvage", str(store), "--out", str(tmp_path / "s.ndjson")]):
         r = _runner().invoke(cli, [*argv, "--format", "json"])
         assert r.exit_code in (0, 1), (argv, r.exit_code, r.stderr)
