@@ -36,8 +36,8 @@ from ..store.errors import RmqInspectError
 from ..store.indexfile import IndexFile
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.rocksdb_cq import ConsumeQueues
-from ._bulk import topic_ids as _topic_ids
 from .dispatch import goes_to_consume_queue, index_keys
+from .rows import topic_ids
 from .salvage import Damage, walk_batches
 
 ALL_CHECKS = ("structure", "crc", "cq", "index", "checkpoint")
@@ -200,7 +200,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
         if max_ts is None or ts > max_ts:
             max_ts = ts
         if need_records:
-            recs.append(f.start, r, _topic_ids(u8, item.rows, topics))
+            recs.append(f.start, r, topic_ids(u8, item.rows, topics))
     rep.counts["records"] = n_msgs
     recs.finish()
     data_end = int(recs.np_offset[-1] + recs.np_size[-1]) if recs.np_offset.size else cl.min_offset
