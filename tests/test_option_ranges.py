@@ -39,6 +39,9 @@ CASES = [
     (["rebuild", S, "--dry-run", "--index-max", "0"], "--index-max"),
     (["index-lookup", S, "--key", "k", "--topic", "T", "--index-slots", "9223372036854775807"], "--index-slots"),
     (["rocksdb-cq", S, "--from", "1e30"], "--from"),
+    (["rocksdb-cq", S, "--from", str(10 ** 30)], "--from"),  # the integer the fuzzer meant by 1e30
+    (["rebuild", S, "--dry-run", "--index-slots", str(10 ** 30)], "--index-slots"),
+    (["rebuild", S, "--dry-run", "--index-max", str(10 ** 30)], "--index-max"),
     (["cq", S, "--topic", "T", "--queue", "0", "--from", "-1"], "--from"),
     (["cq", S, "--topic", "T", "--queue", "0", "--count", L63], "--count"),
     (["recover", S, "--dry-run", "--cq-file-size", "9223372036854775807"], "--cq-file-size"),
