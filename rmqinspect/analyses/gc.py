@@ -223,7 +223,7 @@ def plan_gc(store, s: GcSettings, queues=None) -> GcPlan:
     # index files
     idx_dir = store.layout.index_dir
     if os.path.isdir(idx_dir) and new_min > before:
-        names = sorted(n for n in os.listdir(idx_dir) if n.isdigit())
+        names = sorted(n for n in os.listdir(idx_dir) if n.isascii() and n.isdigit())
         go = True
         for j, n in enumerate(names):
             p = os.path.join(idx_dir, n)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..store import Store
+from ..store.brokerconfig import consumer_offset_rows
 from ..store.config import ConfigFile, read_config
 
 
@@ -59,14 +60,11 @@ def read_consumer_offsets(store: Store) -> tuple[ConfigFile | None, dict[tuple[s
     out: dict[tuple[str, str], dict[int, int]] = {}
     if cfg is None:
         return None, out
-    table = cfg.data.get("offsetTable", {}) if isinstance(cfg.data, dict) else {}
-    for key, qmap in table.items():
-        parts = key.split("@")
-        if len(parts) != 2 or not isinstance(qmap, dict):
-            cfg.problems.append(f"offsetTable key {key!r} is not topic@group; skipped")
-            continue
-        topic, group = parts
-        out[(topic, group)] = {int(q): int(v) for q, v in qmap.items()}
+    # one typed reading of offsetTable for every command (null / string / list values are problems, not crashes)
+    found: list[str] = []
+    for r in consumer_offset_rows(cfg.data, found):
+        out.setdefault((r["topic"], r["group"]), {})[r["queue_id"]] = r["offset"]
+    cfg.problems.extend(f"{cfg.path}: {p}" for p in found)
     return cfg, out
 
 

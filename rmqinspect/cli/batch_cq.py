@@ -6,16 +6,16 @@ import click
 
 from ..store import Store
 from ..store.errors import StoreNotFoundError
-from ._params import broker_version_option, store_argument
+from ._params import NON_NEGATIVE_LONG, QUEUE_ID, broker_version_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, print_kv, warn
 
 
 @click.command("batch-cq")
 @store_argument
 @click.option("--topic", help="Only this topic.")
-@click.option("--queue", "queue_id", type=int, help="Only this queue id.")
+@click.option("--queue", "queue_id", type=QUEUE_ID, help="Only this queue id.")
 @click.option("--expand", is_flag=True, help="Decode each INNER_BATCH record and list its inner messages.")
-@click.option("--get", "get_offset", type=click.IntRange(min=0), default=None, metavar="OFFSET",
+@click.option("--get", "get_offset", type=NON_NEGATIVE_LONG, default=None, metavar="OFFSET",
               help="What a consumer pulling at OFFSET gets (DefaultMessageStore.getMessage): needs --topic and "
                    "--queue.")
 @click.option("--max", "max_msg_nums", type=click.IntRange(1, 1 << 20), default=32, show_default=True,

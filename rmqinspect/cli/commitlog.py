@@ -11,7 +11,16 @@ from ..analyses.summary import summarize
 from ..store import Store
 from ..store.commitlog import Gap
 from ..store.errors import EXIT_CORRUPT, EXIT_PROBLEMS, CorruptDataError
-from ._params import OFFSET, TIME, accepts_v2, broker_version_option_for, store_argument
+from ._params import (
+    NON_NEGATIVE_LONG,
+    OFFSET,
+    QUEUE_ID,
+    TIME,
+    accepts_v2,
+    broker_version_option_for,
+    max_body_option,
+    store_argument,
+)
 from .output import emit, emit_document, handle_errors, ms_to_iso, print_kv, progress, warn
 
 TABLE_COLUMNS = ("physical_offset", "total_size", "topic", "queue_id", "queue_offset", "store_time", "sys_flag",
@@ -42,8 +51,8 @@ class MessageFilter:
         return True
 
 
-def _row(msg, body: str) -> dict:
-    d = msg.to_dict(body)
+def _row(msg, body: str, body_limit: int) -> dict:
+    d = msg.to_dict(body, body_limit)
     d["store_time"] = ms_to_iso(msg.store_timestamp)
     return d
 
@@ -61,11 +70,12 @@ def _hexdump(buf, start: int, length: int, base: int) -> str:
 @click.command("decode-commitlog")
 @store_argument
 @click.option("--offset", type=OFFSET, help="Decode the record at this physical offset (with --count, the next K).")
-@click.option("--count", type=int, default=None, help="Number of records to show (default 1 with --offset).")
+@click.option("--count", type=NON_NEGATIVE_LONG, default=None,
+              help="Number of records to show (default 1 with --offset).")
 @click.option("--from", "from_", type=OFFSET, help="Walk from this physical offset (a record boundary).")
 @click.option("--to", type=OFFSET, help="Walk up to this physical offset (exclusive).")
 @click.option("--topic", help="Only messages stored under this topic.")
-@click.option("--queue", type=int, help="Only this queue id.")
+@click.option("--queue", type=QUEUE_ID, help="Only this queue id.")
 @click.option("--key", help="Only messages whose KEYS contain this key.")
 @click.option("--tag", help="Only messages with this TAGS value.")
 @click.option("--uniq-key", help="Only the message with this UNIQ_KEY (client msgId).")
@@ -75,12 +85,13 @@ def _hexdump(buf, start: int, length: int, base: int) -> str:
               show_default=True)
 @click.option("--body", type=click.Choice(("none", "text", "hex", "base64")), default="none", show_default=True,
               help="Include the body (decompressed when the record says so; text falls back to hex).")
+@max_body_option
 @click.option("--keep-going", is_flag=True, help="Report damage and continue with the next file instead of stopping.")
 @broker_version_option_for("Read as this RocketMQ version would: before 5.1.0 a V2 record (magic 0xDAA320AB) is "
                            "illegal data. Default: accept V1 and V2.")
 @handle_errors
 def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, uniq_key, since, until, fmt, body,
-                     keep_going, broker_version):
+                     max_body_bytes, keep_going, broker_version):
     """Decode CommitLog records: one at --offset, or a walk over a range with filters.
 
     \b
@@ -98,7 +109,7 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
             count = 1
     if offset is not None and count == 1:
         msg = cl.read_message(offset, accept_v2)
-        _output_messages(iter([msg]), fmt, body, cl)
+        _output_messages(iter([msg]), fmt, body, cl, max_body_bytes)
         if msg.problems:
             for p in msg.problems:
                 warn(f"{msg.file} @ {msg.physical_offset}: {p}")
@@ -130,14 +141,14 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
             except CorruptDataError as e:  # without --keep-going: what was decoded is shown, then the error
                 damage.append(e)
 
-    _output_messages(walk(), fmt, body, cl)
+    _output_messages(walk(), fmt, body, cl, max_body_bytes)
     if damage:
         if not keep_going:
             raise damage[0]
         sys.exit(EXIT_PROBLEMS)
 
 
-def _output_messages(msgs, fmt, body, cl) -> None:
+def _output_messages(msgs, fmt, body, cl, body_limit: int) -> None:
     if fmt == "hex":
         for m in msgs:
             f, pos = cl.locate(m.physical_offset)
@@ -146,7 +157,7 @@ def _output_messages(msgs, fmt, body, cl) -> None:
             click.echo(_hexdump(f.buffer, pos, m.total_size, m.physical_offset))
         return
     cols = TABLE_COLUMNS + (("body",) if body != "none" else ())
-    emit((_row(m, body) for m in msgs), fmt, cols)
+    emit((_row(m, body, body_limit) for m in msgs), fmt, cols)
 
 
 @click.command("summary")

@@ -14,7 +14,7 @@ from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError
 from ..store.rocksdb_cq import ConsumeQueues
-from ._params import store_argument
+from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, warn
 
 COLUMNS = ("queue_offset", "physical_offset", "size", "tags_code")
@@ -31,14 +31,14 @@ def _cq_dir(st: Store, cq_dir: str | None) -> str:
 @click.command("cq")
 @store_argument
 @click.option("--topic", help="Topic of the queue.")
-@click.option("--queue", "queue_id", type=int, help="Queue id.")
-@click.option("--from", "from_", type=int, default=None, help="First logical queue offset to show.")
-@click.option("--count", type=int, default=None, help="Number of entries to show.")
+@click.option("--queue", "queue_id", type=QUEUE_ID, help="Queue id.")
+@click.option("--from", "from_", type=NON_NEGATIVE_LONG, default=None, help="First logical queue offset to show.")
+@click.option("--count", type=NON_NEGATIVE_LONG, default=None, help="Number of entries to show.")
 @click.option("--join", is_flag=True, help="Decode the record each entry points to and flag every mismatch.")
 @click.option("--all", "all_", is_flag=True, help="List every queue with min/max offsets and entry counts.")
 @click.option("--cq-dir", type=click.Path(file_okay=False), default=None,
               help="Read consume queues from this directory instead of STORE/consumequeue (e.g. a rebuilt copy).")
-@click.option("--cq-file-size", type=int, default=None,
+@click.option("--cq-file-size", type=CQ_FILE_SIZE, default=None,
               help="mappedFileSizeConsumeQueue in bytes (default: inferred from the files).")
 @click.option("--cq-format", type=click.Choice(("auto", "file", "rocksdb")), default="auto", show_default=True,
               help="File consume queues or the 5.x RocksDB consume queue (auto: what the directory holds; "

@@ -9,19 +9,22 @@ import click
 from ..store import Store
 from ..store.detect import detect_store
 from ..store.errors import EXIT_PROBLEMS
-from ._params import TIME, broker_version_option, store_argument
+from ._params import CALENDAR_TIME, JAVA_INT_MAX, FiniteFloatRange, broker_version_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, print_kv
 
 
 @click.command("gc")
 @store_argument
 @click.option("--dry-run", is_flag=True, required=True, help="Required: only report (nothing is ever deleted).")
-@click.option("--now", type=TIME, default=None, help="Pretend the clean services run at this time (default: now).")
-@click.option("--file-reserved-hours", type=float, default=72, show_default=True, help="fileReservedTime.")
+@click.option("--now", type=CALENDAR_TIME, default=None,
+              help="Pretend the clean services run at this time (default: now).")
+@click.option("--file-reserved-hours", type=FiniteFloatRange(0, JAVA_INT_MAX), default=72, show_default=True,
+              help="fileReservedTime.")
 @click.option("--delete-when", default="04", show_default=True, help="deleteWhen: ';'-separated local hours.")
-@click.option("--disk-ratio", type=float, default=None,
+@click.option("--disk-ratio", type=FiniteFloatRange(-1, 1), default=None,
               help="Disk used ratio 0..1 of the broker's partition (default: measured here, which is the copy's).")
-@click.option("--disk-max-used-ratio", type=int, default=75, show_default=True, help="diskMaxUsedSpaceRatio (%).")
+@click.option("--disk-max-used-ratio", type=click.IntRange(0, 100), default=75, show_default=True,
+              help="diskMaxUsedSpaceRatio (%).")
 @click.option("--no-clean-forcibly", is_flag=True, help="cleanFileForciblyEnable=false.")
 @click.option("--manual", is_flag=True, help="An admin triggered deletion (manualDeleteFileSeveralTimes).")
 @click.option("--tz", default=None, help="Broker time zone for deleteWhen (IANA name; default: local).")

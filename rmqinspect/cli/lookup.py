@@ -24,7 +24,16 @@ from ..analyses.lookup import (
 )
 from ..store import Store
 from ..store.errors import EXIT_NOT_FOUND, RmqInspectError
-from ._params import TIME, conf_setting, store_argument
+from ._params import (
+    INDEX_MAX,
+    INDEX_SLOTS,
+    NON_NEGATIVE_LONG,
+    POSITIVE_INT,
+    TIME,
+    check_index_geometry,
+    conf_setting,
+    store_argument,
+)
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, print_kv, warn
 
 HIT_COLUMNS = ("physical_offset", "verified", "fate", "topic", "keys", "uniq_key", "store_time", "index_file", "note")
@@ -33,10 +42,10 @@ HIT_COLUMNS = ("physical_offset", "verified", "fate", "topic", "keys", "uniq_key
 def _index_options(fn):
     fn = click.option("--index-dir", type=click.Path(file_okay=False), default=None,
                       help="Read IndexFiles from this directory instead of STORE/index (e.g. a rebuilt copy).")(fn)
-    fn = click.option("--index-slots", type=int, default=None,
+    fn = click.option("--index-slots", type=INDEX_SLOTS, default=None,
                       help="maxHashSlotNum (default: inferred from the file size and slot table).")(fn)
-    fn = click.option("--index-max", type=int, default=None, help="maxIndexNum (default: inferred).")(fn)
-    fn = click.option("--max-batch", type=int, default=None,
+    fn = click.option("--index-max", type=INDEX_MAX, default=None, help="maxIndexNum (default: inferred).")(fn)
+    fn = click.option("--max-batch", type=POSITIVE_INT, default=None,
                       help=f"maxMsgsNumBatch of the broker: the cap applied to --max (default: --broker-config's, "
                            f"else {DEFAULT_MAX_MSGS_NUM_BATCH}).")(fn)
     return fn
@@ -55,6 +64,7 @@ def _recovery_view(st: Store):
 
 
 def _service(st: Store, index_dir, slots, max_items) -> IndexService:
+    check_index_geometry(slots, max_items)
     svc = IndexService.for_store(st, os.path.abspath(index_dir) if index_dir else None, slots, max_items)
     for info in svc.infos:
         if info.error:
@@ -96,7 +106,7 @@ def _walk_rows(q):
 @click.option("--topic", required=True, help="Topic the message was stored under.")
 @click.option("--begin", type=TIME, default=0, show_default=True, help="Store time >= (epoch ms or ISO date).")
 @click.option("--end", type=TIME, default=JAVA_LONG_MAX, help="Store time <= (default Long.MAX_VALUE).")
-@click.option("--max", "max_num", type=int, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
+@click.option("--max", "max_num", type=NON_NEGATIVE_LONG, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
               help="maxNum of the query (capped by --max-batch).")
 @click.option("--explain", is_flag=True, help="Show the walk (files, slots, items) and the dropped collisions.")
 @click.option("--keep-collisions", is_flag=True, help="List hash collisions among the hits (the broker's raw answer).")
@@ -236,9 +246,9 @@ def _render_msgid(doc) -> None:
 @click.option("--topic", required=True, help="Topic the message was sent to.")
 @click.option("--begin", type=TIME, default=0, show_default=True, help="Query window start (epoch ms or ISO).")
 @click.option("--end", type=TIME, default=JAVA_LONG_MAX, help="Query window end (default Long.MAX_VALUE).")
-@click.option("--max", "max_num", type=int, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
+@click.option("--max", "max_num", type=NON_NEGATIVE_LONG, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
               help="maxNum of the query.")
-@click.option("--scan-bytes", type=int, default=None,
+@click.option("--scan-bytes", type=NON_NEGATIVE_LONG, default=None,
               help="Bound the commitlog fall-back scan to this many bytes from the first file (default: all).")
 @_index_options
 @format_option

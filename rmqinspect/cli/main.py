@@ -17,12 +17,16 @@ from ._params import apply_broker_config, broker_config_option
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
              epilog="\b\n" + EXIT_CODES_HELP)
 @click.version_option(__version__, prog_name="rmqinspect")
-def cli() -> None:
+@click.option("--debug", is_flag=True, help="Show the Python traceback with an error (also RMQINSPECT_DEBUG=1).")
+def cli(debug: bool) -> None:
     """Offline forensic inspection of Apache RocketMQ store directories (4.x and 5.x).
 
     Every command opens the store read-only and never writes into it. Point STORE at a store root
     (the directory holding commitlog/, consumequeue/, index/, checkpoint) or at one commitlog file.
     """
+    from .output import set_debug
+
+    set_debug(debug)
 
 
 def _register() -> None:

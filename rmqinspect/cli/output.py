@@ -11,13 +11,14 @@ import contextlib
 import datetime as _dt
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import click
 
-from ..store.errors import EXIT_IO, RmqInspectError
+from ..store.errors import EXIT_CORRUPT, EXIT_IO, RmqInspectError
 
 FORMAT_CHOICES = ("table", "json", "ndjson")
 
@@ -41,9 +42,11 @@ def _default(o: Any):
 
 
 def dumps(obj: Any, pretty: bool = False) -> str:
+    """JSON text; NaN and Infinity are refused (ValueError, reported by ``handle_errors``): they are not JSON,
+    and a consumer of ``--format json`` must always get a document it can parse."""
     if pretty:
-        return json.dumps(obj, ensure_ascii=False, default=_default, indent=2)
-    return json.dumps(obj, ensure_ascii=False, default=_default, separators=(",", ":"))
+        return json.dumps(obj, ensure_ascii=False, default=_default, indent=2, allow_nan=False)
+    return json.dumps(obj, ensure_ascii=False, default=_default, separators=(",", ":"), allow_nan=False)
 
 
 def is_terminal(stream=None) -> bool:
@@ -83,32 +86,63 @@ def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *
     out = out or sys.stdout
     n = 0
     if fmt == "ndjson":
-        for row in rows:
-            out.write(dumps(row) + "\n")
-            n += 1
-        out.flush()
+        # each line is serialised before it is written: a failure mid-stream leaves only complete lines
+        try:
+            for row in rows:
+                out.write(dumps(row) + "\n")
+                n += 1
+        except Exception as e:
+            _mark_stopped(e, n, "NDJSON ends on a complete line")
+            raise
+        finally:
+            _safe_flush(out)
         return n
     if fmt == "json":
         out.write("[")
-        for row in rows:
-            out.write(("\n" if n == 0 else ",\n") + dumps(row))
-            n += 1
-        out.write("\n]\n" if n else "]\n")
-        out.flush()
+        try:
+            for row in rows:
+                out.write(("\n" if n == 0 else ",\n") + dumps(row))
+                n += 1
+        except Exception as e:
+            # close the array so what was written stays one valid JSON document
+            _mark_stopped(e, n, "the JSON array was closed early")
+            raise
+        finally:
+            out.write("\n]\n" if n else "]\n")
+            _safe_flush(out)
         return n
     # table: buffered in chunks so huge walks still print progressively
     chunk: list[dict] = []
     first = True
-    for row in rows:
-        chunk.append(row)
-        n += 1
-        if len(chunk) >= 500:
+    try:
+        for row in rows:
+            chunk.append(row)
+            n += 1
+            if len(chunk) >= 500:
+                _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
+                first = False
+                chunk = []
+    except Exception as e:
+        if chunk:
             _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
-            first = False
-            chunk = []
+        _mark_stopped(e, n, "the table is incomplete")
+        raise
     if chunk or first:
         _print_table(chunk, columns, title if first else None, out, cell_width, header=True)
     return n
+
+
+def _safe_flush(out) -> None:
+    try:
+        out.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _mark_stopped(e: BaseException, rows: int, how: str) -> None:
+    """Remember on the exception where the output stopped; ``handle_errors`` says it on the error line."""
+    if getattr(e, "rmq_output_stopped", None) is None:
+        e.rmq_output_stopped = f"output stopped after {rows} row{'s' if rows != 1 else ''}; {how}"  # type: ignore[attr-defined]
 
 
 def _print_table(rows: list[dict], columns, title, out, width, header=True) -> None:
@@ -196,24 +230,115 @@ def warn(message: str) -> None:
     click.echo(f"rmqinspect: warning: {message}", err=True)
 
 
+_debug = [False]
+
+
+def set_debug(enabled: bool) -> None:
+    """The global ``--debug``: errors show their traceback (also RMQINSPECT_DEBUG=1)."""
+    _debug[0] = bool(enabled)
+
+
+def debug_enabled() -> bool:
+    return _debug[0] or os.environ.get("RMQINSPECT_DEBUG", "") not in ("", "0")
+
+
+# local names that, in the frame that failed, say which file and position was being read
+_PATH_NAMES = ("path", "file_path", "filename", "fname", "file")
+_OFFSET_NAMES = ("offset", "phy_offset", "physical_offset", "pos", "position", "file_offset")
+
+
+def _where(tb) -> str:
+    """Best effort "file @ offset" for an unexpected exception: the innermost rmqinspect frame that holds a
+    path (a local, or ``self.path``) and, in that frame, an offset."""
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for f in reversed(frames):
+        if not f.f_globals.get("__name__", "").startswith("rmqinspect"):
+            continue
+        loc = f.f_locals
+        path = next((loc[k] for k in _PATH_NAMES if isinstance(loc.get(k), (str, os.PathLike))), None)
+        if path is None:
+            path = getattr(loc.get("self"), "path", None)
+        if not isinstance(path, (str, os.PathLike)):
+            continue
+        offset = next((loc[k] for k in _OFFSET_NAMES if isinstance(loc.get(k), int)
+                       and not isinstance(loc.get(k), bool)), None)
+        return os.fspath(path) + (f" @ {offset}" if offset is not None else "")
+    return ""
+
+
+def _innermost(tb) -> str:
+    last = None
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__", "").startswith("rmqinspect"):
+            last = tb
+        tb = tb.tb_next
+    if last is None:
+        return ""
+    co = last.tb_frame.f_code
+    return f"{last.tb_frame.f_globals.get('__name__')}.{co.co_name}:{last.tb_lineno}"
+
+
+def describe_unexpected(e: BaseException) -> tuple[str, int]:
+    """The one stderr line and exit code for an exception that no reader turned into a typed error.
+
+    Numbers read from the store that no check caught end up here as ValueError / OverflowError / IndexError
+    / struct.error ...: they are damage at the place named (exit 4). A MemoryError is a size or count too
+    large to hold (from the store or an option), never an empty message."""
+    where = _where(e.__traceback__)
+    inner = _innermost(e.__traceback__)
+    if isinstance(e, MemoryError):
+        detail = str(e) or "no detail"
+        msg = (f"{where + ': ' if where else ''}too large to hold in memory ({detail}): a size or count read "
+               f"from the store, or given as an option, is absurd")
+    elif isinstance(e, RecursionError):
+        msg = f"{where + ': ' if where else ''}data nested too deeply to read"
+    else:
+        text = str(e) or type(e).__name__
+        msg = f"{where + ': ' if where else ''}unreadable data ({type(e).__name__}: {text})"
+    if inner:
+        msg += f" [in {inner}; --debug shows the traceback]"
+    return msg, EXIT_CORRUPT
+
+
+def _stopped(e: BaseException) -> str:
+    s = getattr(e, "rmq_output_stopped", None)
+    return f" ({s})" if s else ""
+
+
 def handle_errors(fn: Callable) -> Callable:
-    """Turn library errors into a one-line message and the documented exit code; never a traceback."""
+    """The error contract, in one place: every exception escaping a command becomes ONE line on stderr
+    (``rmqinspect: error: FILE @ OFFSET: what``, plus where the output stopped when it had started) and the
+    documented exit code (store/errors.py); ``--debug`` adds the traceback. Usage errors stay click's (2)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
         except RmqInspectError as e:
-            error(str(e))
-            sys.exit(e.exit_code)
+            _report(e, str(e), e.exit_code)
         except BrokenPipeError:
             try:
                 sys.stdout = None  # type: ignore[assignment]
             finally:
                 sys.exit(0)
-        except (OSError, MemoryError) as e:
+        except OSError as e:
             fname = getattr(e, "filename", None)
-            error(f"{fname + ': ' if fname else ''}{getattr(e, 'strerror', None) or e}")
-            sys.exit(EXIT_IO)
+            _report(e, f"{fname + ': ' if fname else ''}{getattr(e, 'strerror', None) or e}", EXIT_IO)
+        except Exception as e:  # noqa: BLE001 - the contract: no traceback reaches the user
+            _report(e, *describe_unexpected(e))
 
     return wrapper
+
+
+def _report(e: BaseException, message: str, code: int) -> None:
+    if debug_enabled():
+        import traceback
+
+        traceback.print_exception(e, file=sys.stderr)
+    error(message + _stopped(e))
+    sys.exit(code)

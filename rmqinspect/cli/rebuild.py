@@ -10,7 +10,7 @@ import click
 from ..analyses.rebuild_run import PROBLEM_STOPS, rebuild
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
-from ._params import OFFSET, broker_version_option_for, store_argument
+from ._params import CQ_FILE_SIZE, check_index_geometry, INDEX_MAX, INDEX_SLOTS, NON_NEGATIVE_LONG, OFFSET, broker_version_option_for, store_argument
 from .output import emit, emit_document, format_option, handle_errors, print_kv, progress, warn
 
 QUEUE_COLUMNS = ("topic", "queue_id", "rebuilt_entries", "store_entries", "matching", "missing", "extra", "wrong",
@@ -26,16 +26,16 @@ DIFF_COLUMNS = ("topic", "queue_id", "queue_offset", "index_file", "item", "kind
 @click.option("--what", default="cq,index", show_default=True, help="What to rebuild: cq, index or both.")
 @click.option("--from", "from_", type=OFFSET, help="Start the dispatch at this physical offset (a record boundary).")
 @click.option("--to", type=OFFSET, help="Stop the dispatch at this physical offset (exclusive).")
-@click.option("--cq-file-size", type=int, help="mappedFileSizeConsumeQueue in bytes (rounded up to 20). "
+@click.option("--cq-file-size", type=CQ_FILE_SIZE, help="mappedFileSizeConsumeQueue in bytes (rounded up to 20). "
               "Default: the store's CQ files, else 6000000.")
-@click.option("--index-slots", type=int, help="maxHashSlotNum. Default: inferred from the store's index files, "
+@click.option("--index-slots", type=INDEX_SLOTS, help="maxHashSlotNum. Default: inferred from the store's index files, "
               "else 5000000.")
-@click.option("--index-max", type=int, help="maxIndexNum. Default: the store's index files, else 20000000.")
+@click.option("--index-max", type=INDEX_MAX, help="maxIndexNum. Default: the store's index files, else 20000000.")
 @broker_version_option_for("Before 4.7.1 IndexFile counted hashSlotCount on every put; from 4.7.1 only newly used "
                            "slots.", default="4.9")
 @click.option("--dry-run", is_flag=True, help="Write nothing: compare what would be written with the CQ and index "
               "files in STORE and report every difference, queue by queue.")
-@click.option("--details", type=int, default=1000, show_default=True,
+@click.option("--details", type=NON_NEGATIVE_LONG, default=1000, show_default=True,
               help="With --dry-run: how many individual differences to list (all are counted).")
 @click.option("--engine", type=click.Choice(("local", "spark")), default="local", show_default=True,
               help="spark: one Spark task per commitlog file, results assembled in commitlog order (same bytes).")
@@ -53,6 +53,7 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
     Topics that are not valid RocketMQ topic names (or would escape the output directory) get no consume
     queue: they are reported and skipped. Index file names are derived from the data (beginTimestamp in UTC).
     """
+    check_index_geometry(index_slots, index_max)
     parts = {p.strip() for p in what.split(",") if p.strip()}
     if not parts or parts - {"cq", "index"}:
         raise click.BadParameter("use cq, index or cq,index", param_hint="--what")

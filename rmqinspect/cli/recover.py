@@ -13,7 +13,7 @@ from ..analyses.salvage import salvage
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE
 from ..store.layout import ensure_output_outside
-from ._params import broker_version_option_for, store_argument
+from ._params import CQ_FILE_SIZE, broker_version_option_for, max_body_option, store_argument
 from .output import dumps, emit, emit_document, format_option, handle_errors, print_kv, warn
 
 version_option = broker_version_option_for(
@@ -46,7 +46,7 @@ def _after(plan) -> dict[str, int]:
               help="checkCRCOnRecover: a body-CRC mismatch ends the scan.")
 @click.option("--message-index-safe", is_flag=True, help="messageIndexSafe=true (abnormal start-file rule).")
 @mode_option
-@click.option("--cq-file-size", type=click.IntRange(min=20), default=None,
+@click.option("--cq-file-size", type=CQ_FILE_SIZE, default=None,
               help="mappedFileSizeConsumeQueue for queues the recovery creates (default: as existing queues, "
                    "else 6000000).")
 @click.option("--redispatch", is_flag=True, help="List every re-dispatched record (JSON output).")
@@ -182,9 +182,10 @@ def consumer_lag_cmd(store, broker_version, mode, fmt):
 @version_option
 @click.option("--body", type=click.Choice(("base64", "hex", "text")), default="base64", show_default=True,
               help="Body encoding in the export (decompressed when the record says so).")
+@max_body_option
 @format_option
 @handle_errors
-def salvage_cmd(store, out_path, broker_version, body, fmt):
+def salvage_cmd(store, out_path, broker_version, body, max_body_bytes, fmt):
     """Find the intact messages the broker would discard: past the truncation point, resynchronise on magic
     codes, keep candidates that are self-consistent (size bounds, stored physical offset, CRC, queue-offset
     monotonicity), classify each damaged region (torn tail, zero page, CRC mismatch, stale data, missing
@@ -197,7 +198,7 @@ def salvage_cmd(store, out_path, broker_version, body, fmt):
     if out_path is not None:
         with open(out_path, "w", encoding="utf-8") as fh:
             for m in rep.messages:
-                fh.write(dumps(m.to_dict(body)) + "\n")
+                fh.write(dumps(m.to_dict(body, max_body_bytes)) + "\n")
     doc = rep.to_dict()
     doc["broker_version"] = plan.version.to_dict()
     if out_path:

@@ -8,7 +8,7 @@ import click
 
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError
-from ._params import broker_version_option, store_argument
+from ._params import NON_NEGATIVE_LONG, QUEUE_ID, broker_version_option, store_argument
 from .output import emit, format_option, handle_errors, warn
 
 CQ_COLUMNS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "tags_code", "store_timestamp")
@@ -17,9 +17,9 @@ CQ_COLUMNS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "t
 @click.command("rocksdb-cq")
 @store_argument
 @click.option("--topic", help="Only this topic.")
-@click.option("--queue", "queue_id", type=int, help="Only this queue id (with --topic).")
-@click.option("--from", "from_", type=int, default=None, help="First logical (queue) offset.")
-@click.option("--count", type=int, default=None, help="At most this many entries per queue.")
+@click.option("--queue", "queue_id", type=QUEUE_ID, help="Only this queue id (with --topic).")
+@click.option("--from", "from_", type=NON_NEGATIVE_LONG, default=None, help="First logical (queue) offset.")
+@click.option("--count", type=NON_NEGATIVE_LONG, default=None, help="At most this many entries per queue.")
 @click.option("--list", "list_only", is_flag=True, help="List queues with min/max offsets instead of entries.")
 @click.option("--offsets", is_flag=True, help="Dump the offset column family (max/min rows, checkpoint).")
 @click.option("--compare-file-cq", "compare_dir", type=click.Path(exists=True, file_okay=False), default=None,

@@ -8,7 +8,7 @@ import click
 
 from ..analyses.rows import RowFilter
 from ..store.errors import EXIT_NOT_FOUND, EXIT_PROBLEMS
-from ._params import TIME
+from ._params import NON_NEGATIVE_LONG, TIME
 from .export import EngineUnavailableError
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, print_kv
 
@@ -119,7 +119,7 @@ def _render_verify(rep) -> None:
 @stores_argument
 @master_option
 @label_option
-@click.option("--limit", type=int, default=None, help="At most this many differing offsets / UNIQ_KEYs.")
+@click.option("--limit", type=NON_NEGATIVE_LONG, default=None, help="At most this many differing offsets / UNIQ_KEYs.")
 @format_option
 @handle_errors
 def diff_cmd(stores, master, labels, limit, fmt):

@@ -8,20 +8,21 @@ import sys
 import click
 
 from ..store.layout import ensure_output_outside
-from ._params import TIME, broker_version_option
+from ._params import INDEX_MAX, INDEX_SLOTS, NON_NEGATIVE_LONG, TIME, broker_version_option, check_index_geometry
 from .output import emit, format_option, handle_errors, ms_to_iso, warn
 
 
 def _open_tiered(path, hash_slots, max_items):
+    check_index_geometry(hash_slots, max_items, "--hash-slots", "--max-items")
     from ..store.tiered_index import TieredIndexFile, tiered_index_paths
 
     return [TieredIndexFile(p, hash_slots, max_items) for p in tiered_index_paths(path)]
 
 
 tiered_geometry = [
-    click.option("--hash-slots", type=int, default=None,
+    click.option("--hash-slots", type=INDEX_SLOTS, default=None,
                  help="tieredStoreIndexFileMaxHashSlotNum of the broker (inferred when omitted)."),
-    click.option("--max-items", type=int, default=None, help="tieredStoreIndexFileMaxIndexNum (unsealed files)."),
+    click.option("--max-items", type=INDEX_MAX, default=None, help="tieredStoreIndexFileMaxIndexNum (unsealed files)."),
 ]
 
 
@@ -37,7 +38,7 @@ def _geometry(fn):
 @click.option("--key", required=True, help="UNIQ_KEY (client msgId) or one KEYS token.")
 @click.option("--begin", type=TIME, default=0, help="Store time lower bound (epoch ms or ISO).")
 @click.option("--end", type=TIME, default=(1 << 63) - 1, help="Store time upper bound (epoch ms or ISO).")
-@click.option("--max-num", type=int, default=64, show_default=True, help="Stop after this many items.")
+@click.option("--max-num", type=NON_NEGATIVE_LONG, default=64, show_default=True, help="Stop after this many items.")
 @click.option("--stats", is_flag=True, help="Report reads per lookup (slot/item reads, 4 KiB pages) on stderr.")
 @_geometry
 @broker_version_option

@@ -8,7 +8,7 @@ import click
 
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
-from ._params import TIME, broker_version_option, store_argument
+from ._params import POSITIVE_INT, TIME, broker_version_option, store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, print_kv, warn
 
 
@@ -17,7 +17,8 @@ from .output import emit, format_option, handle_errors, ms_to_iso, print_kv, war
 @click.option("--due-before", type=TIME, default=None, help="Only timers whose delivery time is before this.")
 @click.option("--pending", is_flag=True, help="Only timers the wheel will still fire: not yet dequeued (delivery >= "
               "timercheck lastReadTimeMs) and not cancelled by a delete marker in their slot.")
-@click.option("--precision-ms", type=int, default=1000, show_default=True, help="timerPrecisionMs of the broker.")
+@click.option("--precision-ms", type=POSITIVE_INT, default=1000, show_default=True,
+              help="timerPrecisionMs of the broker.")
 @broker_version_option
 @format_option
 @handle_errors

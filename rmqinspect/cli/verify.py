@@ -9,7 +9,7 @@ import click
 from ..analyses.verify import ALL_CHECKS, verify
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
-from ._params import accepts_v2, broker_version_option_for, store_argument
+from ._params import POSITIVE_LONG, accepts_v2, broker_version_option_for, store_argument
 from .output import dumps, emit, format_option, handle_errors, print_kv, progress
 
 PROBLEM_COLUMNS = ("check", "kind", "start", "end", "count", "file", "position", "reason")
@@ -29,7 +29,7 @@ def _checks(ctx, param, value):
 @store_argument
 @click.option("--checks", callback=_checks, default=None, metavar="LIST",
               help=f"Comma-separated subset of {','.join(ALL_CHECKS)} (default: all).")
-@click.option("--max-errors", type=click.IntRange(min=1), default=None,
+@click.option("--max-errors", type=POSITIVE_LONG, default=None,
               help="List at most N problem ranges (the rest are counted).")
 @broker_version_option_for("Check as this RocketMQ version reads: before 5.1.0 V2 records (magic 0xDAA320AB) are "
                            "damage. Default: V1 and V2 are valid.")

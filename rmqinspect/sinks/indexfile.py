@@ -26,7 +26,6 @@ Memory: the slot table (``maxHashSlotNum`` int32) plus one batch; items are writ
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 
 import numpy as np
@@ -37,11 +36,30 @@ INT_MAX = 0x7FFFFFFF
 
 
 def index_file_name(ts_millis: int) -> str:
-    """UtilAll.timeMillisToHumanString layout, in UTC."""
-    if ts_millis < 0:
-        ts_millis = 0
-    d = _dt.datetime(1970, 1, 1) + _dt.timedelta(milliseconds=ts_millis)
-    return d.strftime("%Y%m%d%H%M%S") + "%03d" % (d.microsecond // 1000)
+    """UtilAll.timeMillisToHumanString layout ("%04d%02d%02d%02d%02d%02d%03d"), in UTC, for every Java long: a
+    store time past year 9999 (one flipped bit) gives a 5-digit year as Java's Calendar does, never an
+    OverflowError from datetime."""
+    ts_millis = min(max(ts_millis, 0), (1 << 63) - 1)
+    days, ms = divmod(ts_millis, 86_400_000)
+    year, month, day = _civil_from_days(days)
+    hh, rem = divmod(ms, 3_600_000)
+    mm, rem = divmod(rem, 60_000)
+    ss, milli = divmod(rem, 1000)
+    return "%04d%02d%02d%02d%02d%02d%03d" % (year, month, day, hh, mm, ss, milli)
+
+
+def _civil_from_days(z: int) -> tuple[int, int, int]:
+    """Proleptic Gregorian (year, month, day) of ``z`` days after 1970-01-01 (H. Hinnant's algorithm)."""
+    z += 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    y = yoe + era * 400
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    m = mp + 3 if mp < 10 else mp - 9
+    return (y + 1 if m <= 2 else y), m, d
 
 
 class IndexFileWriter:
@@ -171,13 +189,17 @@ class IndexFileSet:
         self.headers: list[tuple] = []
         self.puts = 0
         self._last_name = ""
+        self._last_ts: int | None = None
 
     def _name_for(self, ts: int) -> str:
-        name = index_file_name(ts)
-        while name <= self._last_name:
-            ts += 1
-            name = index_file_name(ts)
-        return name
+        # names must grow: a file whose first time is not after the previous file's name takes that name's
+        # time + 1 ms. Jump there at once: one record with a store time in year 2584 (a flipped bit) must not
+        # make the next name a loop of millions of 1 ms steps. Names are ordered like their times while the
+        # year has 4 digits; a 5-digit year sorts first, and the names are compared as times.
+        if self._last_ts is not None and ts <= self._last_ts:
+            ts = self._last_ts + 1
+        self._last_ts = ts
+        return index_file_name(ts)
 
     def _roll(self, first_ts: int) -> None:
         prev_phy = prev_ts = 0

@@ -22,7 +22,7 @@ from ..formats.batch import (
 from ..formats.consumequeue import CQ_EXT_MAX_ADDR, ext_real_offset
 from ..formats.properties import parse_properties
 from .errors import CorruptDataError, StoreNotFoundError
-from .layout import is_offset_file_name
+from .layout import is_offset_file_name, is_queue_dir_name
 from .mapped import MappedFile
 
 
@@ -36,7 +36,7 @@ def list_batch_queues(root: str) -> list[tuple[str, int, str]]:
         if not os.path.isdir(td):
             continue
         for q in os.listdir(td):
-            if q.lstrip("-").isdigit() and os.path.isdir(os.path.join(td, q)):
+            if is_queue_dir_name(q) and os.path.isdir(os.path.join(td, q)):
                 out.append((topic, int(q), os.path.join(td, q)))
     out.sort(key=lambda x: (x[0], x[1]))
     return out

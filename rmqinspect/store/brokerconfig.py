@@ -21,6 +21,20 @@ CONFIG_FILES = {
     "delayOffsets": "delayOffset.json",
 }
 MAX_CONFIG_BYTES = 256 << 20  # bounded memory: a config file larger than this is not a real broker config
+# a broker's config nests 4 levels (table -> entry -> attributes); anything this deep is damage, and Python's
+# json would otherwise hit RecursionError
+MAX_CONFIG_DEPTH = 64
+# the numbers fastjson writes are Java ints/longs (<= 20 characters); a longer literal is damage, and Python
+# refuses to convert more than 4300 digits anyway
+MAX_INT_DIGITS = 40
+
+
+class ConfigSyntaxError(ValueError):
+    """A config file that is not the JSON a broker writes: nested too deep, a number too long."""
+
+    def __init__(self, message: str, pos: int | None = None):
+        super().__init__(message + (f" at char {pos}" if pos is not None else ""))
+        self.pos = pos
 
 
 def quote_bare_keys(text: str) -> str:
@@ -28,6 +42,7 @@ def quote_bare_keys(text: str) -> str:
     out: list[str] = []
     i, n = 0, len(text)
     expect_key = False  # just after '{' or ',' (outside strings), whitespace skipped
+    depth = 0  # nesting outside strings: bounded, so json.loads never recurses out of the stack
     while i < n:
         c = text[i]
         if c == '"':
@@ -43,6 +58,12 @@ def quote_bare_keys(text: str) -> str:
             i = j + 1
             expect_key = False
             continue
+        if c in "{[":
+            depth += 1
+            if depth > MAX_CONFIG_DEPTH:
+                raise ConfigSyntaxError(f"nested deeper than {MAX_CONFIG_DEPTH} levels", i)
+        elif c in "}]":
+            depth -= 1
         if c in "{,":
             out.append(c)
             i += 1
@@ -67,8 +88,16 @@ def quote_bare_keys(text: str) -> str:
     return "".join(out)
 
 
+def _parse_int(literal: str) -> int:
+    if len(literal.lstrip("-")) > MAX_INT_DIGITS:
+        raise ConfigSyntaxError(f"an integer of {len(literal.lstrip('-'))} digits (a Java long has at most 19)")
+    return int(literal)
+
+
 def parse_fastjson(text: str):
-    return json.loads(quote_bare_keys(text))
+    """fastjson text -> Python objects. Raises ValueError (json.JSONDecodeError, ConfigSyntaxError) for text no
+    broker writes, including nesting deeper than MAX_CONFIG_DEPTH and integers longer than MAX_INT_DIGITS."""
+    return json.loads(quote_bare_keys(text), parse_int=_parse_int)
 
 
 @dataclass
@@ -109,6 +138,8 @@ def _try_parse(path: str) -> tuple[dict | None, str | None]:
         obj = parse_fastjson(text)
     except json.JSONDecodeError as e:
         return None, f"unparseable at char {e.pos} (line {e.lineno} col {e.colno}): {e.msg}"
+    except (ValueError, RecursionError) as e:
+        return None, f"unparseable: {e}"
     if not isinstance(obj, dict):
         return None, f"top level is {type(obj).__name__}, not an object"
     return obj, None
@@ -132,9 +163,36 @@ def load_config_file(config_dir: str, file_name: str) -> ConfigLoad:
 
 
 # -- decoders (plain rows) -----------------------------------------------------------------------------
+def table_of(data, key: str, problems: list[str] | None = None, where: str = "") -> dict:
+    """``data[key]`` when it is an object; a missing/null table is empty; any other type (a list, a string,
+    a number where the broker writes an object) is reported in ``problems`` and read as empty."""
+    if not isinstance(data, dict):
+        return {}
+    v = data.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        if problems is not None:
+            problems.append(f"{where}{key} is a {_json_type(v)}, not an object; ignored")
+        return {}
+    return v
+
+
+def java_long(v) -> int | None:
+    """A JSON integer within a Java long; None for anything else (null, strings, floats, booleans)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        return None
+    return v if -(1 << 63) <= v < (1 << 63) else None
+
+
+def _json_type(v) -> str:
+    return {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null",
+            int: "number", float: "number"}.get(type(v), type(v).__name__)
+
+
 def topic_rows(data: dict | None) -> list[dict]:
     out = []
-    for name, tc in ((data or {}).get("topicConfigTable") or {}).items():
+    for name, tc in table_of(data, "topicConfigTable").items():
         tc = tc if isinstance(tc, dict) else {}
         perm = tc.get("perm", 6)
         out.append({"topic": tc.get("topicName", name), "read_queue_nums": tc.get("readQueueNums", 16),
@@ -151,7 +209,7 @@ def perm_text(perm: int) -> str:
 
 def subscription_group_rows(data: dict | None) -> list[dict]:
     out = []
-    for name, g in ((data or {}).get("subscriptionGroupTable") or {}).items():
+    for name, g in table_of(data, "subscriptionGroupTable").items():
         g = g if isinstance(g, dict) else {}
         row = {"group": g.get("groupName", name), "consume_enable": g.get("consumeEnable", True),
                "consume_broadcast_enable": g.get("consumeBroadcastEnable", False),
@@ -165,27 +223,46 @@ def consumer_offset_rows(data: dict | None, problems: list[str] | None = None) -
     """``offsetTable``: ``topic@group`` -> {queueId: next logical offset}. Keys that do not split into
     exactly two parts on '@' are skipped, as the broker does."""
     out = []
-    for key, table in ((data or {}).get("offsetTable") or {}).items():
+    for key, table in table_of(data, "offsetTable", problems).items():
         parts = key.split("@")
         if len(parts) != 2:
             if problems is not None:
                 problems.append(f"offsetTable key {key!r} does not split into topic@group; ignored")
             continue
-        for qid, off in (table or {}).items():
-            try:
-                out.append({"topic": parts[0], "group": parts[1], "queue_id": int(qid), "offset": int(off)})
-            except (TypeError, ValueError):
+        for qid, off in table_of({"t": table}, "t", problems, f"offsetTable[{key!r}]: ").items():
+            q = java_long(int(qid)) if _is_int_text(qid) else None
+            o = java_long(off)
+            if q is None or o is None:
                 if problems is not None:
-                    problems.append(f"offsetTable[{key!r}][{qid!r}] = {off!r} is not an integer")
+                    problems.append(f"offsetTable[{key!r}][{qid!r}] = {_short(off)} is not a queue id and a Java "
+                                    "long offset; ignored")
+                continue
+            out.append({"topic": parts[0], "group": parts[1], "queue_id": q, "offset": o})
     out.sort(key=lambda r: (r["topic"], r["group"], r["queue_id"]))
     return out
 
 
-def delay_offset_rows(data: dict | None) -> list[dict]:
+def _is_int_text(s: str) -> bool:
+    t = s[1:] if s[:1] == "-" else s
+    return 0 < len(t) <= 19 and t.isascii() and t.isdigit()
+
+
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def delay_offset_rows(data: dict | None, problems: list[str] | None = None) -> list[dict]:
     out = []
-    for level, off in ((data or {}).get("offsetTable") or {}).items():
-        lv = int(level)
-        out.append({"delay_level": lv, "queue_id": lv - 1, "offset": int(off)})
+    for level, off in table_of(data, "offsetTable", problems).items():
+        lv = int(level) if _is_int_text(level) else None
+        o = java_long(off)
+        if lv is None or o is None:
+            if problems is not None:
+                problems.append(f"delayOffset offsetTable[{level!r}] = {_short(off)} is not a level and a Java "
+                                "long offset; ignored")
+            continue
+        out.append({"delay_level": lv, "queue_id": lv - 1, "offset": o})
     out.sort(key=lambda r: r["delay_level"])
     return out
 
@@ -211,8 +288,12 @@ def read_broker_config(config_dir: str) -> BrokerConfig:
     try:
         topics = topic_rows(loads["topics"].data)
         groups = subscription_group_rows(loads["subscriptionGroups"].data)
-        offsets = consumer_offset_rows(loads["consumerOffsets"].data, problems)
-        delays = delay_offset_rows(loads["delayOffsets"].data)
+        found: list[str] = []
+        offsets = consumer_offset_rows(loads["consumerOffsets"].data, found)
+        problems.extend(f"{loads['consumerOffsets'].used}: {p}" for p in found)
+        found = []
+        delays = delay_offset_rows(loads["delayOffsets"].data, found)
+        problems.extend(f"{loads['delayOffsets'].used}: {p}" for p in found)
     except (AttributeError, TypeError, ValueError) as e:
         raise CorruptDataError(f"config content has an unexpected shape: {e}", config_dir) from e
     return BrokerConfig(loads, topics, groups, offsets, delays, problems)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 from .errors import StoreNotFoundError
-from .layout import is_offset_file_name
+from .layout import is_offset_file_name, is_queue_dir_name
 from .mapped import MappedFile
 
 
@@ -35,7 +35,7 @@ def list_queues(consumequeue_dir: str) -> list[QueueId]:
         if not os.path.isdir(tdir):
             continue  # RocksDB files (CURRENT, *.sst, ...) live here in 5.x RocksDB stores
         for q in os.listdir(tdir):
-            if q.lstrip("-").isdigit() and os.path.isdir(os.path.join(tdir, q)):
+            if is_queue_dir_name(q) and os.path.isdir(os.path.join(tdir, q)):
                 out.append(QueueId(topic, int(q), os.path.join(tdir, q)))
     out.sort(key=lambda x: (x.topic, x.queue_id))
     return out
@@ -50,7 +50,9 @@ class ConsumeQueue:
         self.directory = directory
         names = sorted(n for n in os.listdir(directory) if is_offset_file_name(n)) if os.path.isdir(directory) else []
         self.files = [MappedFile(os.path.join(directory, n), int(n)) for n in names]
-        sizes = [f.size for f in self.files if f.size]
+        # only lengths that can be a mappedFileSizeConsumeQueue (a positive multiple of the 20-byte unit) vote: a
+        # file truncated to 7 bytes is damage, not the queue's geometry (0: the caller's default applies)
+        sizes = [f.size for f in self.files if f.size and f.size % 20 == 0]
         self.file_size = file_size or (max(set(sizes), key=sizes.count) if sizes else 0)
 
     @classmethod

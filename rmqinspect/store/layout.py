@@ -8,11 +8,27 @@ from dataclasses import dataclass, field
 
 from .errors import StoreNotFoundError, UnsafeOutputError
 
-_OFFSET_NAME = re.compile(r"^\d{20}$")
+# exactly 20 ASCII digits (``\d`` would also take Arabic-Indic digits, which int() accepts), and a Java long:
+# UtilAll.offset2FileName writes %020d of a long, so anything else is no broker's file
+_OFFSET_NAME = re.compile(r"[0-9]{20}")
+JAVA_LONG_MAX = (1 << 63) - 1
 
 
 def is_offset_file_name(name: str) -> bool:
-    return bool(_OFFSET_NAME.match(name))
+    return bool(_OFFSET_NAME.fullmatch(name)) and int(name) <= JAVA_LONG_MAX
+
+
+_QUEUE_DIR = re.compile(r"-?[0-9]{1,10}")
+
+
+def is_queue_dir_name(name: str) -> bool:
+    """A queue directory is a Java int queue id in ASCII digits (ConsumeQueue's ``String.valueOf(queueId)``)."""
+    return bool(_QUEUE_DIR.fullmatch(name)) and -(1 << 31) <= int(name) < (1 << 31)
+
+
+def looks_like_offset_file_name(name: str) -> bool:
+    """20 digits of any script, or beyond Long.MAX_VALUE: meant as an offset name but not a valid one."""
+    return len(name) == 20 and name.isdigit() and not is_offset_file_name(name)
 
 
 @dataclass
@@ -78,6 +94,11 @@ class StoreLayout:
                 p = os.path.join(d, name)
                 if is_offset_file_name(name) and os.path.isfile(p):
                     out.append((int(name), p))
+                elif looks_like_offset_file_name(name):
+                    note = (f"{p}: file name is not a commitlog offset (20 ASCII digits <= Long.MAX_VALUE); "
+                            f"file ignored")
+                    if note not in self.notes:
+                        self.notes.append(note)
         out.sort()
         return out
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import zlib
 from dataclasses import dataclass, field
 
+from ..formats.compression import DEFAULT_BODY_LIMIT, Decompressed, decompress_body
 from ..formats.constants import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
@@ -116,28 +116,16 @@ class Message:
     def body_sha256(self) -> str:
         return hashlib.sha256(self.body).hexdigest()
 
-    def decompressed_body(self) -> bytes:
-        """The body as the consumer sees it. Raises ValueError when the codec fails."""
+    def decompressed_body(self, limit: int = DEFAULT_BODY_LIMIT) -> bytes:
+        """The body as the consumer sees it, at most ``limit`` bytes (formats.compression.decompress_body;
+        ``render_body`` says when it was cut). Raises ValueError when the codec fails or is unknown."""
         codec = self.compression
         if codec is None:
             return self.body
-        try:
-            if codec == CompressionType.ZLIB:
-                return zlib.decompress(self.body)
-            if codec == CompressionType.ZSTD:
-                import zstandard
-
-                return zstandard.ZstdDecompressor().decompressobj().decompress(self.body)
-            if codec == CompressionType.LZ4:
-                import lz4.frame
-
-                return lz4.frame.decompress(self.body)
-        except Exception as e:  # noqa: BLE001 - any codec failure is a data problem
-            raise ValueError(f"{codec.name} body does not decompress: {e}") from e
-        raise ValueError(f"unknown compression codec {codec}")
+        return decompress_body(codec, self.body, limit).data
 
     # --- rendering ---------------------------------------------------------------------------------
-    def to_dict(self, body: str = "none") -> dict:
+    def to_dict(self, body: str = "none", body_limit: int = DEFAULT_BODY_LIMIT) -> dict:
         """The public record contract (CONTRACT_KEYS) plus extra fields. ``body``: none|text|hex|base64."""
         d = {
             "physical_offset": self.physical_offset,
@@ -168,27 +156,45 @@ class Message:
             "physical_offset_field": self.physical_offset_field,
             "sys_flag_names": self.flag_names,
             "transaction_type": self.transaction_type.name,
-            "compression": self.compression.name if self.compression else None,
+            "compression": self._compression_name(),
         }
         if self.property_crc_ok is not None:
             d["property_crc_ok"] = self.property_crc_ok
         if self.problems:
             d["problems"] = list(self.problems)
         if body != "none":
-            d.update(render_body(self, body))
+            d.update(render_body(self, body, body_limit))
         return d
 
+    def _compression_name(self) -> str | None:
+        try:
+            codec = self.compression
+        except ValueError:  # SYSFLAG codec bits 4..7: no CompressionType (damage, or a future codec)
+            return f"UNKNOWN{(self.sys_flag & 0x700) >> 8}"
+        return codec.name if codec else None
 
-def render_body(msg: Message, mode: str) -> dict:
-    """Body rendering: text falls back to hex for bytes that are not UTF-8."""
+
+def render_body(msg: Message, mode: str, limit: int = DEFAULT_BODY_LIMIT) -> dict:
+    """Body rendering: text falls back to hex for bytes that are not UTF-8. A compressed body is decompressed
+    to at most ``limit`` bytes; a longer one is cut there and says so (``body_truncated``, ``body_note``)."""
+    cut: Decompressed | None = None
     try:
-        data = msg.decompressed_body()
-        decompressed = msg.compression is not None
+        codec = msg.compression
+        if codec is None:
+            data = msg.body
+        else:
+            cut = decompress_body(codec, msg.body, limit)
+            data = cut.data
+        decompressed = codec is not None
     except ValueError as e:
         return {"body_error": str(e), "body_encoding": "hex", "body": msg.body.hex()}
     out: dict = {}
     if decompressed:
         out["body_decompressed_size"] = len(data)
+    if cut is not None and cut.truncated:
+        out["body_truncated"] = True
+        out["body_note"] = (f"decompressed body cut at {limit} bytes (it expands further; --max-body-bytes "
+                            "raises the cap)")
     if mode == "text":
         try:
             out["body"] = data.decode("utf-8")

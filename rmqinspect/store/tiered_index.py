@@ -257,7 +257,7 @@ def tiered_index_paths(path: str) -> list[str]:
     d = os.path.join(path, "tiered_index_file") if os.path.isdir(os.path.join(path, "tiered_index_file")) else path
     if not os.path.isdir(d):
         raise StoreNotFoundError("no tiered_index_file/ directory", path)
-    names = [n for n in os.listdir(d) if n.isdigit() and os.path.isfile(os.path.join(d, n))]
+    names = [n for n in os.listdir(d) if n.isascii() and n.isdigit() and os.path.isfile(os.path.join(d, n))]
     return [os.path.join(d, n) for n in sorted(names, key=int)]
 
 

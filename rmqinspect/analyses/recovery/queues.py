@@ -247,7 +247,8 @@ class ConsumeQueueModel:
             self.starts.append(nxt)
             self.names[nxt] = f"{nxt:020d}"
             self.wrote[nxt] = 0
-            self.arrays.pop(nxt, None)
+            # a new mapped file reads as zeros: truncate_dirty may look at it before anything is written
+            self.arrays[nxt] = np.zeros(self.size // CQ_STORE_UNIT_SIZE, dtype=CQ_DTYPE)
             last = nxt
         return last
 
