@@ -97,16 +97,6 @@ class Message:
         return compression_type(self.sys_flag)
 
     @property
-    def compression_name(self) -> str | None:
-        """The codec's name; a damaged SYSFLAG can carry codes 4..7, which CompressionType.findByValue rejects:
-        named UNKNOWN<code> here (rendering must not fail), the body then shows undecompressed with body_error."""
-        try:
-            codec = self.compression
-        except ValueError:
-            return f"UNKNOWN{(self.sys_flag & 0x700) >> 8}"
-        return codec.name if codec else None
-
-    @property
     def flag_names(self) -> list[str]:
         names = [f.name for f in SysFlag if self.sys_flag & f and f not in (SysFlag.TRANSACTION_PREPARED,
                                                                              SysFlag.TRANSACTION_COMMIT)]
@@ -174,7 +164,7 @@ class Message:
             "physical_offset_field": self.physical_offset_field,
             "sys_flag_names": self.flag_names,
             "transaction_type": self.transaction_type.name,
-            "compression": self.compression_name,
+            "compression": self._compression_name(),
         }
         if self.property_crc_ok is not None:
             d["property_crc_ok"] = self.property_crc_ok
@@ -183,6 +173,13 @@ class Message:
         if body != "none":
             d.update(render_body(self, body))
         return d
+
+    def _compression_name(self) -> str | None:
+        try:
+            codec = self.compression
+        except ValueError:  # SYSFLAG codec bits 4..7: no CompressionType (damage, or a future codec)
+            return f"UNKNOWN{(self.sys_flag & 0x700) >> 8}"
+        return codec.name if codec else None
 
 
 def render_body(msg: Message, mode: str) -> dict:
