@@ -241,7 +241,8 @@ def m_splice(rng, store, pristine):
 
 
 BAD_NAMES = ["99999999999999999999", "09223372036854775808", "\u0660" * 19 + "\u0661", "00000000000000000007",
-             "0000000000000000000x", "-0000000000000000001", "00000000001073741824", "1", ".hidden", "00000000000000000000~"]
+             "0000000000000000000x", "-0000000000000000001", "00000000001073741824", "1", ".hidden",
+             "00000000000000000000~"]
 
 
 def m_rename(rng, store, pristine):
@@ -419,7 +420,8 @@ def command_for(rng: random.Random, store: Path, out: Path) -> tuple[list[str], 
                        {"--from": [], "--count": [], "--queue": []}),
         "tiered-index-lookup": (["tiered-index-lookup", s, "--topic", topic, "--key", key],
                                 {"--hash-slots": [], "--max-items": [], "--max-num": []}),
-        "compact-index": (["compact-index", s, "--out", str(out / "compacted")], {"--hash-slots": [], "--max-items": []}),
+        "compact-index": (["compact-index", s, "--out", str(out / "compacted")],
+                          {"--hash-slots": [], "--max-items": []}),
     }
     argv, extreme = table[c]
     return argv + ["--format", f], extreme
@@ -544,8 +546,8 @@ def run_case(seed: int, case: int, stores: list[Path], work: Path, timeout: int,
                                            innermost_frame(exc_info[2])))
         elif not 0 <= code <= 6:
             result["findings"].append(("exit code", f"exit {code}", ""))
-        if code == 5 and ("allocate" in stderr or "MemoryError" in stderr or stderr.strip() in ("rmqinspect: error:",
-                                                                                             "rmqinspect: error: ")):
+        bare = stderr.strip() in ("rmqinspect: error:", "rmqinspect: error: ")
+        if code == 5 and ("allocate" in stderr or "MemoryError" in stderr or bare):
             result["findings"].append(("memory", f"exit 5: {stderr.strip()[:150]!r}", ""))
         if "Traceback (most recent call last)" in stderr:
             result["findings"].append(("traceback on stderr", stderr.strip().splitlines()[-1][:150], ""))

@@ -80,7 +80,7 @@ def message_specs(draw):
     limit = draw(st.sampled_from([None, None, None, 32767]))
     if limit is not None:  # the properties length is a Java short: fill to the limit with a unicode value
         base = encode_properties(props)
-        room = limit - len(base) - len("BIG\x01\x02".encode())
+        room = limit - len(base) - len(b"BIG\x01\x02")
         unit = "\u00e9"  # 2 bytes in UTF-8; an odd room gets one ASCII byte
         props["BIG"] = unit * (room // 2) + "x" * (room % 2)
         assert len(encode_properties(props)) == limit
@@ -246,7 +246,7 @@ def test_index_chain_walk_finds_every_key_written(puts, slots):
         (name,) = os.listdir(d)
         idx = IndexFile(os.path.join(d, name), slots, len(puts) + 2)
         try:
-            for (k, phys), key in zip(puts, keys):
+            for (_k, phys), key in zip(puts, keys):
                 found = idx.select_phy_offset(key, 1 << 20, 0, (1 << 63) - 1)
                 assert phys in found.offsets
         finally:
