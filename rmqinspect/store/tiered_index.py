@@ -132,8 +132,8 @@ class TieredIndexFile:
             smax = min((size - HEADER_SIZE) // HASH_SLOT_SIZE, 1 << 21)
             # the slot table of s slots is a prefix of the largest one: count its non-empty slots once (prefix
             # sums), not once per candidate (that was quadratic: a 2 MiB file took 37 s)
-            used = np.cumsum(np.frombuffer(self.mf.buffer, dtype=UNSEALED_SLOT_DTYPE, count=smax,
-                                           offset=HEADER_SIZE)["item_index"] != 0) if smax > 0 else None
+            used = np.cumsum(np.frombuffer(self.mf.buffer, dtype=UNSEALED_SLOT_DTYPE, count=max(smax, 0),
+                                           offset=HEADER_SIZE)["item_index"] != 0)
             for s in range(1, smax + 1):
                 rest = size - HEADER_SIZE - s * HASH_SLOT_SIZE
                 if rest % INDEX_ITEM_SIZE or rest // INDEX_ITEM_SIZE <= n:
