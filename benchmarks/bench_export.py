@@ -1,13 +1,16 @@
 """Export throughput: the local (pyarrow) engine vs the Spark engine with local[1] and local[2], same run,
-same data. Data: N commitlog files written by the project's CommitLogWriter into a temp directory.
+same data, this tree against a baseline tree. Data: N commitlog files written by the project's CommitLogWriter
+into a temp directory.
 
     python benchmarks/bench_export.py [--files 4] [--file-mb 256] [--dir /tmp/rmqinspect-bench-export]
+                                      [--baseline /work/baseline] [--engines rows,local,spark local[1],...]
 
-Each engine runs twice in a fresh process: with the per-record reference row builder (the baseline,
-RMQINSPECT_EXPORT_REFERENCE=1) and with the vectorised fast path. "rows" is the row building alone (Arrow batches of every file, no Parquet writing). Reports rows/s and GB/s (commitlog bytes
-scanned per second) for each, the fast/reference ratio per engine, and the local[2]/local[1]
-speed-up (target >= 1.8 on an idle 2-core machine). The machine load average is printed before and after:
-other processes on the cores distort the Spark ratio.
+Each engine runs in a fresh process ``--repeat`` times per tree, the trees interleaved: the baseline
+(``--baseline``: a checkout of an earlier rmqinspect, its C extension built in place; default: this tree again)
+and this tree. "rows" is the row building alone (Arrow batches of every file, no Parquet writing). Reports rows/s
+and GB/s (commitlog bytes scanned per second) for each run, the after/before ratio of the median wall and CPU
+times per engine, and the local[2]/local[1] speed-up (target >= 1.8 on an idle 2-core machine). The machine load
+average is printed with every figure: other processes on the cores distort the ratios.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ import argparse
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+# the tree measured: this one, or the one the parent process selected (--baseline)
+sys.path.insert(0, os.environ.get("RMQINSPECT_BENCH_TREE", HERE))
 
 from rmqinspect.analyses.export import export_local  # noqa: E402
 from rmqinspect.formats.commitlog import encode_properties  # noqa: E402
@@ -66,33 +72,37 @@ def bench_spark(master: str, store: str, out: str):
     return dt, res.rows
 
 
-def run_engine(engine: str, path: str, store: str, out: str):
-    """One measurement in a fresh process: the JVM and Spark's Python workers inherit the environment that
-    selects the row-building path (RMQINSPECT_EXPORT_REFERENCE=1: the per-record reference = the baseline)."""
-    env = dict(os.environ, RMQINSPECT_EXPORT_REFERENCE="1" if path == "reference" else "0")
-    env["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..") + os.pathsep + env.get(
-        "PYTHONPATH", "")
+def run_engine(engine: str, tree: str, store: str, out: str):
+    """One measurement in a fresh process running the rmqinspect of ``tree`` (the JVM and Spark's Python workers
+    inherit the environment)."""
+    env = dict(os.environ, RMQINSPECT_BENCH_TREE=tree)
+    env["PYTHONPATH"] = tree + os.pathsep + env.get("PYTHONPATH", "")
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", engine, store, out], env=env,
                        check=True, capture_output=True, text=True)
-    dt, n = r.stdout.strip().splitlines()[-1].split()
-    return float(dt), int(n)
+    dt, n, cpu = r.stdout.strip().splitlines()[-1].split()
+    return float(dt), int(n), float(cpu)
 
 
 def one(engine: str, store: str, out: str) -> None:
     if engine == "rows":  # building the Arrow batches only (no Parquet writing), every commitlog file
-        from rmqinspect.analyses.export import file_batches, file_tasks
+        try:
+            from rmqinspect.analyses.rows import file_batches
+        except ImportError:  # a tree from before the row decoder had its own module
+            from rmqinspect.analyses.export import file_batches
+        from rmqinspect.analyses.export import file_tasks
 
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         n = sum(b.num_rows for task in file_tasks([store]) for b in file_batches(task))
-        print(f"{time.perf_counter() - t} {n}")
+        print(f"{time.perf_counter() - t} {n} {time.process_time() - c}")
         return
     if engine == "local":
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         res = export_local([store], out)
-        dt, n = time.perf_counter() - t, res.rows
-    else:
+        dt, n, cpu = time.perf_counter() - t, res.rows, time.process_time() - c
+    else:  # the work is done in Spark's Python workers: this process' CPU time says nothing
         dt, n = bench_spark(engine, store, out)
-    print(f"{dt} {n}")
+        cpu = float("nan")
+    print(f"{dt} {n} {cpu}")
 
 
 def main() -> None:
@@ -102,6 +112,10 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp/rmqinspect-bench-export")
     ap.add_argument("--keep", action="store_true", help="keep the generated store for the next run")
     ap.add_argument("--rows-only", action="store_true", help="only the row building (Arrow batches, no Parquet)")
+    ap.add_argument("--engines", default="rows,local,spark local[1],spark local[2]",
+                    help="comma-separated subset of: rows, local, spark local[1], spark local[2]")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per engine and tree, interleaved; medians compared")
+    ap.add_argument("--baseline", default=HERE, help="rmqinspect tree measured as 'before' (default: this tree)")
     ap.add_argument("--one", nargs=3, metavar=("ENGINE", "STORE", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
@@ -117,26 +131,38 @@ def main() -> None:
         t = time.perf_counter()
         rows = make_store(store, a.files, size)
         open(marker, "w").write(str(rows))
-        print(f"wrote {rows} messages in {a.files} x {a.file_mb} MiB commitlog files in {time.perf_counter() - t:.1f} s")
+        print(f"wrote {rows} messages in {a.files} x {a.file_mb} MiB commitlog files in "
+              f"{time.perf_counter() - t:.1f} s")
     scanned = sum(os.path.getsize(os.path.join(store, "commitlog", f)) for f in os.listdir(os.path.join(store,
                                                                                                       "commitlog")))
     print(f"{os.cpu_count()} CPUs; {load()}")
     results = {}
-    for name in ("rows", "local", "spark local[1]", "spark local[2]")[:1 if a.rows_only else 4]:
-        for path in ("reference", "fast"):
-            out = os.path.join(a.dir, "out-" + name.replace(" ", "_").replace("[", "").replace("]", ""))
-            shutil.rmtree(out, ignore_errors=True)
-            dt, n = run_engine(name.split()[-1], path, store, out)
-            assert n == rows, (name, n, rows)
-            results[name, path] = dt
-            print(f"{name:15s} {path:9s} {dt:7.2f} s  {n / dt:10.0f} rows/s  {scanned / dt / 1e9:6.3f} GB/s   "
-                  f"({load()})", flush=True)
-            shutil.rmtree(out, ignore_errors=True)
-        print(f"{name:15s} fast vs reference: {results[name, 'reference'] / results[name, 'fast']:.2f}x", flush=True)
-    for path in ("reference", "fast") if not a.rows_only else ():
-        print(f"{path}: spark local[2] vs local[1]: "
-              f"{results['spark local[1]', path] / results['spark local[2]', path]:.2f}x; "
-              f"spark local[2] vs local engine: {results['local', path] / results['spark local[2]', path]:.2f}x")
+    times: dict = {}
+    names = ["rows"] if a.rows_only else [e.strip() for e in a.engines.split(",")]
+    trees = (("before", os.path.abspath(a.baseline)), ("after", os.path.abspath(HERE)))
+    for name in names:
+        for i in range(a.repeat):
+            for label, tree in trees[::-1] if i % 2 else trees:  # alternate the order: load drifts during a run
+                out = os.path.join(a.dir, "out-" + name.replace(" ", "_").replace("[", "").replace("]", ""))
+                shutil.rmtree(out, ignore_errors=True)
+                dt, n, cpu = run_engine(name.split()[-1], tree, store, out)
+                assert n == rows, (name, n, rows)
+                times.setdefault((name, label), []).append((dt, cpu))
+                print(f"{name:15s} {label:6s} {dt:7.2f} s (cpu {cpu:6.2f} s)  {n / dt:10.0f} rows/s  "
+                      f"{scanned / dt / 1e9:6.3f} GB/s   ({load()})", flush=True)
+                shutil.rmtree(out, ignore_errors=True)
+        for k in (0, 1):
+            b, f = (statistics.median(t[k] for t in times[name, label]) for label in ("before", "after"))
+            print(f"{name:15s} median {('wall', 'cpu')[k]}: before {b:.2f} s, after {f:.2f} s, after vs before: "
+                  f"{b / f:.2f}x", flush=True)
+        for label in ("before", "after"):
+            results[name, label] = statistics.median(t[0] for t in times[name, label])
+    if "spark local[1]" in names and "spark local[2]" in names:
+        for label, _ in trees:
+            s2 = results["spark local[2]", label]
+            vs_local = (f"; spark local[2] vs local engine: {results['local', label] / s2:.2f}x" if "local" in names
+                        else "")
+            print(f"{label}: spark local[2] vs local[1]: {results['spark local[1]', label] / s2:.2f}x{vs_local}")
     if not a.keep:
         shutil.rmtree(a.dir, ignore_errors=True)
 

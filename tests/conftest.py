@@ -18,7 +18,6 @@ def scenario(request):
 # xfail(strict=True) naming the issue that teaches the product; when that issue lands its case passes, the
 # strict mark turns it red, and the change removes the entry. Never a skip: the case must keep running.
 _DLEDGER = "issue 14: DLedger-mode stores (dledger-n0/data, no commitlog/) are not read yet"
-_BATCHCQ = "issue 16: the BatchConsumeQueue lives in batchconsumequeue/, which the generic readers ignore"
 _DLEDGER_TESTS = {
     "test_every_message_matches_expected", "test_walk_matches_broker_records",
     "test_walk_finds_the_brokers_records_and_fields", "test_join_clean_scenarios_have_no_problems",
@@ -38,10 +37,6 @@ PENDING_ORACLE_CASES: dict[str, tuple[str, set[str]]] = {
     "rocketmq-all-4.9.8/dledger-clean": (_DLEDGER, _DLEDGER_TESTS),
     "rocketmq-all-4.9.8/dledger-crash-intact": (
         _DLEDGER, _DLEDGER_TESTS | {"test_every_consume_queue_entry_matches_oracle"}),
-    "rocketmq-all-5.3.3/batchcq": (_BATCHCQ, {
-        "test_queue_bounds_and_cli_all", "test_consume_queue_max_offsets_after_load",
-        "test_redispatch_equals_broker_load_phase", "test_consume_queue_max_offsets_after_start",
-        "test_verify_oracle", "test_cli_verify_exit_codes_and_ndjson"}),
 }
 
 

@@ -107,3 +107,29 @@ def test_cli_batch_cq(tmp_path):
     r = CliRunner().invoke(cli, ["batch-cq", str(tmp_path / "s"), "--topic", "Nope"])
     assert r.exit_code == 3
     assert tree_hashes(tmp_path / "s") == before
+
+
+def test_verify_checks_every_batch_unit(tmp_path):
+    """verify reads batchconsumequeue/: clean when every unit matches its record; a unit whose size or
+    msgBaseOffset was changed is named with its file and position; records past the queue's end are behind."""
+    from rmqinspect.analyses.verify import verify
+
+    make_store(tmp_path / "s")
+    root = tmp_path / "s"
+    assert not [p for p in verify(Store.open(root), ("structure", "cq")).problems]
+    qdir = root / "batchconsumequeue" / "BatchTopic" / "1"
+    first = qdir / f"{0:020d}"
+    before = first.read_bytes()
+    with open(first, "r+b") as f:
+        f.seek(2 * F.BCQ_STORE_UNIT_SIZE + 8)  # unit 2: size
+        f.write((999).to_bytes(4, "big"))
+        f.seek(1 * F.BCQ_STORE_UNIT_SIZE + 28)  # unit 1: msgBaseOffset
+        f.write((77).to_bytes(8, "big"))
+    got = {(p.kind, p.file, p.position) for p in verify(Store.open(root), ("structure", "cq")).problems}
+    rel = f"batchconsumequeue/BatchTopic/1/{0:020d}"
+    assert got == {("cq_size", rel, 2 * F.BCQ_STORE_UNIT_SIZE), ("cq_queue_offset", rel, F.BCQ_STORE_UNIT_SIZE)}
+    first.write_bytes(before)
+    second = qdir / f"{4 * F.BCQ_STORE_UNIT_SIZE:020d}"
+    second.write_bytes(b"\0" * len(second.read_bytes()))  # units 4 and 5 gone: their records are behind
+    probs = verify(Store.open(root), ("structure", "cq")).problems
+    assert [(p.kind, p.count) for p in probs] == [("cq_behind", 2)]

@@ -9,24 +9,19 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from rmqinspect.analyses.export import (
-    COLUMNS,
-    FileResult,
-    RowFilter,
-    file_column_chunks,
-    file_tasks,
-    topic_partition,
-)
+from rmqinspect.analyses.export import file_tasks
+from rmqinspect.analyses.rows import COLUMNS, FileResult, RowFilter, columns_markdown, topic_partition
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
 from rmqinspect.store.commitlog import MESSAGE
-from support import tree_hashes
+from support import rows_reference, tree_hashes
 from support.export_rows import assert_rows_equal_expected, sorted_rows
 from support.msgstores import common_specs, spec, write_store
 
 pa = pytest.importorskip("pyarrow")
 
 from rmqinspect.analyses.export import export_local, read_dataset  # noqa: E402
+from rmqinspect.analyses.rows import arrow_schema, file_batches  # noqa: E402
 
 
 def test_file_rows_equal_expected_and_whole_store_scan(scenario):
@@ -37,12 +32,9 @@ def test_file_rows_equal_expected_and_whole_store_scan(scenario):
     store = str(path / "store")
     rows = []
     for t in file_tasks([store]):
-        for cols in file_column_chunks(t, with_body=True, batch_rows=100):
-            rows.extend(dict(zip(cols, vals)) for vals in zip(*cols.values()))
-    import datetime as dt
-
-    for r in rows:
-        r["store_timestamp"] = dt.datetime.fromtimestamp(r["store_timestamp"] / 1e6, dt.timezone.utc)
+        for b in file_batches(t, with_body=True, batch_rows=100):
+            assert b.num_rows <= 100
+            rows.extend(b.to_pylist())
     assert_rows_equal_expected(rows, exp)
     with Store.open(store) as st:
         whole = [s.offset for s in st.commitlog.scan(check_crc=False, stop_at_end=False) if s.kind == MESSAGE]
@@ -66,9 +58,16 @@ def test_export_local_dataset_equals_expected(scenario, tmp_path):
 
 
 def test_schema_is_documented():
+    """docs/spark.md holds the column table derived from COLUMNS, verbatim; the Arrow schema and the Spark DDL
+    are derived from the same declaration."""
     doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "spark.md"), encoding="utf-8").read()
-    for name, typ, _ in COLUMNS:
-        assert f"`{name}`" in doc, name
+    assert columns_markdown() in doc
+    assert len(COLUMNS) == 36 and len({c.name for c in COLUMNS}) == 36
+    assert arrow_schema(with_body=True).names == [c.name for c in COLUMNS]
+    from rmqinspect.analyses.rows import spark_ddl
+
+    assert [f.split(" ")[0].strip("`") for f in spark_ddl(True).split(", ")] == [c.name for c in COLUMNS]
+    assert "body" not in arrow_schema().names and "`body`" not in spark_ddl()
 
 
 def test_hostile_topic_stays_inside_out(tmp_path):
@@ -110,7 +109,7 @@ def test_filters_and_cli(tmp_path):
     # the filter applied in the scan gives the same rows as filtering afterwards
     flt = RowFilter(frozenset(["PayTopic"]), since, until)
     tasks = file_tasks([str(store)])
-    n = sum(len(c["physical_offset"]) for t_ in tasks for c in file_column_chunks(t_, flt=flt, result=FileResult(t_)))
+    n = sum(b.num_rows for t_ in tasks for b in file_batches(t_, flt=flt, result=FileResult(t_)))
     assert n == len(want)
 
 
@@ -135,17 +134,14 @@ def test_output_inside_store_refused(tmp_path):
 
 
 def _both_paths(store: str, with_body: bool, flt=None, batch_rows: int = 4096):
-    """(table, damage) from the vectorised path and from the per-record reference path."""
-    from rmqinspect.analyses.export import arrow_schema, file_batches
-
+    """(table, rows per file, damage) from the row decoder and from the per-record reference."""
     schema = arrow_schema(with_body)
     out = []
-    for ref in (False, True):
+    for builder in (file_batches, rows_reference.file_batches):
         tasks = file_tasks([store])
         results = [FileResult(t) for t in tasks]
         batches = [b for t, r in zip(tasks, results)
-                   for b in file_batches(t, with_body=with_body, flt=flt, result=r, batch_rows=batch_rows,
-                                         _reference=ref)]
+                   for b in builder(t, with_body=with_body, flt=flt, result=r, batch_rows=batch_rows)]
         assert all(b.num_rows <= batch_rows for b in batches)
         out.append((pa.Table.from_batches(batches, schema=schema), [r.rows for r in results],
                     [d.to_dict() for r in results for d in r.damage]))
@@ -153,22 +149,23 @@ def _both_paths(store: str, with_body: bool, flt=None, batch_rows: int = 4096):
 
 
 def assert_paths_equal(store: str, with_body: bool = True, flt=None, batch_rows: int = 4096) -> int:
-    from rmqinspect.store.commitlog import fast_available
+    """The row decoder equals the per-record reference, with the compiled scanner (when built) and with the
+    pure-Python one."""
+    from rmqinspect.store import scanner
 
-    if not fast_available():
-        pytest.skip("compiled scanner not built: the fast path falls back to the reference")
-    (fast, fast_rows, fast_damage), (ref, ref_rows, ref_damage) = _both_paths(store, with_body, flt, batch_rows)
-    assert fast.num_rows == ref.num_rows
-    for name in ref.column_names:
-        assert fast.column(name).equals(ref.column(name)), (name, fast.column(name).to_pylist()[:5],
-                                                            ref.column(name).to_pylist()[:5])
-    assert fast.equals(ref)
-    assert fast_rows == ref_rows and fast_damage == ref_damage
-    if flt is None:  # the Spark engine's damage side pass (compiled scanner) reports the same damage
-        from rmqinspect.analyses.export import file_damage
-
-        assert [d.to_dict() for t in file_tasks([store]) for d in file_damage(t)] == ref_damage
-    return ref.num_rows
+    n = None
+    for compiled in [True, False] if scanner.compiled_built() else [False]:
+        with scanner.selected(compiled):
+            (fast, fast_rows, fast_damage), (ref, ref_rows, ref_damage) = _both_paths(store, with_body, flt,
+                                                                                    batch_rows)
+        assert fast.num_rows == ref.num_rows
+        for name in ref.column_names:
+            assert fast.column(name).equals(ref.column(name)), (compiled, name, fast.column(name).to_pylist()[:5],
+                                                                ref.column(name).to_pylist()[:5])
+        assert fast.equals(ref)
+        assert fast_rows == ref_rows and fast_damage == ref_damage
+        n = ref.num_rows
+    return n
 
 
 def test_fast_path_equals_reference_on_oracle(scenario):

@@ -19,7 +19,8 @@ pytest.importorskip("pyarrow")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Java (17+) not found: Spark cannot start", allow_module_level=True)
 
-from rmqinspect.analyses.export import export_local, read_dataset, topic_partition  # noqa: E402
+from rmqinspect.analyses.export import export_local, read_dataset  # noqa: E402
+from rmqinspect.analyses.rows import topic_partition  # noqa: E402
 from rmqinspect.cli.main import cli  # noqa: E402
 from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes  # noqa: E402
 from support.export_rows import assert_rows_equal_expected, sorted_rows  # noqa: E402

@@ -19,6 +19,7 @@ from ..formats.constants import (
     parse_delay_levels,
 )
 from ..formats.javahash import tags_code
+from ..store.message import split_keys
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,5 @@ def index_keys(properties: dict[str, str]) -> list[str]:
     uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
     if uniq is not None:
         out.append(uniq)
-    keys = properties.get(PROPERTY_KEYS)
-    if keys:
-        out.extend(k for k in keys.split(" ") if k)
+    out.extend(split_keys(properties.get(PROPERTY_KEYS)))
     return out

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..store.commitlog import BLANK, CRC_MISMATCH, END, FILE_END, HALF, ILLEGAL, RecordRun, walk_file
 from ..store.mapped import MappedFile
-from .export import FileTask
+from .rows import FileTask
 
 _ZERO_CHUNK = 1 << 22
 

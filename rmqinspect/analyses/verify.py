@@ -27,16 +27,17 @@ import numpy as np
 
 from ..formats.commitlog import decode_crc32_property
 from ..formats.constants import CRC32_RESERVED_LEN, PROPERTY_CRC32
-from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
+from ..formats.consumequeue import BCQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from ..formats.javahash import build_index_key, index_key_hash
 from ..store import Store
 from ..store.commitlog import RecordRun
 from ..store.consumequeue import pre_blank_mask
 from ..store.errors import RmqInspectError
 from ..store.indexfile import IndexFile
+from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.rocksdb_cq import ConsumeQueues
-from ._bulk import topic_ids as _topic_ids
 from .dispatch import goes_to_consume_queue, index_keys
+from .rows import topic_ids
 from .salvage import Damage, walk_batches
 
 ALL_CHECKS = ("structure", "crc", "cq", "index", "checkpoint")
@@ -199,7 +200,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
         if max_ts is None or ts > max_ts:
             max_ts = ts
         if need_records:
-            recs.append(f.start, r, _topic_ids(u8, item.rows, topics))
+            recs.append(f.start, r, topic_ids(u8, item.rows, topics))
     rep.counts["records"] = n_msgs
     recs.finish()
     data_end = int(recs.np_offset[-1] + recs.np_size[-1]) if recs.np_offset.size else cl.min_offset
@@ -226,17 +227,22 @@ def _queue_chunks(cq, rel):
 
 def _verify_cq(store: Store, rep: VerifyReport, recs: _Records, data_end: int, rel) -> None:
     cqdir = store.layout.consumequeue_dir
+    batch = [BatchConsumeQueue(t, q, d) for t, q, d in list_batch_queues(store.root)]
     if not os.path.isdir(cqdir):
-        rep.notes.append("no consumequeue/ directory: the broker rebuilds every queue from the commit log")
+        if not batch:
+            rep.notes.append("no consumequeue/ directory: the broker rebuilds every queue from the commit log")
+            return
+        _verify_queues(store, rep, recs, data_end, rel, [], batch)
         return
     with ConsumeQueues(cqdir) as queues:
         if queues.kind == "rocksdb":
             rep.notes.append("RocksDB consume queue (5.x): entries read from a private snapshot of consumequeue/")
-        _verify_queues(store, rep, recs, data_end, rel, list(queues))
+        _verify_queues(store, rep, recs, data_end, rel, list(queues), batch)
 
 
-def _verify_queues(store: Store, rep: VerifyReport, recs: _Records, data_end: int, rel, queues) -> None:
-    if not queues:
+def _verify_queues(store: Store, rep: VerifyReport, recs: _Records, data_end: int, rel, queues,
+                   batch_queues=()) -> None:
+    if not queues and not batch_queues:
         rep.notes.append("consumequeue/ holds no queue: the broker rebuilds every queue from the commit log")
         return
     cl_min = store.commitlog.min_offset
@@ -299,6 +305,8 @@ def _verify_queues(store: Store, rep: VerifyReport, recs: _Records, data_end: in
                                     f"{reason} (queue offset {lo}, "
                                     f"physical offset {phys})"))
         seen_max[(tid, cq.queue_id)] = hi
+    for bcq in batch_queues:
+        checked += _verify_batch_queue(bcq, store, rep, recs, data_end, rel, seen_max)
     rep.counts["cq_entries"] = checked
     # CQ behind: dispatchable records whose queue offset is at or past the queue's end
     if recs.np_offset.size:
@@ -324,6 +332,54 @@ def _verify_queues(store: Store, rep: VerifyReport, recs: _Records, data_end: in
                                 f"{hi - lo} record(s) of {t}/{qid} from queue offset {int(recs.np_qoff[first])} "
                                 f"have no consume-queue entry (queue ends at {seen_max.get((tid, qid), 0)}): the "
                                 "consume queue is behind the commit log", count=hi - lo), merge=False)
+
+
+def _verify_batch_queue(bcq: BatchConsumeQueue, store: Store, rep: VerifyReport, recs: _Records, data_end: int,
+                        rel, seen_max: dict) -> int:
+    """Every BatchConsumeQueue unit against the inner-batch record it points to: the record starts there, has
+    the unit's size, belongs to this queue and carries the unit's msgBaseOffset as its QUEUEOFFSET (INNER_BASE).
+    The queue's end (last base + batch size, in messages) feeds the cq_behind check like a file queue's."""
+    tid = recs.topics.get(bcq.topic, -2)
+    cl_min = store.commitlog.min_offset
+    paths = {f.start // BCQ_STORE_UNIT_SIZE: (rel(f.path), f.start) for f in bcq.files}
+    checked, hi = 0, 0
+    for first, arr in bcq.chunks():
+        if not len(arr):
+            continue
+        path, fstart = paths[first]
+        po = arr["physical_offset"].astype(np.int64)
+        sz = arr["size"].astype(np.int64)
+        base = arr["msg_base_offset"].astype(np.int64)
+        hi = int(base[-1] + arr["batch_size"][-1])
+        checked += len(arr)
+        expired = po < cl_min
+        ahead = (po >= data_end) & ~expired
+        ri = recs.find(po)
+        ok = ri >= 0
+        rr = np.where(ok, ri, 0)
+        have = recs.np_size.size > 0
+        checks = (
+            (ahead, "cq_ahead", f"unit points at or beyond the end of valid commit-log data ({data_end})"),
+            ((ri < 0) & ~expired & ~ahead, "cq_dangling", "unit points where no valid record starts"),
+            (ok & (recs.np_size[rr] != sz) if have else ok & False, "cq_size",
+             "unit size differs from the record's TOTALSIZE"),
+            (ok & ((recs.np_topic[rr] != tid) | (recs.np_qid[rr] != bcq.queue_id)) if have else ok & False,
+             "cq_wrong_queue", "record at this offset belongs to another queue"),
+            (ok & (recs.np_qoff[rr] != base) if have else ok & False, "cq_queue_offset",
+             "record's QUEUEOFFSET (INNER_BASE) differs from the unit's msgBaseOffset"),
+        )
+        for mask, kind, why in checks:
+            for j in np.flatnonzero(mask).tolist():
+                unit = first + j
+                phys = int(po[j])
+                dmg = recs.in_damage(phys) if kind in ("cq_dangling", "cq_ahead") else None
+                k, reason = (kind, why) if dmg is None else (
+                    "cq_points_to_damage", f"unit points into the damaged range [{dmg[0]}, {dmg[1]})")
+                rep.add(Problem("cq", k, unit * BCQ_STORE_UNIT_SIZE, (unit + 1) * BCQ_STORE_UNIT_SIZE, path,
+                                unit * BCQ_STORE_UNIT_SIZE - fstart,
+                                f"{reason} (batch unit {unit}, msgBaseOffset {int(base[j])}, physical offset {phys})"))
+    seen_max[(tid, bcq.queue_id)] = hi
+    return checked
 
 
 def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:

@@ -6,10 +6,10 @@ import sys
 
 import click
 
-from ..analyses.export import RowFilter
+from ..analyses.rows import RowFilter
 from ..analyses.summary import summarize
 from ..store import Store
-from ..store.commitlog import CRC_MISMATCH, GAP, HALF, ILLEGAL, MESSAGE, decode_slot
+from ..store.commitlog import Gap
 from ..store.errors import EXIT_CORRUPT, EXIT_PROBLEMS, CorruptDataError
 from ._params import OFFSET, TIME, accepts_v2, broker_version_option_for, store_argument
 from .output import emit, emit_document, handle_errors, ms_to_iso, print_kv, progress, warn
@@ -19,19 +19,18 @@ TABLE_COLUMNS = ("physical_offset", "total_size", "topic", "queue_id", "queue_of
 
 
 class MessageFilter:
-    """Walk filters. Cheap header tests run before the properties are parsed."""
+    """The walk filters of decode-commitlog."""
 
     def __init__(self, topic=None, queue=None, key=None, tag=None, since=None, until=None, uniq_key=None):
         self.topic, self.queue, self.key, self.tag = topic, queue, key, tag
         self.uniq_key = uniq_key
         self.time = RowFilter(since=since, until=until)
 
-    def header_ok(self, hdr) -> bool:
-        if self.queue is not None and hdr[3] != self.queue:
-            return False
-        return self.time.header_ok(hdr)
-
     def message_ok(self, msg) -> bool:
+        if self.queue is not None and msg.queue_id != self.queue:
+            return False
+        if not self.time.time_ok(msg.store_timestamp):
+            return False
         if self.topic is not None and msg.topic != self.topic:
             return False
         if self.key is not None and self.key not in msg.keys:
@@ -109,31 +108,27 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
     start = from_ if from_ is not None else cl.min_offset
     total = (to if to is not None else cl.end_offset) - start
 
+    def on_damage(d) -> None:
+        if isinstance(d, Gap):
+            warn(f"offsets [{d.start}, {d.end}) have no commitlog file (deleted or missing)")
+        else:
+            damage.append(d)
+            warn(str(d))
+
     def walk():
         shown = 0
         with progress(total, "walking commitlog", fmt == "table" and count is None) as advance:
-            for slot in cl.scan(from_, to, check_crc=False, stop_at_end=not keep_going, accept_v2=accept_v2):
-                if slot.kind == MESSAGE or (slot.kind == HALF and keep_going):
-                    advance(slot.end - start)
-                    if not flt.header_ok(slot.header):
-                        continue
-                    msg = decode_slot(slot.file.buffer, slot.file.start, slot.position, slot.header, slot.body_pos,
-                                      None, slot.file.path)
-                    if slot.kind == HALF:
-                        msg.problems.append(slot.reason)
+            try:
+                for msg in cl.messages(from_, to, keep_going=keep_going, accept_v2=accept_v2, on_damage=on_damage):
+                    advance(msg.physical_offset + msg.total_size - start)
                     if not flt.message_ok(msg):
                         continue
                     yield msg
                     shown += 1
                     if count is not None and shown >= count:
                         return
-                elif slot.kind in (ILLEGAL, HALF, CRC_MISMATCH):
-                    damage.append(CorruptDataError(slot.reason, slot.file.path, slot.offset, kind=slot.kind))
-                    if not keep_going:
-                        return
-                    warn(str(damage[-1]))
-                elif slot.kind == GAP:
-                    warn(f"offsets [{slot.offset}, {slot.end}) have no commitlog file (deleted or missing)")
+            except CorruptDataError as e:  # without --keep-going: what was decoded is shown, then the error
+                damage.append(e)
 
     _output_messages(walk(), fmt, body, cl)
     if damage:

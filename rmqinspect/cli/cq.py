@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 
@@ -9,6 +10,7 @@ import click
 
 from ..analyses.compare.cq_vs_commitlog import join_queue, queue_bounds
 from ..store import Store
+from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError
 from ..store.rocksdb_cq import ConsumeQueues
@@ -17,7 +19,9 @@ from .output import emit, format_option, handle_errors, ms_to_iso, warn
 
 COLUMNS = ("queue_offset", "physical_offset", "size", "tags_code")
 JOIN_COLUMNS = COLUMNS + ("store_time", "record", "problems")
-ALL_COLUMNS = ("topic", "queue_id", "min_offset", "max_offset", "entries", "files", "min_offset_for_commitlog")
+ALL_COLUMNS = ("topic", "queue_id", "cq_type", "min_offset", "max_offset", "entries", "files",
+               "min_offset_for_commitlog")
+BATCH_COLUMNS = ("queue_offset", "batch_size", "physical_offset", "size", "tags_code", "store_timestamp")
 
 
 def _cq_dir(st: Store, cq_dir: str | None) -> str:
@@ -55,23 +59,31 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, c
     """
     st = Store.open(store)
     d = _cq_dir(st, cq_dir)
+    # BatchCQ topics (5.x queue.type=BatchCQ) keep their queues in batchconsumequeue/, beside consumequeue/
+    batch = [] if cq_dir else list_batch_queues(st.root)
     if not os.path.isdir(d):
-        raise StoreNotFoundError("no consumequeue directory", d)
+        if not batch:
+            raise StoreNotFoundError("no consumequeue directory", d)
+        _cq(st, d, None, batch, topic, queue_id, from_, count, join, all_, cq_file_size, fmt)
+        return
     with ConsumeQueues(d, None if cq_format == "auto" else cq_format) as queues:
-        _cq(st, d, queues, topic, queue_id, from_, count, join, all_, cq_file_size, fmt)
+        _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file_size, fmt)
 
 
-def _cq(st, d, queues, topic, queue_id, from_, count, join, all_, cq_file_size, fmt):
+def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file_size, fmt):
     if all_:
         try:
             clmin = st.commitlog.min_offset
         except StoreNotFoundError:
             clmin = None
-        if queues.kind == "file":
+        if queues is None:
+            qs = iter(())
+        elif queues.kind == "file":
             qs = (ConsumeQueue(q.topic, q.queue_id, q.path, cq_file_size) for q in list_queues(d))
         else:
             qs = iter(queues)
-        rows = (vars(b) for b in queue_bounds(qs, clmin))
+        bqs = (BatchConsumeQueue(t, q, p) for t, q, p in batch)
+        rows = (vars(b) for b in queue_bounds(itertools.chain(qs, bqs), clmin))
         if emit(rows, fmt, ALL_COLUMNS) == 0:
             warn(f"no consume queues under {d}")
         return
@@ -80,6 +92,15 @@ def _cq(st, d, queues, topic, queue_id, from_, count, join, all_, cq_file_size, 
     if topic in (".", "..") or "/" in topic or "\\" in topic or "\0" in topic:
         raise click.BadParameter(f"{topic!r} is not a topic name (path separators are not allowed)",
                                  param_hint="--topic")
+    bq = next((p for t, q, p in batch if (t, q) == (topic, queue_id)), None)
+    if bq is not None:
+        if join:
+            raise click.UsageError(f"{topic}/{queue_id} is a BatchConsumeQueue: use `batch-cq --expand` to check "
+                                   "its records")
+        _batch_entries(BatchConsumeQueue(topic, queue_id, bq), from_, count, fmt)
+        return
+    if queues is None:
+        raise StoreNotFoundError(f"no consume queue for {topic!r} queue {queue_id}", d)
     q = ConsumeQueue.open(d, topic, queue_id, cq_file_size) if queues.kind == "file" else queues.get(topic, queue_id)
     if not join:
         rows = ({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c,
@@ -105,6 +126,24 @@ def _cq(st, d, queues, topic, queue_id, from_, count, join, all_, cq_file_size, 
     if bad[0]:
         warn(f"{bad[0]} entries disagree with the commitlog")
         sys.exit(EXIT_PROBLEMS)
+
+
+def _batch_entries(bcq: BatchConsumeQueue, from_: int | None, count: int | None, fmt: str) -> None:
+    """A BatchConsumeQueue's units from the one containing logical offset ``from_``: queue_offset is the
+    unit's msgBaseOffset, batch_size the messages it covers."""
+    def rows():
+        n = 0
+        for e in bcq.entries():
+            if from_ is not None and e["msg_base_offset"] + e["batch_size"] <= from_:
+                continue
+            if count is not None and n >= count:
+                return
+            n += 1
+            yield {"topic": bcq.topic, "queue_id": bcq.queue_id, "queue_offset": e["msg_base_offset"],
+                   "batch_size": e["batch_size"], "physical_offset": e["physical_offset"], "size": e["size"],
+                   "tags_code": e["tags_code"], "store_timestamp": e["store_timestamp"]}
+
+    emit(rows(), fmt, BATCH_COLUMNS)
 
 
 COMMANDS = [cq]

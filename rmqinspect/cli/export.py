@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..analyses.export import RowFilter
+from ..analyses.rows import RowFilter
 from ..store.errors import EXIT_PROBLEMS, RmqInspectError
 from ._params import TIME
 from .output import emit_document, format_option, handle_errors, print_kv, progress, warn

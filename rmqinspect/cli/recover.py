@@ -11,7 +11,8 @@ from ..analyses.offsets import lost_window
 from ..analyses.recovery import RecoveryOptions, plan_recovery
 from ..analyses.salvage import salvage
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE, UnsafeOutputError
+from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE
+from ..store.layout import ensure_output_outside
 from ._params import broker_version_option_for, store_argument
 from .output import dumps, emit, emit_document, format_option, handle_errors, print_kv, warn
 
@@ -164,8 +165,7 @@ def salvage_cmd(store, out_path, broker_version, body, fmt):
     file). Never writes into STORE. Exit 1 when messages would be lost."""
     st = Store.open(store)
     if out_path is not None:
-        if st.layout.within(out_path) or st.layout.within(os.path.dirname(os.path.abspath(out_path)) or "."):
-            raise UnsafeOutputError("refusing to write inside the inspected store", out_path)
+        ensure_output_outside(st, out_path)
     plan = plan_recovery(st, RecoveryOptions(version=broker_version, with_salvage=False, keep_redispatch=False))
     rep = salvage(st, plan.truncate_offset, queue_next_offsets=plan.consume_queue_max_offsets)
     if out_path is not None:

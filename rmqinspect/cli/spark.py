@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..analyses.export import RowFilter
+from ..analyses.rows import RowFilter
 from ..store.errors import EXIT_NOT_FOUND, EXIT_PROBLEMS
 from ._params import TIME
 from .export import EngineUnavailableError

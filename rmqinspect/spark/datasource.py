@@ -1,5 +1,5 @@
 """``spark.read.format("rocketmq").load(path)``: RocketMQ store directories as a DataFrame (PySpark 4 Python
-Data Source API). One input partition per commitlog file; each partition runs ``analyses.export.file_batches``,
+Data Source API). One input partition per commitlog file; each partition runs ``analyses.rows.file_batches``,
 so the rows are exactly those of the local engine.
 
 Options: ``path`` (what ``load()`` gets) or ``paths`` (JSON list of store directories), ``labels`` (JSON list,
@@ -24,7 +24,8 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from ..analyses.export import FileTask, RowFilter, file_batches, file_tasks, spark_ddl
+from ..analyses.export import file_tasks
+from ..analyses.rows import FileTask, RowFilter, file_batches, spark_ddl
 from ..formats.timestamps import parse_epoch_millis
 
 

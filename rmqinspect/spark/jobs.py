@@ -8,8 +8,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..analyses.export import ExportResult, RowFilter, check_output_dir, file_tasks, write_file_task
+from ..analyses.export import ExportResult, check_output_dir, file_tasks, write_file_task
 from ..analyses.fileverify import verify_file
+from ..analyses.rows import RowFilter
 
 
 def messages_df(spark, stores: Sequence[str], *, labels: Sequence[str] | None = None, with_body: bool = False,

@@ -142,6 +142,7 @@ class RecordRun:
 
     @property
     def rows(self) -> np.ndarray:
+        """The same memory as a 2-D int64 array (RECORD_FIELDS order): what the compiled dispatcher takes."""
         return self.records.view(np.int64).reshape(len(self.records), _NFIELDS)
 
     @property
@@ -318,31 +319,6 @@ def _python_steps(buf, pos: int, limit: int, check_crc: bool, accept_v2: bool, c
             break
         else:
             return
-
-
-def scan_records_array(buf, start: int, limit: int, check_crc: bool = True, accept_v2: bool = True,
-                       batch: int = 65536):
-    """Transitional, for modules not yet on ``walk_file`` (analyses/recover.py, analyses/export.py): the
-    same walk over a bare buffer as ``(rows, None)`` (2-D int64, ``RECORD_FIELDS`` order) for runs and
-    ``(None, scan_buffer tuple)`` for everything else."""
-    for ev in walk_file(MappedFile.of_buffer(buf), start, limit, check_crc=check_crc, accept_v2=accept_v2,
-                        batch=batch):
-        if isinstance(ev, RecordRun):
-            yield ev.rows, None
-        else:
-            yield None, (ev.kind, ev.position, ev.size, ev._header, ev.body_pos, ev.crc_ok, ev.reason)
-
-
-def _tuple_to_row(buf, t) -> np.ndarray:
-    """Transitional (see ``scan_records_array``): a MESSAGE tuple as a one-row 2-D array."""
-    return np.array([_python_row(buf, t)], dtype=np.int64)
-
-
-def __getattr__(name: str):
-    # Transitional: analyses/export.py imports the extension through this module until it is on walk_file.
-    if name == "_fastscan":
-        return compiled()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def fast_available() -> bool:

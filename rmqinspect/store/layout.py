@@ -85,10 +85,6 @@ class StoreLayout:
     def abort_present(self) -> bool:
         return os.path.exists(self.abort_path)
 
-    def within(self, path: str | os.PathLike) -> bool:
-        """Whether ``path`` lies inside this store's root directory (symlinks resolved)."""
-        return path_inside(path, self.root)
-
 
 def path_inside(path: str | os.PathLike, directory: str | os.PathLike) -> bool:
     """Whether ``path`` is ``directory`` or lies below it, both with symlinks resolved."""

@@ -27,6 +27,12 @@ CONTRACT_KEYS = (
 )
 
 
+def split_keys(keys: str | None) -> list[str]:
+    """The KEYS property as the index sees it: split on single spaces, empty tokens dropped
+    (IndexService.buildIndex)."""
+    return [t for t in keys.split(" ") if t] if keys else []
+
+
 @dataclass(slots=True)
 class Message:
     physical_offset: int  # where the record is (file start + position)
@@ -80,9 +86,7 @@ class Message:
 
     @property
     def keys(self) -> list[str]:
-        """KEYS split on single spaces, empty tokens dropped (IndexService.buildIndex)."""
-        k = self.properties.get(PROPERTY_KEYS)
-        return [t for t in k.split(" ") if t] if k else []
+        return split_keys(self.properties.get(PROPERTY_KEYS))
 
     @property
     def uniq_key(self) -> str | None:

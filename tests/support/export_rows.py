@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from rmqinspect.analyses.export import topic_partition
+from rmqinspect.analyses.rows import topic_partition
 
 EXPECTED_FIELDS = {
     "physicalOffset": "physical_offset", "storeSize": "total_size", "bodyCRC": "body_crc", "queueId": "queue_id",

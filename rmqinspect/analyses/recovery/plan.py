@@ -37,6 +37,7 @@ from ...store.commitlog import BLANK, END, FILE_END, ILLEGAL, RecordRun, walk_fi
 from ...store.consumequeue import ConsumeQueue, list_queues
 from ...store.version import BrokerVersion
 from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
+from .batch import BatchQueueModel, batch_queue_topics, load_batch_queues
 from .queues import ConsumeQueueModel, QueueRecovery, QueueSet, default_cq_file_size
 from .redispatch import (
     GOES_TO_CONSUME_QUEUE,
@@ -170,6 +171,7 @@ class Recovery:
     rocksdb_table: RocksDBQueues | None = None  # None with a file consume queue or an unreadable database
     max_offsets_before: dict[str, int] = field(default_factory=dict)
     topics: dict[bytes, str] = field(default_factory=dict)  # topic bytes -> name, shared by every batch
+    batch_topics: set[str] = field(default_factory=set)  # topics kept as BatchConsumeQueues
 
     @property
     def bv(self) -> BrokerVersion:
@@ -190,6 +192,8 @@ class Recovery:
         m = self.queues.find(topic, queue_id)
         if m is not None:
             return m
+        if topic in self.batch_topics:
+            return self.queues.add(BatchQueueModel(topic, queue_id, None, self.store.commitlog))
         if self.rocksdb:
             return self.queues.add(RocksDBQueueModel(topic, queue_id))
         cq = ConsumeQueue(topic, queue_id, os.path.join(self.store.layout.consumequeue_dir, topic, str(queue_id)))
@@ -220,11 +224,14 @@ def load_consume_queues(store: Store, options: RecoveryOptions) -> Recovery:
             m = ConsumeQueueModel(cq, va.version, cq.file_size or options.cq_file_size or default_cq_file_size([]))
             m.recover()
             models.append(m)
+    batch = load_batch_queues(store.root, store.commitlog)
+    models += batch
     rec = Recovery(store, options, va, normal, rocksdb, QueueSet(models), notes,
                    max_phy_cq=max((m.max_phys for m in models), default=-1),
-                   rocksdb_max_phys=options.rocksdb_max_phys)
+                   rocksdb_max_phys=options.rocksdb_max_phys, batch_topics=batch_queue_topics(store.root))
     if rocksdb:
         load_rocksdb_queues(rec)
+        rec.max_phy_cq = max([rec.max_phy_cq] + [m.max_phys for m in batch])
     rec.max_offsets_before = {m.rec.key: m.rec.max_offset_on_disk for m in rec.queues.models}
     return rec
 
@@ -467,7 +474,7 @@ def scan_run(rec: Recovery, scan: Scan, run: RecordRun, u8: np.ndarray, dispatch
     if dispatch_all:
         want = np.ones(len(recs), dtype=bool)
     elif dispatch_from is not None:
-        want = recs["position"] + recs["total_size"] + base > dispatch_from
+        want = recs["position"] + base > dispatch_from  # CommitLog.recoverNormally: commitLogOffset > max
     else:
         want = np.zeros(len(recs), dtype=bool)
     slow = want | records_with_topic(u8, recs, SCHEDULE_TOPIC_BYTES)
@@ -558,11 +565,11 @@ def truncate_dirty_logic_files(rec: Recovery, t: int) -> bool:
     ran = rec.max_phy_cq >= t
     if ran:
         if rec.rocksdb:
-            why = truncate_rocksdb_queues(rec.store, models, t)
+            why = truncate_rocksdb_queues(rec.store, [m for m in models if isinstance(m, RocksDBQueueModel)], t)
             if why:
                 rec.notes.append(why)
         for m in models:
-            if not rec.rocksdb:
+            if not rec.rocksdb or isinstance(m, BatchQueueModel):
                 m.truncate_dirty(t)
             elif not m.rec.entries_cut:
                 m.rec.max_offset_after_truncate = m.max_offset()
