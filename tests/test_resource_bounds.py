@@ -42,8 +42,12 @@ for args in json.loads(sys.argv[3]):
     if r.exc_info is not None and not isinstance(r.exc_info[1], SystemExit):
         err += "".join(traceback.format_exception(*r.exc_info))
     results.append({"code": r.exit_code, "out": r.stdout, "err": err})
+# VmHWM: this process image's peak RSS. (getrusage's ru_maxrss would carry the forking parent's peak across exec:
+# inside a long pytest run that is the test runner's size, not the command's.)
+with open("/proc/self/status") as f:
+    hwm = [int(line.split()[1]) for line in f if line.startswith("VmHWM:")]
 with open(sys.argv[2], "w") as f:
-    json.dump({"results": results, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}, f)
+    json.dump({"results": results, "rss_kib": hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}, f)
 """
 
 
