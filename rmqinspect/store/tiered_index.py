@@ -129,20 +129,28 @@ class TieredIndexFile:
                 return UNSEALED, s, m
         # no hint fits: search slot counts whose chains are self-consistent (bounded work)
         if hash_slots is None:
-            for s in range(1, min((size - HEADER_SIZE) // HASH_SLOT_SIZE, 1 << 21) + 1):
+            smax = min((size - HEADER_SIZE) // HASH_SLOT_SIZE, 1 << 21)
+            # the slot table of s slots is a prefix of the largest one: count its non-empty slots once (prefix
+            # sums), not once per candidate (that was quadratic: a 2 MiB file took 37 s)
+            used = np.cumsum(np.frombuffer(self.mf.buffer, dtype=UNSEALED_SLOT_DTYPE, count=max(smax, 0),
+                                           offset=HEADER_SIZE)["item_index"] != 0)
+            for s in range(1, smax + 1):
                 rest = size - HEADER_SIZE - s * HASH_SLOT_SIZE
                 if rest % INDEX_ITEM_SIZE or rest // INDEX_ITEM_SIZE <= n:
                     continue
-                if self._unsealed_plausible(s):
+                if self._unsealed_plausible(s, int(used[s - 1])):
                     return UNSEALED, s, rest // INDEX_ITEM_SIZE
         raise CorruptDataError(f"size {size} matches neither layout for indexItemCount {n}; pass the broker's "
                                "tieredStoreIndexFileMaxHashSlotNum/MaxIndexNum (--hash-slots/--max-items)",
                                self.path)
 
-    def _unsealed_plausible(self, s: int) -> bool:
+    def _unsealed_plausible(self, s: int, used_slots: int | None = None) -> bool:
         """Items 1..16 must hash to slots whose newest item is at least their own number, link backwards,
-        and the non-empty slot count must equal the header's hashSlotCount."""
+        and the non-empty slot count (``used_slots`` when the caller counted it) must equal the header's
+        hashSlotCount."""
         buf, n = self.mf.buffer, self.index_item_count
+        if used_slots is not None and used_slots != self.hash_slot_count:
+            return False
         for k in range(1, min(n, 16) + 1):
             h, *_rest, prev = ITEM.unpack_from(buf, item_position(s, k))
             if h < 0 or not 0 <= prev < k:
@@ -150,6 +158,8 @@ class TieredIndexFile:
             head = UNSEALED_SLOT.unpack_from(buf, slot_position(h % s))[0]
             if not k <= head <= n:
                 return False
+        if used_slots is not None:
+            return True
         table = np.frombuffer(buf, dtype=UNSEALED_SLOT_DTYPE, count=s, offset=HEADER_SIZE)["item_index"]
         return int(np.count_nonzero(table)) == self.hash_slot_count
 

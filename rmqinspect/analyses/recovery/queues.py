@@ -61,6 +61,12 @@ class ConsumeQueueModel:
     def __init__(self, cq: ConsumeQueue, version: BrokerVersion, file_size: int):
         self.cq = cq
         self.version = version
+        # MessageStoreConfig.getMappedFileSizeConsumeQueue: the size is a whole number of 20-byte units (rounded
+        # up). A size taken from a damaged file's length (7 bytes, 0) is not one: the model would hold no entry.
+        unit = CQ_STORE_UNIT_SIZE
+        odd = file_size <= 0 or file_size % unit
+        if odd:
+            file_size = max(unit, -(-file_size // unit) * unit)
         self.size = file_size
         self.arrays = {f.start: cq.file_entries(f) for f in cq.files}
         self.names = {f.start: f.name for f in cq.files}
@@ -68,6 +74,9 @@ class ConsumeQueueModel:
         self.wrote: dict[int, int] = {s: 0 for s in self.starts}  # byte write position per file
         self.max_phys = -1
         self.rec = QueueRecovery(cq.topic, cq.queue_id, file_size, [f.name for f in cq.files])
+        if odd:
+            self.rec.notes.append(f"file length {cq.file_size} is not a whole number of {unit}-byte entries; "
+                                  f"modelled as mapped file size {file_size} (RocketMQ 4.9.8+ refuses to load it)")
 
     def _phys_end(self, off: int, size: int) -> int:
         return off if self.version.cq_max_phys_is_start else off + size
