@@ -141,6 +141,49 @@ class _Records:
         return None
 
 
+STORE_TIME_JUMP_MS = 7 * 86_400_000  # a week: far beyond a clock step, far below a flipped high bit
+CALENDAR_MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
+class _StoreTimeOutliers:
+    """STORETIMESTAMP is not covered by the body CRC, so a flipped bit there passes every check the broker
+    makes. A record whose store time is outside the calendar, or more than a week from both neighbours while
+    they agree with each other, is a damaged header field to report (never a time to compute with)."""
+
+    def __init__(self):
+        self.carry: list[tuple[int, str, int, int, int]] = []  # the last two records: (ts, file, pos, size, start)
+
+    def feed(self, f, r: np.ndarray) -> list[tuple[int, str, int, int, int, str]]:
+        ts = r["store_timestamp"]
+        rows = [(int(t), f.name, int(p), int(z), f.start) for t, p, z in
+                zip(ts.tolist(), r["position"].tolist(), r["total_size"].tolist())] if len(r) <= 2 else None
+        a = np.concatenate([np.array([c[0] for c in self.carry], dtype=np.int64), ts.astype(np.int64)])
+        n_carry = len(self.carry)
+        out = []
+        bad_cal = np.flatnonzero((ts < 0) | (ts > CALENDAR_MAX_MS))
+        for j in bad_cal.tolist():
+            out.append((int(ts[j]), f.name, int(r["position"][j]), int(r["total_size"][j]), f.start,
+                        "outside the calendar (year 1970..9999)"))
+        if a.size >= 3:
+            mid = a[1:-1]
+            far = (np.abs(mid - a[:-2]) > STORE_TIME_JUMP_MS) & (np.abs(mid - a[2:]) > STORE_TIME_JUMP_MS) & (
+                np.abs(a[2:] - a[:-2]) <= STORE_TIME_JUMP_MS)
+            for i in (np.flatnonzero(far) + 1).tolist():
+                if i < n_carry:
+                    t, name, pos, size, start = self.carry[i]
+                else:
+                    j = i - n_carry
+                    t, name, pos, size, start = (int(ts[j]), f.name, int(r["position"][j]), int(r["total_size"][j]),
+                                                 f.start)
+                if 0 <= t <= CALENDAR_MAX_MS:
+                    out.append((t, name, pos, size, start, f"more than {STORE_TIME_JUMP_MS // 86_400_000} days from "
+                                f"both neighbours ({int(a[i - 1])}, {int(a[i + 1])}), which agree"))
+        tail = rows if rows is not None else [
+            (int(ts[j]), f.name, int(r["position"][j]), int(r["total_size"][j]), f.start) for j in (-2, -1)]
+        self.carry = (self.carry + tail)[-2:]
+        return out
+
+
 def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, accept_v2: bool = True,
            progress=None, index_slots: int | None = None, index_max: int | None = None) -> VerifyReport:
     checks = tuple(c for c in ALL_CHECKS if c in checks)
@@ -160,6 +203,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     needle = np.frombuffer(_CRC_NEEDLE, dtype=np.uint8)
     trailer = np.arange(len(_CRC_NEEDLE), dtype=np.int64) - CRC32_RESERVED_LEN
     u8 = None
+    outliers = _StoreTimeOutliers()
     for item in walk_batches(cl, None, check_crc=do_crc, accept_v2=accept_v2):
         if type(item) is Damage:
             recs.damaged.append(item.start)
@@ -198,6 +242,12 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
                     rep.add(Problem("crc", "property_crc", f.start + pos, f.start + end,
                                     os.path.join("commitlog", f.name), pos,
                                     f"__CRC32# says {stored}, the record's CRC is {actual}"), merge=False)
+        if do_struct:
+            for t, name, pos, size, start, why in outliers.feed(f, r):
+                rep.add(Problem("structure", "store_time_outlier", start + pos, start + pos + size,
+                                os.path.join("commitlog", name), pos,
+                                f"STORETIMESTAMP {t} is {why}: a damaged header field (the body CRC does not "
+                                "cover it), not a store time"), merge=False)
         ts = int(r["store_timestamp"].max())
         if max_ts is None or ts > max_ts:
             max_ts = ts
