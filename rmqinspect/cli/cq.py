@@ -43,9 +43,12 @@ def _cq_dir(st: Store, cq_dir: str | None) -> str:
 @click.option("--cq-format", type=click.Choice(("auto", "file", "rocksdb")), default="auto", show_default=True,
               help="File consume queues or the 5.x RocksDB consume queue (auto: what the directory holds; "
                    "RocksDB is read from a private snapshot, never in place).")
+@click.option("--as-recovered", is_flag=True,
+              help="The queue as the broker will hold it once it has loaded and started on this directory "
+                   "(recover --dry-run's model: truncation, truncateDirtyLogicFiles, re-dispatch), in memory.")
 @format_option
 @handle_errors
-def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, cq_format, fmt):
+def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, cq_format, as_recovered, fmt):
     """ConsumeQueue entries of one queue: queue_offset, physical_offset, size, tags_code.
 
     Pre-blank padding entries are skipped. With --join each entry's record is decoded and checked
@@ -58,6 +61,9 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, c
       rmqinspect cq STORE --topic OrderTopic --queue 0 --from 100 --count 10 --join
     """
     st = Store.open(store)
+    if as_recovered:
+        _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt)
+        return
     d = _cq_dir(st, cq_dir)
     # BatchCQ topics (5.x queue.type=BatchCQ) keep their queues in batchconsumequeue/, beside consumequeue/
     batch = [] if cq_dir else list_batch_queues(st.root)
@@ -126,6 +132,31 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
     if bad[0]:
         warn(f"{bad[0]} entries disagree with the commitlog")
         sys.exit(EXIT_PROBLEMS)
+
+
+def _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt) -> None:
+    from ..analyses.recovery import RecoveryOptions, plan_recovery
+
+    plan = plan_recovery(st, RecoveryOptions(with_salvage=False, keep_redispatch=False, cq_file_size=cq_file_size))
+    if all_:
+        before = plan.consume_queue_max_offsets_before or {}
+        after = plan.consume_queue_max_offsets_after_start or plan.consume_queue_max_offsets
+        rows = ({"topic": k.rsplit("/", 1)[0], "queue_id": int(k.rsplit("/", 1)[1]),
+                 "max_offset_on_disk": before.get(k), "max_offset_after_load": plan.consume_queue_max_offsets.get(k),
+                 "max_offset_after_start": after.get(k)}
+                for k in plan.consume_queue_keys())
+        emit(rows, fmt, ("topic", "queue_id", "max_offset_on_disk", "max_offset_after_load", "max_offset_after_start"))
+        return
+    if topic is None or queue_id is None:
+        raise click.UsageError("give --topic and --queue, or --all")
+    entries = plan.consume_queue_entries(f"{topic}/{queue_id}")
+    if entries is None:
+        raise click.UsageError(f"{topic}/{queue_id}: the recovery model holds no file consume queue for it (absent, "
+                               "RocksDB or BatchCQ: `cq --all --as-recovered` gives their bounds)")
+    lo = from_ or 0
+    sel = [e for e in entries if e[0] >= lo][: count if count is not None else None]
+    emit(({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c, "tags_code": t}
+          for a, b, c, t in sel), fmt, COLUMNS)
 
 
 def _batch_entries(bcq: BatchConsumeQueue, from_: int | None, count: int | None, fmt: str) -> None:

@@ -31,6 +31,7 @@ from ...formats.commitlog import (
     store_timestamp_position,
 )
 from ...formats.constants import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
+from ...formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
 from ...formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_HEADER_TABLE
 from ...store import Store
 from ...store.commitlog import BLANK, END, FILE_END, ILLEGAL, RecordRun, walk_file
@@ -124,6 +125,22 @@ class RecoveryPlan:
         if not isinstance(m, ConsumeQueueModel):
             return {}  # absent, or a RocksDB queue (no files)
         return m.files()
+
+    def consume_queue_entries(self, key: str) -> list[tuple[int, int, int, int]] | None:
+        """(queue offset, physical offset, size, tagsCode) of every entry the broker's queue ``key`` holds after
+        load() and start(), in queue order (pre-blank padding skipped); None for a queue the plan does not hold
+        as files (absent, RocksDB or BatchCQ: only their bounds are modelled)."""
+        m = self.queue_models.get(key)
+        if not isinstance(m, ConsumeQueueModel):
+            return None
+        out = []
+        for name, raw in sorted(m.files().items(), key=lambda kv: int(kv[0])):
+            arr = np.frombuffer(raw, dtype=CQ_DTYPE)
+            base = int(name) // CQ_STORE_UNIT_SIZE
+            keep = np.flatnonzero((arr["physical_offset"] >= 0) & (arr["size"] > 0))
+            out.extend(zip((keep + base).tolist(), arr["physical_offset"][keep].tolist(), arr["size"][keep].tolist(),
+                           arr["tags_code"][keep].tolist(), strict=True))
+        return out
 
     def to_dict(self, with_redispatch: bool = False) -> dict:
         d = {
