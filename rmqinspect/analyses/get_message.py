@@ -76,12 +76,22 @@ def _full(size: int, batch: int, max_msg_nums: int, buffer_total: int, message_t
     return message_total > opts.max_transfer_count_on_message_in_disk - 1
 
 
-def _start_unit(queue: BatchConsumeQueue, offset: int):
+def _units(queue: BatchConsumeQueue) -> tuple[list[np.ndarray], int, int]:
+    """The queue's valid units per file (files without one left out) and its (min, max) message offsets, read
+    in one pass (``BatchConsumeQueue.bounds`` over the same chunks)."""
+    files = [arr for _, arr in queue.chunks() if len(arr)]
+    if not files:
+        return files, 0, 0
+    last = files[-1]
+    return files, int(files[0]["msg_base_offset"][0]), int(last["msg_base_offset"][-1] + last["batch_size"][-1])
+
+
+def _start_unit(files: list[np.ndarray], offset: int):
     """getBatchMsgIndexBuffer: the file whose first unit starts at or before ``offset`` and, in it, the last
     unit starting at or before it. (units of that file, index) or None."""
     units = None
-    for _, arr in queue.chunks():
-        if len(arr) and int(arr["msg_base_offset"][0]) <= offset:
+    for arr in files:
+        if int(arr["msg_base_offset"][0]) <= offset:
             units = arr
     if units is None:
         return None
@@ -90,8 +100,8 @@ def _start_unit(queue: BatchConsumeQueue, offset: int):
 
 def batch_unit_at(queue: BatchConsumeQueue, offset: int) -> dict | None:
     """``BatchConsumeQueue.get(offset)``: the unit whose batch contains ``offset`` (None past the end)."""
-    _, hi, _ = queue.bounds()
-    found = _start_unit(queue, offset) if offset < hi else None
+    files, _, hi = _units(queue)
+    found = _start_unit(files, offset) if offset < hi else None
     if found is None:
         return None
     units, i = found
@@ -108,7 +118,7 @@ def batch_get_message(queue: BatchConsumeQueue, offset: int, max_msg_nums: int =
     With ``commitlog`` (a ``CommitLog``), units whose record lies outside every commit-log file are skipped
     as the broker does when ``commitLog.getMessage`` returns nothing (MESSAGE_WAS_REMOVING)."""
     opts = options or GetMessageOptions()
-    lo, hi, _ = queue.bounds()
+    files, lo, hi = _units(queue)
 
     def corrected(new: int) -> int:
         return offset if opts.slave else new
@@ -122,7 +132,7 @@ def batch_get_message(queue: BatchConsumeQueue, offset: int, max_msg_nums: int =
     if offset > hi:
         return GetMessageResult(offset, max_msg_nums, "OFFSET_OVERFLOW_BADLY", corrected(hi), lo, hi)
     res = GetMessageResult(offset, max_msg_nums, "NO_MATCHED_MESSAGE", offset, lo, hi)
-    found = _start_unit(queue, offset)
+    found = _start_unit(files, offset)
     if found is None:
         res.status = "OFFSET_FOUND_NULL"
         return res

@@ -89,6 +89,15 @@ class BatchConsumeQueue:
                 n += len(arr)
         return (lo or 0), (hi if hi is not None else 0), n
 
+    def min_offset_for(self, commitlog_min_offset: int) -> int:
+        """BatchConsumeQueue's correctMinOffset: the base of the first unit whose record is still in the commit
+        log (the max offset when none is)."""
+        for _, arr in self.chunks():
+            alive = np.flatnonzero(arr["physical_offset"] >= commitlog_min_offset)
+            if alive.size:
+                return int(arr["msg_base_offset"][alive[0]])
+        return self.bounds()[1]
+
     def close(self) -> None:
         for f in self.files:
             f.close()

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ...formats.consumequeue import is_ext_address
 from ...store.consumequeue import ConsumeQueue
 from ...store.errors import RmqInspectError
@@ -31,32 +29,19 @@ class QueueBounds:
     units: int | None = None  # BatchCQ: units (batches); its offsets and entries count messages
 
 
-def _batch_bounds(bcq, commitlog_min_offset: int | None) -> QueueBounds:
-    """A BatchConsumeQueue counts messages: min/max are msgBaseOffsets, max = last base + batch size."""
-    lo, hi, n = bcq.bounds()
-    corr = None
-    if commitlog_min_offset is not None:
-        corr = hi
-        for _, arr in bcq.chunks():
-            alive = np.flatnonzero(arr["physical_offset"] >= commitlog_min_offset)
-            if alive.size:
-                corr = int(arr["msg_base_offset"][alive[0]])
-                break
-    return QueueBounds(bcq.topic, bcq.queue_id, lo, hi, hi - lo, len(bcq.files), corr, "BatchCQ", n)
-
-
 def queue_bounds(queues, commitlog_min_offset: int | None = None) -> Iterator[QueueBounds]:
     """Bounds of every queue in ``queues`` (file ConsumeQueue, RocksDB queues (see store.rocksdb_cq) or
     BatchConsumeQueues)."""
     for cq in queues:
         try:
-            if getattr(cq, "kind", None) == "batch":
-                yield _batch_bounds(cq, commitlog_min_offset)
-                continue
             lo, hi, n = cq.bounds()
             corr = cq.min_offset_for(commitlog_min_offset) if commitlog_min_offset is not None else None
-            yield QueueBounds(cq.topic, cq.queue_id, lo, hi, n, len(getattr(cq, "files", ())), corr,
-                              "SimpleCQ" if hasattr(cq, "files") else "RocksDBCQ")
+            files = len(getattr(cq, "files", ()))
+            if getattr(cq, "kind", None) == "batch":  # offsets count messages: entries too, units apart
+                yield QueueBounds(cq.topic, cq.queue_id, lo, hi, hi - lo, files, corr, "BatchCQ", n)
+            else:
+                yield QueueBounds(cq.topic, cq.queue_id, lo, hi, n, files, corr,
+                                  "SimpleCQ" if hasattr(cq, "files") else "RocksDBCQ")
         finally:
             if hasattr(cq, "files"):
                 cq.close()
