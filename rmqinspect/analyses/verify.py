@@ -292,6 +292,50 @@ def _verify_cq(store: Store, rep: VerifyReport, recs: _Records, data_end: int, r
         _verify_queues(store, rep, recs, data_end, rel, list(queues), batch)
 
 
+ENTRY_REASONS = {
+    "cq_ahead": "entry points at or beyond the end of valid commit-log data ({data_end}): the consume queue is ahead "
+                "of the commit log",
+    "cq_dangling": "entry points where no valid record starts",
+    "cq_size": "entry size differs from the record's TOTALSIZE",
+    "cq_wrong_queue": "record at this offset belongs to another queue",
+    "cq_queue_offset": "record's QUEUEOFFSET differs from the entry's logical offset",
+}
+UNIT_REASONS = {
+    "cq_ahead": "unit points at or beyond the end of valid commit-log data ({data_end})",
+    "cq_dangling": "unit points where no valid record starts",
+    "cq_size": "unit size differs from the record's TOTALSIZE",
+    "cq_wrong_queue": "record at this offset belongs to another queue",
+    "cq_queue_offset": "record's QUEUEOFFSET (INNER_BASE) differs from the unit's msgBaseOffset",
+}
+
+
+def _entry_checks(recs: _Records, po: np.ndarray, sz: np.ndarray, want_qoff: np.ndarray, tid: int, queue_id: int,
+                  cl_min: int, data_end: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """What every consume-queue entry and BatchCQ unit is checked for against the record it points to: (the
+    record index of each, {kind: mask} in report order). Entries below the commit log's min offset are expired."""
+    expired = po < cl_min
+    ahead = (po >= data_end) & ~expired
+    ri = recs.find(po)
+    ok = ri >= 0
+    rr = np.where(ok, ri, 0)
+    none = np.zeros(len(po), bool)
+    have = recs.np_size.size > 0
+    bad_topic = ok & ((recs.np_topic[rr] != tid) | (recs.np_qid[rr] != queue_id)) if have else none
+    return rr, {"cq_ahead": ahead, "cq_dangling": (ri < 0) & ~expired & ~ahead,
+                "cq_size": ok & (recs.np_size[rr] != sz) if have else none, "cq_wrong_queue": bad_topic,
+                "cq_queue_offset": ok & ~bad_topic & (recs.np_qoff[rr] != want_qoff) if have else none}
+
+
+def _damage_instead(recs: _Records, kind: str, phys: int, noun: str) -> tuple[str, str] | None:
+    """An entry that points at nothing valid but into a damaged range is reported as pointing to damage."""
+    if kind not in ("cq_dangling", "cq_ahead"):
+        return None
+    dmg = recs.in_damage(phys)
+    if dmg is None:
+        return None
+    return "cq_points_to_damage", f"{noun} points into the damaged range [{dmg[0]}, {dmg[1]})"
+
+
 def _verify_queues(store: Store, rep: VerifyReport, recs: _Records, data_end: int, rel, queues,
                    batch_queues=()) -> None:
     if not queues and not batch_queues:
@@ -314,40 +358,15 @@ def _verify_queues(store: Store, rep: VerifyReport, recs: _Records, data_end: in
             po = arr["physical_offset"][idx].astype(np.int64)
             sz = arr["size"][idx].astype(np.int64)
             checked += idx.size
-            expired = po < cl_min
-            ahead = (po >= data_end) & ~expired
-            ri = recs.find(po)
-            missing = (ri < 0) & ~expired & ~ahead
-            ok = ri >= 0
-            rr = np.where(ok, ri, 0)
-            bad_size = ok & (recs.np_size[rr] != sz) if recs.np_size.size else np.zeros(len(po), bool)
-            bad_topic = ok & ((recs.np_topic[rr] != tid) | (recs.np_qid[rr] != cq.queue_id)) if recs.np_size.size \
-                else np.zeros(len(po), bool)
             logical = idx + base
-            bad_qoff = ok & ~bad_topic & (recs.np_qoff[rr] != logical) if recs.np_size.size \
-                else np.zeros(len(po), bool)
-            for mask, kind, why in ((ahead, "cq_ahead", "entry points at or beyond the end of valid commit-log data "
-                                     f"({data_end}): the consume queue is ahead of the commit log"),
-                                    (missing, "cq_dangling", "entry points where no valid record starts"),
-                                    (bad_size, "cq_size", "entry size differs from the record's TOTALSIZE"),
-                                    (bad_topic, "cq_wrong_queue", "record at this offset belongs to another queue"),
-                                    (bad_qoff, "cq_queue_offset", "record's QUEUEOFFSET differs from the entry's "
-                                     "logical offset")):
+            rr, masks = _entry_checks(recs, po, sz, logical, tid, cq.queue_id, cl_min, data_end)
+            for kind, mask in masks.items():
                 for j in np.flatnonzero(mask).tolist():
                     lo = int(logical[j])
                     phys = int(po[j])
-                    reason = why
-                    if kind in ("cq_dangling", "cq_ahead"):
-                        dmg = recs.in_damage(phys)
-                        if dmg is not None:
-                            kind2, reason = "cq_points_to_damage", f"entry points into the damaged range " \
-                                                                   f"[{dmg[0]}, {dmg[1]})"
-                        else:
-                            kind2 = kind
-                            if kind == "cq_ahead":
-                                reason = why
-                    else:
-                        kind2 = kind
+                    kind2, reason = _damage_instead(recs, kind, phys, "entry") or (kind, ENTRY_REASONS[kind])
+                    if kind2 == "cq_ahead":
+                        reason = reason.format(data_end=data_end)
                     if kind == "cq_wrong_queue":
                         r = int(rr[j])
                         reason = (f"record at {phys} is {topic_names.get(int(recs.np_topic[r]), '?')}/"
@@ -404,29 +423,14 @@ def _verify_batch_queue(bcq: BatchConsumeQueue, store: Store, rep: VerifyReport,
         base = arr["msg_base_offset"].astype(np.int64)
         hi = int(base[-1] + arr["batch_size"][-1])
         checked += len(arr)
-        expired = po < cl_min
-        ahead = (po >= data_end) & ~expired
-        ri = recs.find(po)
-        ok = ri >= 0
-        rr = np.where(ok, ri, 0)
-        have = recs.np_size.size > 0
-        checks = (
-            (ahead, "cq_ahead", f"unit points at or beyond the end of valid commit-log data ({data_end})"),
-            ((ri < 0) & ~expired & ~ahead, "cq_dangling", "unit points where no valid record starts"),
-            (ok & (recs.np_size[rr] != sz) if have else ok & False, "cq_size",
-             "unit size differs from the record's TOTALSIZE"),
-            (ok & ((recs.np_topic[rr] != tid) | (recs.np_qid[rr] != bcq.queue_id)) if have else ok & False,
-             "cq_wrong_queue", "record at this offset belongs to another queue"),
-            (ok & (recs.np_qoff[rr] != base) if have else ok & False, "cq_queue_offset",
-             "record's QUEUEOFFSET (INNER_BASE) differs from the unit's msgBaseOffset"),
-        )
-        for mask, kind, why in checks:
+        _, masks = _entry_checks(recs, po, sz, base, tid, bcq.queue_id, cl_min, data_end)
+        for kind, mask in masks.items():
             for j in np.flatnonzero(mask).tolist():
                 unit = first + j
                 phys = int(po[j])
-                dmg = recs.in_damage(phys) if kind in ("cq_dangling", "cq_ahead") else None
-                k, reason = (kind, why) if dmg is None else (
-                    "cq_points_to_damage", f"unit points into the damaged range [{dmg[0]}, {dmg[1]})")
+                k, reason = _damage_instead(recs, kind, phys, "unit") or (kind, UNIT_REASONS[kind])
+                if k == "cq_ahead":
+                    reason = reason.format(data_end=data_end)
                 rep.add(Problem("cq", k, unit * BCQ_STORE_UNIT_SIZE, (unit + 1) * BCQ_STORE_UNIT_SIZE, path,
                                 unit * BCQ_STORE_UNIT_SIZE - fstart,
                                 f"{reason} (batch unit {unit}, msgBaseOffset {int(base[j])}, physical offset {phys})"))
