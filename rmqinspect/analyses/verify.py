@@ -155,32 +155,25 @@ class _StoreTimeOutliers:
 
     def feed(self, f, r: np.ndarray) -> list[tuple[int, str, int, int, int, str]]:
         ts = r["store_timestamp"]
-        rows = [(int(t), f.name, int(p), int(z), f.start) for t, p, z in
-                zip(ts.tolist(), r["position"].tolist(), r["total_size"].tolist())] if len(r) <= 2 else None
-        a = np.concatenate([np.array([c[0] for c in self.carry], dtype=np.int64), ts.astype(np.int64)])
+
+        def record(j: int) -> tuple[int, str, int, int, int]:
+            return int(ts[j]), f.name, int(r["position"][j]), int(r["total_size"][j]), f.start
+
+        out = [(*record(j), "outside the calendar (year 1970..9999)")
+               for j in np.flatnonzero((ts < 0) | (ts > CALENDAR_MAX_MS)).tolist()]
+        # the last two records of the previous run are the first neighbours of this one
         n_carry = len(self.carry)
-        out = []
-        bad_cal = np.flatnonzero((ts < 0) | (ts > CALENDAR_MAX_MS))
-        for j in bad_cal.tolist():
-            out.append((int(ts[j]), f.name, int(r["position"][j]), int(r["total_size"][j]), f.start,
-                        "outside the calendar (year 1970..9999)"))
+        a = np.concatenate([np.array([c[0] for c in self.carry], dtype=np.int64), ts.astype(np.int64)])
         if a.size >= 3:
             mid = a[1:-1]
             far = (np.abs(mid - a[:-2]) > STORE_TIME_JUMP_MS) & (np.abs(mid - a[2:]) > STORE_TIME_JUMP_MS) & (
                 np.abs(a[2:] - a[:-2]) <= STORE_TIME_JUMP_MS)
             for i in (np.flatnonzero(far) + 1).tolist():
-                if i < n_carry:
-                    t, name, pos, size, start = self.carry[i]
-                else:
-                    j = i - n_carry
-                    t, name, pos, size, start = (int(ts[j]), f.name, int(r["position"][j]), int(r["total_size"][j]),
-                                                 f.start)
-                if 0 <= t <= CALENDAR_MAX_MS:
-                    out.append((t, name, pos, size, start, f"more than {STORE_TIME_JUMP_MS // 86_400_000} days from "
-                                f"both neighbours ({int(a[i - 1])}, {int(a[i + 1])}), which agree"))
-        tail = rows if rows is not None else [
-            (int(ts[j]), f.name, int(r["position"][j]), int(r["total_size"][j]), f.start) for j in (-2, -1)]
-        self.carry = (self.carry + tail)[-2:]
+                rec = self.carry[i] if i < n_carry else record(i - n_carry)
+                if 0 <= rec[0] <= CALENDAR_MAX_MS:
+                    out.append((*rec, f"more than {STORE_TIME_JUMP_MS // 86_400_000} days from both neighbours "
+                                f"({int(a[i - 1])}, {int(a[i + 1])}), which agree"))
+        self.carry = (self.carry + [record(j) for j in range(max(0, len(r) - 2), len(r))])[-2:]
         return out
 
 
