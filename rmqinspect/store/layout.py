@@ -47,13 +47,15 @@ class StoreLayout:
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> StoreLayout:
-        path = os.path.abspath(os.fspath(path))
+        # Paths stay as the user wrote them (normalised, not made absolute): every message names a file the way
+        # the user can paste it back, and the same command prints the same text wherever the copy lives.
+        path = os.path.normpath(os.fspath(path))
         if not os.path.exists(path):
             raise StoreNotFoundError("no such file or directory", path)
         if os.path.isfile(path):
             name = os.path.basename(path)
-            parent = os.path.dirname(path)
-            root = os.path.dirname(parent) if os.path.basename(parent) == "commitlog" else parent
+            parent = _parent(path)
+            root = _parent(parent) if os.path.basename(os.path.abspath(parent)) == "commitlog" else parent
             lay = cls._for_root(root, [parent])
             lay.single_file = path
             if not is_offset_file_name(name):
@@ -63,8 +65,8 @@ class StoreLayout:
             return cls._for_root(path, [os.path.join(path, "commitlog")])
         # pointed at a commitlog directory itself
         names = os.listdir(path)
-        if any(is_offset_file_name(n) for n in names) and os.path.basename(path) == "commitlog":
-            return cls._for_root(os.path.dirname(path), [path])
+        if any(is_offset_file_name(n) for n in names) and os.path.basename(os.path.abspath(path)) == "commitlog":
+            return cls._for_root(_parent(path), [path])
         if any(is_offset_file_name(n) for n in names):
             return cls._for_root(path, [path])
         raise StoreNotFoundError(
@@ -105,6 +107,11 @@ class StoreLayout:
     @property
     def abort_present(self) -> bool:
         return os.path.exists(self.abort_path)
+
+
+def _parent(path: str) -> str:
+    """The directory holding ``path``, written relative when ``path`` is (``.`` for ``000…``, ``..`` for ``.``)."""
+    return os.path.normpath(os.path.join(path, os.pardir))
 
 
 def path_inside(path: str | os.PathLike, directory: str | os.PathLike) -> bool:
