@@ -1,20 +1,102 @@
-"""The `rmqinspect` command group. Command modules in this package register themselves by exposing
-``COMMANDS`` (a list of click commands); adding a command never touches this file."""
+"""The `rmqinspect` command group.
+
+Commands are registered in ``COMMANDS`` below: one line per command, ``name: (module, short help)``. The module
+(in this package) is imported only when that command runs, so ``--help``, ``--version`` and a cheap command never
+pay for numpy, pyarrow or RocksDB (a script looping over keys pays start-up each time). The module exposes
+``COMMANDS`` (a list of click commands) holding the command of that name; tests/test_incident_cli.py checks that
+this table and the modules agree (every command listed, short help in step).
+"""
 
 from __future__ import annotations
 
 import functools
 import importlib
-import pkgutil
 
 import click
 
 from .. import __version__
 from ..store.errors import EXIT_CODES_HELP
-from ._params import apply_broker_config, broker_config_option
+
+# name -> (module in rmqinspect.cli, the one-line help `rmqinspect --help` shows). Add a line to add a command.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "batch-cq": ("batch_cq", "List BatchConsumeQueue entries (batchconsumequeue/, 46-byte entries, 5.x "
+                             "queue.type=BatchCQ)."),
+    "compact-index": ("tiered_index", "Convert unsealed tiered index files into the compacted layout."),
+    "config": ("broker_config", "Decode config/*.json (topics, subscription groups, consumer offsets, delay "
+                                "offsets)."),
+    "consumer-lag": ("recover", "Per consumer group and queue: committed offset against the queue's max offset "
+                                "before and after the broker's recovery."),
+    "cq": ("cq", "ConsumeQueue entries of one queue: queue_offset, physical_offset, size, tags_code."),
+    "decode-commitlog": ("commitlog", "Decode CommitLog records: one at --offset, or a walk over a range with "
+                                      "filters."),
+    "explain-missing": ("lookup", "Why can't a message be found?"),
+    "export": ("export", "Write every message of STORE... as rows of a Parquet dataset."),
+    "gc": ("gc", "Which CommitLog, ConsumeQueue and IndexFile files the broker's clean services would delete "
+                 "now and why."),
+    "index-lookup": ("lookup", "DefaultMessageStore.queryMessage over the IndexFiles (what `mqadmin "
+                               "queryMsgByKey` gets)."),
+    "msgid": ("lookup", "Decode a message id: offsetMsgId (store host + physical offset) and UNIQ_KEY."),
+    "rebuild": ("rebuild", "Regenerate ConsumeQueue and IndexFile from the CommitLog as the broker's "
+                           "dispatcher writes them."),
+    "recover": ("recover", "The recovery RocketMQ runs when it loads STORE, reproduced offline (never writes)."),
+    "rocksdb-cq": ("rocksdb_cq", "List a RocksDB ConsumeQueue (5.x storeType=defaultRocksDB)."),
+    "salvage": ("recover", "Find the intact messages the broker would discard."),
+    "spark": ("spark", "Fleet analytics on Apache Spark (pip install 'rmqinspect[spark]', Java 17+)."),
+    "store-info": ("store_info", "Detect which RocketMQ generation wrote STORE (4.x vs 5.x) and list the "
+                                 "evidence."),
+    "summary": ("commitlog", "File map, offsets, per-topic and per-queue counts, time range, checkpoint, abort "
+                             "file, and the RocketMQ version."),
+    "tiered-index-lookup": ("tiered_index", "Look a key up in tiered-store index files."),
+    "timers": ("timers", "List scheduled (timer) messages: timerlog/ units and their records."),
+    "verify": ("verify", "Check every record, consume-queue entry, index item and the checkpoint against the "
+                         "data."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+class LazyGroup(click.Group):
+    """A group whose commands are imported when looked up (``COMMANDS``), not when the program starts.
+    ``.commands`` still gives every command (importing them all) for code that walks the tree."""
+
+    @property  # type: ignore[override]
+    def commands(self) -> dict[str, click.Command]:
+        for name in COMMANDS:
+            self._load(name)
+        return self._loaded
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:
+        self._loaded = dict(value)
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        self._loaded[name or cmd.name or ""] = cmd
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self._loaded))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self._load(cmd_name)
+
+    def _load(self, cmd_name: str) -> click.Command | None:
+        if cmd_name in self._loaded:
+            return self._loaded[cmd_name]
+        if cmd_name not in COMMANDS:
+            return None
+        module = importlib.import_module(f"{__package__}.{COMMANDS[cmd_name][0]}")
+        for cmd in getattr(module, "COMMANDS", ()):
+            if cmd.name == cmd_name:
+                _add_broker_config(cmd)
+                self._loaded[cmd_name] = cmd
+                return cmd
+        raise LookupError(f"rmqinspect.cli.{COMMANDS[cmd_name][0]} has no command {cmd_name!r}")
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # the listing comes from the table: `rmqinspect --help` imports no command module
+        rows = [(name, COMMANDS[name][1]) for name in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
              epilog="\b\n" + EXIT_CODES_HELP)
 @click.version_option(__version__, prog_name="rmqinspect")
 @click.option("--debug", is_flag=True, help="Show the Python traceback with an error (also RMQINSPECT_DEBUG=1).")
@@ -29,21 +111,10 @@ def cli(debug: bool) -> None:
     set_debug(debug)
 
 
-def _register() -> None:
-    from . import __path__ as pkg_path
-
-    for mod in sorted(pkgutil.iter_modules(pkg_path), key=lambda m: m.name):
-        if mod.name in ("main", "output") or mod.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__package__}.{mod.name}")
-        for cmd in getattr(module, "COMMANDS", ()):
-            cli.add_command(cmd)
-    # --broker-config on every command, defined once (cli._params): commands never declare it
-    for cmd in cli.commands.values():
-        _add_broker_config(cmd)
-
-
 def _add_broker_config(cmd: click.Command) -> None:
+    """--broker-config on every command, defined once (cli._params): commands never declare it."""
+    from ._params import apply_broker_config, broker_config_option
+
     if isinstance(cmd, click.Group):
         for sub in cmd.commands.values():
             _add_broker_config(sub)
@@ -61,9 +132,6 @@ def _add_broker_config(cmd: click.Command) -> None:
         return callback(*args, **kwargs)
 
     cmd.callback = with_broker_config
-
-
-_register()
 
 
 def main() -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-from .broker_conf import configured
-from .checkpoint import CheckpointData, read_checkpoint
-from .commitlog import CommitLog
 from .errors import RmqInspectError
 from .layout import StoreLayout
+
+if TYPE_CHECKING:
+    from .checkpoint import CheckpointData
+    from .commitlog import CommitLog
 
 
 class Store:
@@ -29,6 +31,9 @@ class Store:
 
     @cached_property
     def commitlog(self) -> CommitLog:
+        from .broker_conf import configured
+        from .commitlog import CommitLog
+
         size = self._commitlog_file_size
         if size is None and (conf := configured("mappedFileSizeCommitLog")) is not None:
             size = conf.value  # the broker.conf in effect (--broker-config) before inference from the files
@@ -36,6 +41,8 @@ class Store:
 
     @cached_property
     def checkpoint(self) -> CheckpointData | None:
+        from .checkpoint import read_checkpoint
+
         return read_checkpoint(self.layout.checkpoint_path)
 
     @property
@@ -51,6 +58,19 @@ class Store:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def __getattr__(name: str):
+    # CommitLog and CheckpointData pull in numpy; importing the package (store.errors, store.version) must not
+    if name == "CommitLog":
+        from .commitlog import CommitLog
+
+        return CommitLog
+    if name == "CheckpointData":
+        from .checkpoint import CheckpointData
+
+        return CheckpointData
+    raise AttributeError(name)
 
 
 __all__ = ["Store", "StoreLayout", "CommitLog", "CheckpointData", "RmqInspectError"]
