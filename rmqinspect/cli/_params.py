@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -26,11 +27,45 @@ JAVA_LONG_MAX = (1 << 63) - 1
 CALENDAR_MIN_MS = -62135510400000  # 0001-01-02T00:00:00Z
 CALENDAR_MAX_MS = 253402214399999  # 9999-12-30T23:59:59.999Z
 
-store_argument = click.argument("store", type=click.Path(exists=False, file_okay=True, dir_okay=True))
+
+
+def _resolve_store(ctx: click.Context, param: click.Parameter, value):
+    """A path inside a store, or just above one, means that store (with a note after the output); a directory
+    above several stores is refused naming them (exit 3)."""
+    if value is None:
+        return value
+    from ..store.errors import StoreNotFoundError
+    from ..store.layout import resolve_store_path
+    from .output import error, hold_note
+
+    try:
+        resolved, why = resolve_store_path(value)
+    except StoreNotFoundError as e:
+        error(str(e))
+        ctx.exit(e.exit_code)
+    if why:
+        hold_note(why)
+    return resolved
+
+
+store_argument = click.argument("store", type=click.Path(exists=False, file_okay=True, dir_okay=True),
+                                callback=_resolve_store)
+
+# what every time option accepts (said in each option's help)
+TIME_FORMS = ("epoch ms, ISO-8601 (UTC unless it carries an offset: 2026-11-21T13:37:10 is UTC), epoch seconds "
+              "with an s suffix (1795297030s), or a time ago (30m, 2h, 7d)")
+# digits in this range are epoch seconds 2001..5138, as milliseconds 1970-01-12..1973-03-03 when no RocketMQ
+# broker ran: a tired human typed seconds; refused with the spellings that mean what they meant
+_SECONDS_LO, _SECONDS_HI = 10**9, 10**11
+_AGO_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+_AGO = re.compile(r"^([0-9]{1,8})([smhdw])$")
+_EPOCH_SECONDS = re.compile(r"^([0-9]{9,12})s$")
+
 
 class TimeParam(click.ParamType):
-    """Epoch milliseconds, or an ISO-8601 date/time (UTC unless it carries an offset), within [lo, hi]
-    (a Java long by default; the calendar where a time becomes a date)."""
+    """A time: epoch milliseconds, ISO-8601 (UTC unless it carries an offset), ``<epoch seconds>s``, or a time
+    ago (``2h``: now minus two hours); within [lo, hi] (a Java long by default; the calendar where a time becomes
+    a date). Plain digits that can only be epoch seconds are refused, showing the ms, ISO and ``s`` spellings."""
 
     name = "TIME"
 
@@ -38,10 +73,26 @@ class TimeParam(click.ParamType):
         self.lo, self.hi, self.what = lo, hi, what
 
     def convert(self, value, param, ctx):
-        try:
-            ms = parse_epoch_millis(value)
-        except (ValueError, OverflowError) as e:
-            self.fail(str(e), param, ctx)
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if m := _EPOCH_SECONDS.match(text):
+            ms = int(m.group(1)) * 1000
+        elif m := _AGO.match(text):
+            import time
+
+            ms = int(time.time() * 1000) - int(m.group(1)) * _AGO_UNITS[m.group(2)]
+        else:
+            try:
+                ms = parse_epoch_millis(text)
+            except (ValueError, OverflowError) as e:
+                self.fail(f"{e}; accepted: {TIME_FORMS}", param, ctx)
+            if text.isdigit() and _SECONDS_LO <= ms < _SECONDS_HI:
+                from .output import ms_to_iso
+
+                self.fail(f"{text} looks like epoch seconds ({ms_to_iso(ms * 1000)}); as milliseconds it is "
+                          f"{ms_to_iso(ms)}, before any RocketMQ broker. Write {ms * 1000} (ms), "
+                          f"{ms_to_iso(ms * 1000).replace(' ', 'T')} or {text}s", param, ctx)
         if not self.lo <= ms <= self.hi:
             self.fail(f"{value!r} is outside {self.what} (epoch ms {self.lo}..{self.hi})", param, ctx)
         return ms

@@ -16,12 +16,13 @@ from ._params import (
     OFFSET,
     QUEUE_ID,
     TIME,
+    TIME_FORMS,
     accepts_v2,
     broker_version_option_for,
     max_body_option,
     store_argument,
 )
-from .output import emit, emit_document, handle_errors, ms_to_iso, print_kv, progress, warn
+from .output import emit, emit_document, handle_errors, ms_to_iso, no_match, print_kv, progress, warn
 
 TABLE_COLUMNS = ("physical_offset", "total_size", "topic", "queue_id", "queue_offset", "store_time", "sys_flag",
                  "tags", "keys", "uniq_key", "crc_ok", "body_size")
@@ -32,7 +33,7 @@ class MessageFilter:
 
     def __init__(self, topic=None, queue=None, key=None, tag=None, since=None, until=None, uniq_key=None):
         self.topic, self.queue, self.key, self.tag = topic, queue, key, tag
-        self.uniq_key = uniq_key
+        self.uniq_key = uniq_key.upper() if uniq_key else uniq_key  # hex: msgid and UNIQ_KEY are case-blind
         self.time = RowFilter(since=since, until=until)
 
     def message_ok(self, msg) -> bool:
@@ -46,7 +47,7 @@ class MessageFilter:
             return False
         if self.tag is not None and msg.tags != self.tag:
             return False
-        if self.uniq_key is not None and msg.uniq_key != self.uniq_key:
+        if self.uniq_key is not None and (msg.uniq_key or "").upper() != self.uniq_key:
             return False
         return True
 
@@ -79,8 +80,8 @@ def _hexdump(buf, start: int, length: int, base: int) -> str:
 @click.option("--key", help="Only messages whose KEYS contain this key.")
 @click.option("--tag", help="Only messages with this TAGS value.")
 @click.option("--uniq-key", help="Only the message with this UNIQ_KEY (client msgId).")
-@click.option("--since", type=TIME, help="Store time >= this (epoch ms or ISO date).")
-@click.option("--until", type=TIME, help="Store time <= this (epoch ms or ISO date).")
+@click.option("--since", type=TIME, help=f"Store time >= this: {TIME_FORMS}.")
+@click.option("--until", type=TIME, help=f"Store time <= this: {TIME_FORMS}.")
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "ndjson", "hex")), default="table",
               show_default=True)
 @click.option("--body", type=click.Choice(("none", "text", "hex", "base64")), default="none", show_default=True,
@@ -141,23 +142,32 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
             except CorruptDataError as e:  # without --keep-going: what was decoded is shown, then the error
                 damage.append(e)
 
-    _output_messages(walk(), fmt, body, cl, max_body_bytes)
+    shown = _output_messages(walk(), fmt, body, cl, max_body_bytes)
     if damage:
         if not keep_going:
             raise damage[0]
         sys.exit(EXIT_PROBLEMS)
+    filters = [f"--{n} {v}" for n, v in (("topic", topic), ("queue", queue), ("key", key), ("tag", tag),
+                                          ("uniq-key", uniq_key), ("since", since), ("until", until))
+               if v is not None]
+    if shown == 0 and count != 0:
+        span = f" in [{start}, {to if to is not None else cl.end_offset})"
+        no_match(f"no record{span} matches {' '.join(filters)}" if filters else f"no record{span}",
+                 topic=topic, store_root=st.root)
 
 
-def _output_messages(msgs, fmt, body, cl, body_limit: int) -> None:
+def _output_messages(msgs, fmt, body, cl, body_limit: int) -> int:
+    n = 0
     if fmt == "hex":
         for m in msgs:
+            n += 1
             f, pos = cl.locate(m.physical_offset)
             click.echo(f"# {f.name} position {pos} physical_offset {m.physical_offset} total_size {m.total_size} "
                        f"topic {m.topic!r} queue {m.queue_id} queue_offset {m.queue_offset}")
             click.echo(_hexdump(f.buffer, pos, m.total_size, m.physical_offset))
-        return
+        return n
     cols = TABLE_COLUMNS + (("body",) if body != "none" else ())
-    emit((_row(m, body, body_limit) for m in msgs), fmt, cols)
+    return emit((_row(m, body, body_limit) for m in msgs), fmt, cols)
 
 
 @click.command("summary")

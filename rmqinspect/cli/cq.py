@@ -15,7 +15,7 @@ from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError
 from ..store.rocksdb_cq import ConsumeQueues
 from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, store_argument
-from .output import emit, format_option, handle_errors, ms_to_iso, warn
+from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, warn
 
 COLUMNS = ("queue_offset", "physical_offset", "size", "tags_code")
 JOIN_COLUMNS = COLUMNS + ("store_time", "record", "problems")
@@ -107,11 +107,16 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
         return
     if queues is None:
         raise StoreNotFoundError(f"no consume queue for {topic!r} queue {queue_id}", d)
-    q = ConsumeQueue.open(d, topic, queue_id, cq_file_size) if queues.kind == "file" else queues.get(topic, queue_id)
+    try:
+        q = ConsumeQueue.open(d, topic, queue_id, cq_file_size) if queues.kind == "file" \
+            else queues.get(topic, queue_id)
+    except StoreNotFoundError as e:
+        raise StoreNotFoundError(e.message + nearest_topics(topic, st.root), e.path, e.offset) from None
     if not join:
         rows = ({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c,
                  "tags_code": t} for a, b, c, t in q.entries(from_, count))
-        emit(rows, fmt, COLUMNS)
+        if emit(rows, fmt, COLUMNS) == 0 and count != 0:
+            _no_entries(topic, queue_id, from_)
         return
     cl = st.commitlog
     bad = [0]
@@ -128,10 +133,16 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
                 d["problems"] = "; ".join(e.problems + e.notes)
             yield d
 
-    emit(rows(), fmt, JOIN_COLUMNS, cell_width=140)
+    if emit(rows(), fmt, JOIN_COLUMNS, cell_width=140) == 0 and count != 0:
+        _no_entries(topic, queue_id, from_)
     if bad[0]:
         warn(f"{bad[0]} entries disagree with the commitlog")
         sys.exit(EXIT_PROBLEMS)
+
+
+def _no_entries(topic: str, queue_id: int, from_: int | None):
+    where = f"at or after queue offset {from_}" if from_ else "in it"
+    no_match(f"{topic}/{queue_id}: no consume-queue entry {where} (`cq --all` gives each queue's offsets)")
 
 
 def _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt) -> None:

@@ -30,11 +30,12 @@ from ._params import (
     NON_NEGATIVE_LONG,
     POSITIVE_INT,
     TIME,
+    TIME_FORMS,
     check_index_geometry,
     conf_setting,
     store_argument,
 )
-from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, print_kv, warn
+from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, print_kv, warn
 
 HIT_COLUMNS = ("physical_offset", "verified", "fate", "topic", "keys", "uniq_key", "store_time", "index_file", "note")
 
@@ -104,7 +105,7 @@ def _walk_rows(q):
 @store_argument
 @click.option("--key", required=True, help="The key (a KEYS token or a UNIQ_KEY).")
 @click.option("--topic", required=True, help="Topic the message was stored under.")
-@click.option("--begin", type=TIME, default=0, show_default=True, help="Store time >= (epoch ms or ISO date).")
+@click.option("--begin", type=TIME, default=0, show_default=True, help=f"Store time >= this: {TIME_FORMS}.")
 @click.option("--end", type=TIME, default=JAVA_LONG_MAX, help="Store time <= (default Long.MAX_VALUE).")
 @click.option("--max", "max_num", type=NON_NEGATIVE_LONG, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
               help="maxNum of the query (capped by --max-batch).")
@@ -183,7 +184,10 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                  ("round", "file", "item", "key_hash", "phy_offset", "time_read", "prev_index", "matched", "reason"),
                  title="Items visited")
     if not q.verified:
-        sys.exit(EXIT_NOT_FOUND)
+        no_match(f"no record in topic {topic!r} carries the key {key!r}"
+                 + (f" (the index returned {len(q.raw)} candidate(s), none with the key)" if q.raw else "")
+                 + (" in the window" if (begin, end) != (0, JAVA_LONG_MAX) else "")
+                 + "; `explain-missing` says why", topic=topic, store_root=st.root)
 
 
 @click.command("msgid")
@@ -201,6 +205,7 @@ def msgid(msg_id, store, topic, index_dir, index_slots, index_max, max_batch, fm
 
     Exit code 3 when --store is given and no record matches the id.
     """
+    msg_id = msg_id.strip().upper()  # hex: the broker writes upper case, a pasted id may not be
     interpretations = decode_msg_id(msg_id)
     if all("error" in i for i in interpretations):
         raise click.BadParameter(interpretations[0]["error"], param_hint="MSG_ID")
@@ -244,7 +249,7 @@ def _render_msgid(doc) -> None:
 @click.option("--uniq-key", help="A UNIQ_KEY (client message id).")
 @click.option("--msg-id", help="An offsetMsgId (server message id).")
 @click.option("--topic", required=True, help="Topic the message was sent to.")
-@click.option("--begin", type=TIME, default=0, show_default=True, help="Query window start (epoch ms or ISO).")
+@click.option("--begin", type=TIME, default=0, show_default=True, help=f"Query window start: {TIME_FORMS}.")
 @click.option("--end", type=TIME, default=JAVA_LONG_MAX, help="Query window end (default Long.MAX_VALUE).")
 @click.option("--max", "max_num", type=NON_NEGATIVE_LONG, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
               help="maxNum of the query.")
@@ -261,6 +266,8 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
 
     Exit code 3 when the message is not on disk.
     """
+    # message ids are hex: any case means the same id (the broker writes upper case)
+    uniq_key, msg_id = (uniq_key.upper() if uniq_key else uniq_key), (msg_id.upper() if msg_id else msg_id)
     given = [(k, v) for k, v in (("key", key), ("uniq_key", uniq_key), ("msg_id", msg_id)) if v]
     if len(given) != 1:
         raise click.UsageError("give exactly one of --key, --uniq-key, --msg-id")

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from ..store.errors import EXIT_CORRUPT, EXIT_IO, RmqInspectError
+from ..store.errors import EXIT_CORRUPT, EXIT_IO, RmqInspectError, StoreNotFoundError
 
 FORMAT_CHOICES = ("table", "json", "ndjson")
 
@@ -222,12 +222,81 @@ def progress(total: int, description: str, enabled: bool) -> Iterator[Callable[[
         yield advance_to
 
 
+def topic_names(store_root: str) -> list[str]:
+    """The topics a store has queues for (consumequeue/, batchconsumequeue/ directory names): cheap, no walk."""
+    names: set[str] = set()
+    for d in ("consumequeue", "batchconsumequeue"):
+        with contextlib.suppress(OSError):
+            names.update(n for n in os.listdir(os.path.join(store_root, d)) if not n.startswith("."))
+    return sorted(names)
+
+
+def nearest_topics(topic: str, store_root: str) -> str:
+    """" (nearest topics: A, B)" for a topic the store does not have, or "" when it has it or nothing is near."""
+    import difflib
+
+    names = topic_names(store_root)
+    if topic in names:
+        return ""
+    near = difflib.get_close_matches(topic, names, n=3, cutoff=0.6) or difflib.get_close_matches(
+        topic.lower(), [n.lower() for n in names], n=3, cutoff=0.6)
+    if not near:
+        return f" (the store has no topic {topic!r}; {len(names)} topics, `cq STORE --all` lists them)"
+    return f" (the store has no topic {topic!r}; nearest: {', '.join(near)})"
+
+
+def no_match(sentence: str, *, topic: str | None = None, store_root: str | None = None):
+    """The one rule for an empty answer, in every command: one sentence on stderr (with the nearest topic names
+    when the topic is not in the store) and exit code 3 (not found), after whatever was printed."""
+    hint = nearest_topics(topic, store_root) if topic is not None and store_root is not None else ""
+    raise StoreNotFoundError(sentence + hint)
+
+
 def error(message: str) -> None:
+    flush_notes()
     click.echo(f"rmqinspect: error: {message}", err=True)
 
 
+# Notes and warnings raised while a command runs are held and written to stderr when it ends, so they come
+# after the table, never inside it (both streams often go to one terminal). Past _NOTES_HELD they are written
+# at once: memory stays bounded on a walk that meets damage at every record, and nothing is dropped.
+_NOTES_HELD = 1000
+_notes: list[str] = []
+_holding = [0]
+
+
 def warn(message: str) -> None:
-    click.echo(f"rmqinspect: warning: {message}", err=True)
+    _stderr_line(f"rmqinspect: warning: {message}")
+
+
+def note(message: str) -> None:
+    """Something the reader should know about the answer (an assumption, where an input was resolved to)."""
+    _stderr_line(f"rmqinspect: note: {message}")
+
+
+def hold_note(message: str) -> None:
+    """A note said before the command runs (e.g. how STORE was resolved), written with the others at its end."""
+    line = f"rmqinspect: note: {message}"
+    if len(_notes) < _NOTES_HELD:
+        _notes.append(line)
+    else:
+        click.echo(line, err=True)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.call_on_close(flush_notes)
+
+
+def _stderr_line(line: str) -> None:
+    if _holding[0] and len(_notes) < _NOTES_HELD:
+        _notes.append(line)
+    else:
+        click.echo(line, err=True)
+
+
+def flush_notes() -> None:
+    lines, _notes[:] = list(_notes), []
+    for line in lines:
+        click.echo(line, err=True)
 
 
 _debug = [False]
@@ -315,6 +384,7 @@ def handle_errors(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        _holding[0] += 1
         try:
             return fn(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
@@ -331,6 +401,11 @@ def handle_errors(fn: Callable) -> Callable:
             _report(e, f"{fname + ': ' if fname else ''}{getattr(e, 'strerror', None) or e}", EXIT_IO)
         except Exception as e:  # noqa: BLE001 - the contract: no traceback reaches the user
             _report(e, *describe_unexpected(e))
+        finally:
+            _holding[0] -= 1
+            if not _holding[0]:
+                _safe_flush(sys.stdout)
+                flush_notes()
 
     return wrapper
 

@@ -11,7 +11,7 @@ from ..analyses.rebuild_run import PROBLEM_STOPS, rebuild
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
 from ._params import CQ_FILE_SIZE, check_index_geometry, INDEX_MAX, INDEX_SLOTS, NON_NEGATIVE_LONG, OFFSET, broker_version_option_for, store_argument
-from .output import emit, emit_document, format_option, handle_errors, print_kv, progress, warn
+from .output import emit, emit_document, format_option, handle_errors, note, print_kv, progress, warn
 
 QUEUE_COLUMNS = ("topic", "queue_id", "rebuilt_entries", "store_entries", "matching", "missing", "extra", "wrong",
                  "status", "note")
@@ -32,7 +32,7 @@ DIFF_COLUMNS = ("topic", "queue_id", "queue_offset", "index_file", "item", "kind
               "else 5000000.")
 @click.option("--index-max", type=INDEX_MAX, help="maxIndexNum. Default: the store's index files, else 20000000.")
 @broker_version_option_for("Before 4.7.1 IndexFile counted hashSlotCount on every put; from 4.7.1 only newly used "
-                           "slots.", default="4.9")
+                           "slots. Default: proven from STORE's index file headers, else 4.9 (with a note).")
 @click.option("--dry-run", is_flag=True, help="Write nothing: compare what would be written with the CQ and index "
               "files in STORE and report every difference, queue by queue.")
 @click.option("--details", type=NON_NEGATIVE_LONG, default=1000, show_default=True,
@@ -67,6 +67,15 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
         from .spark import spark_session
 
         dispatch = functools.partial(rebuild_spark, spark_session(master))
+    if broker_version is None:  # auto-detected (issue 13): a 4.4.0 store's index headers count every put
+        from ..store.version import BrokerVersion, index_counting_version
+
+        broker_version, why = index_counting_version(Store.open(store).layout.index_dir)
+        if broker_version is None:
+            broker_version = BrokerVersion.parse("4.9")
+            note(f"--broker-version not given and not provable, 4.9 assumed ({why})")
+        else:
+            note(f"--broker-version {broker_version} from the index headers ({why})")
     with Store.open(store) as st:
         cl = st.commitlog
         total = cl.end_offset - (from_ if from_ is not None else cl.min_offset)

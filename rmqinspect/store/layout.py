@@ -151,3 +151,42 @@ def ensure_new_directory(out: str | os.PathLike) -> None:
     if os.path.isdir(out) and os.listdir(out):
         raise UnsafeOutputError("output directory exists and is not empty; outputs only go into a new directory",
                                 out)
+
+
+# how far above a path a store root is looked for: consumequeue/TOPIC/QUEUE/FILE is the deepest store file
+_STORE_DEPTH = 4
+# what a broker keeps beside commitlog/: a path under one of these is part of that store
+_STORE_PARTS = frozenset({"consumequeue", "batchconsumequeue", "index", "config", "checkpoint", "abort", "lock",
+                          "timerlog", "timerwheel", "timercheck", "timermetrics", "compaction", "rocksdbstore",
+                          "tiered_index_file", "dledger"})
+
+
+def resolve_store_path(path: str | os.PathLike) -> tuple[str, str | None]:
+    """The store a path the user typed means, and a note when that is not the path itself (issue 13).
+
+    A path inside a store (its consume queue, index, config, checkpoint ...) means that store: read as a
+    commitlog it would give a confident wrong answer. A directory just above one store means that store.
+    A path in or at ``commitlog/`` is returned unchanged (one commitlog file or directory is a valid input).
+    A directory above several stores raises ``StoreNotFoundError`` naming them."""
+    p = os.path.normpath(os.fspath(path))
+    if not os.path.exists(p) or os.path.isdir(os.path.join(p, "commitlog")):
+        return p, None
+    cur = p
+    for _ in range(_STORE_DEPTH):
+        up = os.path.normpath(os.path.join(cur, os.pardir))
+        if os.path.abspath(up) == os.path.abspath(cur):
+            break
+        cur = up
+        if os.path.isdir(os.path.join(cur, "commitlog")):
+            part = os.path.relpath(p, cur).split(os.sep)[0]
+            if part not in _STORE_PARTS:
+                return p, None
+            return cur, f"{p} lies inside the store {cur} (its {part}); reading the store {cur}"
+    if os.path.isdir(p) and not any(is_offset_file_name(n) for n in os.listdir(p)):
+        stores = sorted(os.path.join(p, n) for n in os.listdir(p) if os.path.isdir(os.path.join(p, n, "commitlog")))
+        if len(stores) == 1:
+            return stores[0], f"{p} is not a store; reading the store inside it, {stores[0]}"
+        if stores:
+            raise StoreNotFoundError("not a RocketMQ store; it holds the stores " + ", ".join(stores)
+                                     + ": name one", p)
+    return p, None

@@ -18,9 +18,18 @@ from dataclasses import dataclass
 _HEAD_ALIASES = ("head", "master", "develop", "latest")
 # the development branch after 5.3.3 behaves as the first release after it
 HEAD_PARTS = (5, 3, 4)
-ACCEPTED = "a RocketMQ version such as 4.9.8, 5.3.1, 5.x or HEAD"
+ACCEPTED = ("a RocketMQ version such as 4.4, 4.4.0, 4.9.8, 5, 5.x, 5.3.3 or HEAD (what `summary` prints, e.g. "
+            "'5.x (detected)', is accepted too)")
+# "4.x" / "5.x" (what store detection says): the newest release of that line, the one a store of unknown minor
+# version most likely came from; a rule that differs inside a line needs the exact release (e.g. 4.4.0)
+NEWEST_OF_LINE = {4: (4, 9, 8), 5: (5, 3, 3)}
 
-_VERSION = re.compile(r"^(\d+)(?:\.(\d+))?(?:\.(\d+))?")
+_VERSION = re.compile(r"^(\d+)(?:\.(\d+|x))?(?:\.(\d+))?(?:-[\w.]+)?(?:\s*\((?:detected|override)\))?$")
+
+
+def _as_typed(text: str) -> str:
+    """The version as the user typed it, without a " (detected)" that came along from `summary`'s output."""
+    return re.sub(r"\s*\((?:detected|override)\)\s*$", "", text.strip(), flags=re.I)
 
 
 @dataclass(frozen=True, order=False)
@@ -38,9 +47,14 @@ class BrokerVersion:
         if t in _HEAD_ALIASES:
             return cls("HEAD", HEAD_PARTS)
         m = _VERSION.match(t)
-        if not m:
-            raise ValueError(f"not a RocketMQ version: {text!r} (e.g. 4.9.8, 5.3.3, HEAD)")
-        return cls(text.strip(), (int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0)))
+        if not m or (m.group(2) == "x" and m.group(3)):
+            raise ValueError(f"not a RocketMQ version: {text!r} (e.g. 4.4, 4.9.8, 5.x, 5.3.3, HEAD)")
+        major = int(m.group(1))
+        if m.group(2) == "x":
+            if major not in NEWEST_OF_LINE:
+                raise ValueError(f"no RocketMQ {major}.x line: {text!r} (4.x or 5.x)")
+            return cls(_as_typed(text), NEWEST_OF_LINE[major])
+        return cls(_as_typed(text), (major, int(m.group(2) or 0), int(m.group(3) or 0)))
 
     def __str__(self) -> str:
         return self.text
@@ -103,4 +117,36 @@ class BrokerVersion:
         return self.at_least(5, 2)
 
 
-__all__ = ["ACCEPTED", "BrokerVersion"]
+def index_counting_version(index_dir: str) -> tuple[BrokerVersion | None, str]:
+    """Which side of 4.7.1 wrote the IndexFiles in ``index_dir``, proven from their headers: before 4.7.1
+    hashSlotCount grew on every put (= indexCount - 1), from 4.7.1 only when a slot was first used (= the
+    number of non-empty slots). Decided only by a file where the two differ (two keys shared a slot);
+    otherwise ``(None, why)``. Returns 4.4 or 4.9 as the representative release of each side."""
+    import os
+
+    from .indexfile import IndexFile  # numpy: only when a command needs the answer
+
+    if not os.path.isdir(index_dir):
+        return None, f"{index_dir}: no index directory"
+    for name in sorted(os.listdir(index_dir)):
+        try:
+            idx = IndexFile(os.path.join(index_dir, name))
+        except Exception:  # noqa: BLE001 - damaged or foreign files prove nothing; the next one may
+            continue
+        try:
+            puts = idx.header.index_count - 1
+            used = int((idx.slot_table() != 0).sum())
+            counted = idx.header.hash_slot_count
+        finally:
+            idx.close()
+        if puts == used:
+            continue
+        where = f"{os.path.join(index_dir, name)}: hashSlotCount {counted}, {puts} items, {used} slots in use"
+        if counted == puts:
+            return BrokerVersion("4.4", (4, 4, 0)), f"{where}: counted every put (before 4.7.1)"
+        if counted == used:
+            return BrokerVersion("4.9", (4, 9, 0)), f"{where}: counted new slots only (4.7.1 or later)"
+    return None, f"{index_dir}: no index file tells (no two keys shared a hash slot)"
+
+
+__all__ = ["ACCEPTED", "BrokerVersion", "index_counting_version"]
