@@ -266,6 +266,43 @@ def apply_broker_config(ctx: click.Context, kwargs: dict) -> None:
             kwargs[name] = convert(conf.values[key])
 
 
+# --- --columns / --vertical / --no-truncate: appended to every command by cli.main, like --broker-config ---
+
+def _set_layout(ctx: click.Context, param: click.Parameter, value):
+    from .output import layout
+
+    if param.name == "columns":
+        layout.columns = tuple(c.strip() for c in value.split(",") if c.strip()) if value else None
+        layout.asked_columns_seen = set()
+        if layout.columns:
+            ctx.call_on_close(_unknown_columns_note)
+    elif param.name == "vertical":
+        layout.vertical = bool(value)
+    else:
+        layout.no_truncate = bool(value)
+    return value
+
+
+def _unknown_columns_note() -> None:
+    from .output import layout, warn
+
+    missing = [c for c in layout.columns or () if c not in layout.asked_columns_seen]
+    if missing:
+        warn(f"--columns: no table had {', '.join(missing)}")
+
+
+def layout_options() -> list[click.Option]:
+    return [
+        click.Option(["--columns"], metavar="A,B,...", expose_value=False, callback=_set_layout,
+                     help="Only these columns, in this order (every format; tables without them are shown whole)."),
+        click.Option(["--vertical"], is_flag=True, expose_value=False, callback=_set_layout,
+                     help="One record per block, every value on its own line (like psql's \\x)."),
+        click.Option(["--no-truncate"], is_flag=True, expose_value=False, callback=_set_layout,
+                     help="On a terminal, print the full width instead of folding or leaving out free-text "
+                          "columns (identifiers are never cut or wrapped in any case)."),
+    ]
+
+
 def max_body_option(fn):
     """``--max-body-bytes``: the cap on a decompressed body (formats.compression); a longer body is cut with a
     note, so a 60 KB record that expands to gigabytes never decides our memory."""

@@ -213,9 +213,11 @@ def _render_summary(s) -> None:
     if s.gaps:
         emit(s.gaps, "table", title="Missing offset ranges (no file)")
     emit(({"topic": t, **v} for t, v in s.topics.items()), "table", title="Topics")
+    # the broker's bounds (getMinOffsetInQueue / getMaxOffsetInQueue, max exclusive), as `cq --all` shows them
     emit(({"topic": q.topic, "queue_id": q.queue_id, "messages": q.messages, "bytes": q.bytes,
-           "min_queue_offset": q.min_queue_offset, "max_queue_offset": q.max_queue_offset} for q in s.queues),
-         "table", title="Queues (from the commitlog)")
+           "min_offset": q.min_queue_offset,
+           "max_offset": None if q.max_queue_offset is None else q.max_queue_offset + 1} for q in s.queues),
+         "table", title="Queues (from the commitlog; max_offset exclusive, as cq --all)")
 
 
 COMMANDS = [decode_commitlog, summary]

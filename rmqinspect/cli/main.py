@@ -112,8 +112,9 @@ def cli(debug: bool) -> None:
 
 
 def _add_broker_config(cmd: click.Command) -> None:
-    """--broker-config on every command, defined once (cli._params): commands never declare it."""
-    from ._params import apply_broker_config, broker_config_option
+    """--broker-config, --columns, --vertical and --no-truncate on every command, defined once (cli._params):
+    commands never declare them."""
+    from ._params import apply_broker_config, broker_config_option, layout_options
 
     if isinstance(cmd, click.Group):
         for sub in cmd.commands.values():
@@ -122,6 +123,7 @@ def _add_broker_config(cmd: click.Command) -> None:
     if any(p.name == "broker_config" for p in cmd.params) or cmd.callback is None:
         return
     cmd.params.append(broker_config_option())
+    cmd.params.extend(o for o in layout_options() if not any(p.name == o.name for p in cmd.params))
     callback = cmd.callback
 
     @functools.wraps(callback)

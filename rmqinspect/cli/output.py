@@ -66,25 +66,72 @@ def ms_to_iso(ms: int | None) -> str:
         return str(ms)
 
 
-def _cell(v: Any, width: int = 60) -> str:
+# Columns of free text (explanations, not identifiers): the only ones ever folded or dropped to fit a terminal.
+# Everything else (offsets, topics, keys, ids, file names, times) is printed whole on one line, always.
+FREE_TEXT_COLUMNS = frozenset({"note", "notes", "problems", "reason", "reasons", "detail", "why", "body", "record",
+                               "evidence", "damage", "stopped", "message", "description", "explanation", "error",
+                               "what", "verdict", "cause"})
+
+
+class TableLayout:
+    """How tables are laid out, from the options every command has (--columns, --vertical, --no-truncate)."""
+
+    columns: tuple[str, ...] | None = None
+    vertical = False
+    no_truncate = False
+    asked_columns_seen: set[str] = set()
+
+
+layout = TableLayout()
+
+
+def _cell(v: Any, width: int | None = None) -> str:
+    """A cell's text on one line (control characters escaped); cut only when ``width`` is given (free text on
+    a terminal that cannot hold it)."""
     if v is None:
         return ""
     if isinstance(v, (dict, list)):
         s = dumps(v)
     else:
         s = str(v)
-    s = s.replace("\x01", "\\x01").replace("\x02", "\\x02").replace("\n", "\\n")
-    if len(s) > width:
+    s = s.replace("\x01", "\\x01").replace("\x02", "\\x02").replace("\n", "\\n").replace("\r", "\\r")
+    if width is not None and len(s) > width:
         s = s[: width - 1] + "…"
     return s
 
 
+def _pick_columns(rows: list[dict], columns: Sequence[str] | None) -> list[str]:
+    cols = list(columns) if columns is not None else (list(rows[0].keys()) if rows else [])
+    if layout.columns:
+        available = set(cols) | {k for r in rows for k in r}
+        wanted = [c for c in layout.columns if c in available]
+        layout.asked_columns_seen.update(wanted)
+        if wanted:
+            return wanted
+    return cols
+
+
+def _project(row: dict) -> dict:
+    picked = {c: row[c] for c in layout.columns or () if c in row}
+    layout.asked_columns_seen.update(picked)
+    return picked or row
+
+
+def terminal_width() -> int:
+    import shutil
+
+    return shutil.get_terminal_size((80, 24)).columns
+
+
 def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *, title: str | None = None,
-         out=None, cell_width: int = 60) -> int:
-    """Render a stream of row dicts. ``columns`` picks and orders the table columns (JSON keeps all keys).
-    Returns the number of rows written."""
+         out=None, cell_width: int | None = None) -> int:
+    """Render a stream of row dicts. ``columns`` picks and orders the table columns (JSON keeps all keys;
+    ``--columns`` picks in every format). Returns the number of rows written. ``cell_width`` is kept for
+    callers; identifiers are never cut, free text only to fit a terminal."""
     out = out or sys.stdout
     n = 0
+    if layout.columns and fmt in ("json", "ndjson"):
+        rows = (_project(r) for r in rows)
     if fmt == "ndjson":
         # each line is serialised before it is written: a failure mid-stream leaves only complete lines
         try:
@@ -145,26 +192,70 @@ def _mark_stopped(e: BaseException, rows: int, how: str) -> None:
         e.rmq_output_stopped = f"output stopped after {rows} row{'s' if rows != 1 else ''}; {how}"  # type: ignore[attr-defined]
 
 
-def _print_table(rows: list[dict], columns, title, out, width, header=True) -> None:
-    if columns is None:
-        columns = list(rows[0].keys()) if rows else []
+def _print_table(rows: list[dict], columns, title, out, width=None, header=True) -> None:
+    columns = _pick_columns(rows, columns)
+    if layout.vertical:
+        _print_vertical(rows, columns, title, out)
+        return
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     if is_terminal(out):
-        from rich.console import Console
-        from rich.table import Table
+        _print_terminal_table(cells, columns, title, out, header)
+        return
+    from tabulate import tabulate
 
-        t = Table(title=title, show_header=header, header_style="bold")
+    if title:
+        out.write(title + "\n")
+    out.write(tabulate(cells, headers=columns if header else (), tablefmt="simple", disable_numparse=True) + "\n")
+
+
+def _print_vertical(rows: list[dict], columns: list[str], title, out) -> None:
+    """One record per block (psql's \\x): every value whole on its own line, whatever the width."""
+    if title:
+        out.write(title + "\n")
+    w = max((len(c) for c in columns), default=0)
+    for i, r in enumerate(rows, 1):
+        out.write(f"-[ RECORD {i} ]" + "-" * max(w - 8, 4) + "\n")
         for c in columns:
-            t.add_column(c, overflow="fold")
-        for r in rows:
-            t.add_row(*[_cell(r.get(c), width) for c in columns])
-        Console(file=out, soft_wrap=False).print(t)
-    else:
-        from tabulate import tabulate
+            out.write(f"{c.ljust(w)} | {_cell(r.get(c))}\n")
 
-        if title:
-            out.write(title + "\n")
-        out.write(tabulate([[_cell(r.get(c), width) for c in columns] for r in rows],
-                           headers=columns if header else (), tablefmt="simple", disable_numparse=True) + "\n")
+
+def _print_terminal_table(cells: list[list[str]], columns: list[str], title, out, header: bool) -> None:
+    """A rich table that fits the terminal: identifiers never wrap or cut. When it is too wide, free-text
+    columns are folded, then dropped (a note says so), and when the identifiers alone do not fit the rows are
+    shown one per block (--vertical); --no-truncate prints the full width instead."""
+    from rich.cells import cell_len
+    from rich.console import Console
+    from rich.table import Table
+
+    term = terminal_width()
+    natural = [max([cell_len(c)] + [cell_len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    overhead = 3 * len(columns) + 1  # rich's box: "│ " before each cell, " " after, and the closing "│"
+    free = [i for i, c in enumerate(columns) if c in FREE_TEXT_COLUMNS]
+    fold: dict[int, int] = {}
+    keep = list(range(len(columns)))
+    if sum(natural) + overhead > term and not layout.no_truncate:
+        fixed = sum(natural[i] for i in keep if i not in free)
+        room = term - overhead - fixed
+        if free and room >= 12 * len(free):
+            share = room // len(free)
+            fold = {i: min(natural[i], share) for i in free}
+        elif free:
+            keep = [i for i in keep if i not in free]
+            hold_note(f"column(s) {', '.join(columns[i] for i in free)} left out to fit {term} columns "
+                      "(--vertical, --columns or --no-truncate show them)")
+        if sum(natural[i] for i in keep if i not in fold) + sum(fold.values()) + 3 * len(keep) + 1 > term:
+            _print_vertical([dict(zip(columns, row)) for row in cells], columns, title, out)
+            return
+    t = Table(title=title, show_header=header, header_style="bold")
+    for i in keep:
+        if i in fold:
+            t.add_column(columns[i], overflow="fold", max_width=fold[i], min_width=min(fold[i], 12))
+        else:
+            t.add_column(columns[i], no_wrap=True, min_width=natural[i], overflow="ignore")
+    for row in cells:
+        t.add_row(*[row[i] for i in keep])
+    width = max(term, sum(natural[i] for i in keep if i not in fold) + sum(fold.values()) + 3 * len(keep) + 1)
+    Console(file=out, soft_wrap=False, width=width).print(t)
 
 
 def emit_document(doc: Any, fmt: str, render_table: Callable[[Any], None] | None = None, out=None) -> None:
@@ -181,22 +272,13 @@ def emit_document(doc: Any, fmt: str, render_table: Callable[[Any], None] | None
 
 
 def print_kv(title: str, pairs: Sequence[tuple[str, Any]], out=None) -> None:
-    """A two-column key/value block for human output."""
+    """A two-column key/value block for human output: plain text on a terminal too, so a long value (a path,
+    an offset list) is never folded inside a cell; --columns does not apply (the keys are the fields)."""
     out = out or sys.stdout
-    if is_terminal(out):
-        from rich.console import Console
-        from rich.table import Table
+    from tabulate import tabulate
 
-        t = Table(title=title, show_header=False)
-        t.add_column("field", style="bold")
-        t.add_column("value", overflow="fold")
-        for k, v in pairs:
-            t.add_row(str(k), _cell(v, 200))
-        Console(file=out).print(t)
-    else:
-        from tabulate import tabulate
-
-        out.write(title + "\n" + tabulate([[k, _cell(v, 200)] for k, v in pairs], tablefmt="plain") + "\n\n")
+    out.write(title + "\n" + tabulate([[k, _cell(v)] for k, v in pairs], tablefmt="plain",
+                                        disable_numparse=True) + "\n\n")
 
 
 @contextlib.contextmanager
