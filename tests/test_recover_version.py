@@ -27,7 +27,8 @@ from support.recover_fixtures import build_store
 
 @pytest.mark.parametrize("text, parts, shown", [
     ("4.9.8", (4, 9, 8), "4.9.8"), ("5.3", (5, 3, 0), "5.3"), ("rocketmq-all-5.3.1", (5, 3, 1), "rocketmq-all-5.3.1"),
-    ("v5.1.0", (5, 1, 0), "v5.1.0"), ("4.x", (4, 9, 8), "4.x"), ("5.x (detected)", (5, 3, 3), "5.x"), ("5.1.0-SNAPSHOT", (5, 1, 0), "5.1.0-SNAPSHOT"),
+    ("v5.1.0", (5, 1, 0), "v5.1.0"), ("4.x", (4, 9, 8), "4.x"),
+    ("5.x (detected)", (5, 3, 3), "5.x"), ("5.1.0-SNAPSHOT", (5, 1, 0), "5.1.0-SNAPSHOT"),
     (" HEAD ", (5, 3, 4), "HEAD"), ("master", (5, 3, 4), "HEAD"),
 ])
 def test_parse(text, parts, shown):
