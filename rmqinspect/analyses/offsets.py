@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from ..store import Store
 from ..store.brokerconfig import consumer_offset_rows
 from ..store.config import ConfigFile, read_config
+from ..store.errors import StoreNotFoundError
 
 
 @dataclass
@@ -54,9 +55,19 @@ class LostWindowReport:
                 "groups": [r.to_dict() for r in self.rows]}
 
 
-def read_consumer_offsets(store: Store) -> tuple[ConfigFile | None, dict[tuple[str, str], dict[int, int]]]:
-    """{(topic, group): {queueId: offset}} from consumerOffset.json (``topic@group`` keys)."""
-    cfg = read_config(store.layout.config_dir, "consumerOffset.json")
+def read_consumer_offsets(store: Store, path: str | None = None
+                          ) -> tuple[ConfigFile | None, dict[tuple[str, str], dict[int, int]]]:
+    """{(topic, group): {queueId: offset}} from consumerOffset.json (``topic@group`` keys): the store's
+    ``config/consumerOffset.json`` (.bak fallback), or the file at ``path`` (a copied store often lacks its
+    config/ while the file exists elsewhere)."""
+    import os
+
+    if path is not None:
+        cfg = read_config(os.path.dirname(path) or ".", os.path.basename(path))
+        if cfg is None:
+            raise StoreNotFoundError("no such file", path)
+    else:
+        cfg = read_config(store.layout.config_dir, "consumerOffset.json")
     out: dict[tuple[str, str], dict[int, int]] = {}
     if cfg is None:
         return None, out
@@ -68,8 +79,9 @@ def read_consumer_offsets(store: Store) -> tuple[ConfigFile | None, dict[tuple[s
     return cfg, out
 
 
-def lost_window(store: Store, before: dict[str, int], after: dict[str, int]) -> LostWindowReport:
-    cfg, table = read_consumer_offsets(store)
+def lost_window(store: Store, before: dict[str, int], after: dict[str, int],
+                offsets_path: str | None = None) -> LostWindowReport:
+    cfg, table = read_consumer_offsets(store, offsets_path)
     rows: list[GroupQueueWindow] = []
     for (topic, group), qmap in sorted(table.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         for qid, committed in sorted(qmap.items()):

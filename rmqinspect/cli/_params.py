@@ -266,6 +266,11 @@ def apply_broker_config(ctx: click.Context, kwargs: dict) -> None:
             kwargs[name] = convert(conf.values[key])
 
 
+offsets_file_option = click.option(
+    "--offsets", "offsets_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    help="consumerOffset.json to use instead of STORE/config/consumerOffset.json (a copied store often lacks it).")
+
+
 # --- --columns / --vertical / --no-truncate: appended to every command by cli.main, like --broker-config ---
 
 def _set_layout(ctx: click.Context, param: click.Parameter, value):

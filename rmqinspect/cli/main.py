@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                       "filters."),
     "explain-missing": ("lookup", "Why can't a message be found?"),
     "export": ("export", "Write every message of STORE... as rows of a Parquet dataset."),
+    "fate": ("fate", "One message's fate: where it is, its consume-queue entry, index items, whether it "
+                     "survives a restart, and which groups consumed it."),
     "gc": ("gc", "Which CommitLog, ConsumeQueue and IndexFile files the broker's clean services would delete "
                  "now and why."),
     "index-lookup": ("lookup", "DefaultMessageStore.queryMessage over the IndexFiles (what `mqadmin "

@@ -212,11 +212,17 @@ def _print_vertical(rows: list[dict], columns: list[str], title, out) -> None:
     """One record per block (psql's \\x): every value whole on its own line, whatever the width."""
     if title:
         out.write(title + "\n")
+    import textwrap
+
     w = max((len(c) for c in columns), default=0)
+    room = terminal_width() - w - 3 if is_terminal(out) and not layout.no_truncate else 0
     for i, r in enumerate(rows, 1):
         out.write(f"-[ RECORD {i} ]" + "-" * max(w - 8, 4) + "\n")
         for c in columns:
-            out.write(f"{c.ljust(w)} | {_cell(r.get(c))}\n")
+            v = _cell(r.get(c))
+            if c in FREE_TEXT_COLUMNS and room >= 20 and len(v) > room:  # only free text is folded
+                v = ("\n" + " " * w + " | ").join(textwrap.wrap(v, room, break_long_words=False))
+            out.write(f"{c.ljust(w)} | {v}\n")
 
 
 def _print_terminal_table(cells: list[list[str]], columns: list[str], title, out, header: bool) -> None:
@@ -271,12 +277,14 @@ def emit_document(doc: Any, fmt: str, render_table: Callable[[Any], None] | None
         out.write(dumps(doc, pretty=True) + "\n")
 
 
-def print_kv(title: str, pairs: Sequence[tuple[str, Any]], out=None) -> None:
+def print_kv(title: str, pairs: Sequence[tuple[str, Any]], out=None, skip_empty: bool = False) -> None:
     """A two-column key/value block for human output: plain text on a terminal too, so a long value (a path,
     an offset list) is never folded inside a cell; --columns does not apply (the keys are the fields)."""
     out = out or sys.stdout
     from tabulate import tabulate
 
+    if skip_empty:
+        pairs = [(k, v) for k, v in pairs if v not in (None, "", [])]
     out.write(title + "\n" + tabulate([[k, _cell(v)] for k, v in pairs], tablefmt="plain",
                                         disable_numparse=True) + "\n\n")
 

@@ -13,7 +13,7 @@ from ..analyses.salvage import salvage
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE
 from ..store.layout import ensure_output_outside
-from ._params import CQ_FILE_SIZE, broker_version_option_for, max_body_option, store_argument
+from ._params import CQ_FILE_SIZE, broker_version_option_for, max_body_option, offsets_file_option, store_argument
 from .output import dumps, emit, emit_document, format_option, handle_errors, print_kv, warn
 
 version_option = broker_version_option_for(
@@ -51,10 +51,11 @@ def _after(plan) -> dict[str, int]:
                    "else 6000000).")
 @click.option("--redispatch", is_flag=True, help="List every re-dispatched record (JSON output).")
 @click.option("--consumers", is_flag=True, help="Add the per-consumer-group lost window (consumerOffset.json).")
+@offsets_file_option
 @format_option
 @handle_errors
 def recover_cmd(store, dry_run, broker_version, check_crc, message_index_safe, mode, cq_file_size, redispatch,
-                consumers, fmt):
+                consumers, fmt, offsets_file=None):
     """The recovery RocketMQ runs when it loads STORE, reproduced offline (never writes).
 
     Normal or abnormal mode (abort file), start file by version, the record scan and where it stops
@@ -77,7 +78,7 @@ def recover_cmd(store, dry_run, broker_version, check_crc, message_index_safe, m
     doc["totals"] = _totals(plan)
     lw = None
     if consumers:
-        lw = lost_window(st, plan.consume_queue_max_offsets_before, _after(plan))
+        lw = lost_window(st, plan.consume_queue_max_offsets_before, _after(plan), offsets_file)
         doc["consumer_lost_window"] = lw.to_dict()
     warn(plan.version.describe())
     emit_document(doc, fmt, lambda d: _render(plan, lw))
@@ -156,14 +157,15 @@ def _render_lw(lw) -> None:
 @store_argument
 @version_option
 @mode_option
+@offsets_file_option
 @format_option
 @handle_errors
-def consumer_lag_cmd(store, broker_version, mode, fmt):
+def consumer_lag_cmd(store, broker_version, mode, fmt, offsets_file=None):
     """Per consumer group and queue: committed offset (config/consumerOffset.json, .bak fallback) against
     the queue's max offset before and after the broker's recovery - what the group will never see, what
     it consumed that is now gone, and what it will be delivered (possibly again) after a restart."""
     st, plan = _plan(store, broker_version, mode=mode)
-    lw = lost_window(st, plan.consume_queue_max_offsets_before, _after(plan))
+    lw = lost_window(st, plan.consume_queue_max_offsets_before, _after(plan), offsets_file)
     if lw.used_backup:
         warn(f"consumerOffset.json unusable, read {lw.source}: {'; '.join(lw.problems)}")
     if fmt == "table":

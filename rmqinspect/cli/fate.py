@@ -1,0 +1,98 @@
+"""`fate`: one message's fate in one command (analyses.fate)."""
+
+from __future__ import annotations
+
+import click
+
+from ._params import OFFSET, offsets_file_option, store_argument
+from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv
+
+TABLE_COLUMNS = ("physical_offset", "file", "position", "record", "topic", "queue_id", "queue_offset", "uniq_key")
+
+
+@click.command("fate")
+@store_argument
+@click.option("--key", help="A KEYS token (with --topic): every record the broker's index returns for it.")
+@click.option("--topic", help="The topic of --key (and of --uniq-key, to search one topic only).")
+@click.option("--msgid", "msg_id", help="An offsetMsgId (server id) or a UNIQ_KEY (client id), any case.")
+@click.option("--uniq-key", help="A UNIQ_KEY (client message id), any case.")
+@click.option("--offset", type=OFFSET, help="The record at this physical offset.")
+@offsets_file_option
+@format_option
+@handle_errors
+def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, fmt):
+    """One message's fate: where its record is (file, position, intact or how damaged), its consume-queue entry
+    or why it has none (transaction half / rollback, delayed to SCHEDULE_TOPIC_XXXX, not dispatched yet), its
+    index items, whether it survives a restart of this directory (the recovery model of `recover --dry-run`),
+    and, per consumer group, whether it was already consumed. One answer per matching record.
+
+    Exit code 3 when no record matches.
+
+    \b
+    Examples:
+      rmqinspect fate STORE --key ord-15 --topic LogTopic
+      rmqinspect fate STORE --msgid AC10FE0100417FFFAAAA00A1F7780549 --offsets consumerOffset.json
+    """
+    from ..analyses.fate import message_fate
+    from ..analyses.lookup import DEFAULT_MAX_MSGS_NUM_BATCH, JAVA_LONG_MAX, IndexService, find_msg_id, query_message
+    from ..analyses.offsets import read_consumer_offsets
+    from ..analyses.recovery import RecoveryOptions, plan_recovery
+    from ..store import Store
+
+    given = [n for n, v in (("--key", key), ("--msgid", msg_id), ("--uniq-key", uniq_key), ("--offset", offset))
+             if v is not None]
+    if len(given) != 1:
+        raise click.UsageError("give exactly one of --key (with --topic), --msgid, --uniq-key, --offset")
+    if key is not None and not topic:
+        raise click.UsageError("--key needs --topic (the index key is TOPIC#KEY)")
+    st = Store.open(store)
+    svc = IndexService.for_store(st)
+    what = f"{given[0]} {key or msg_id or uniq_key or offset}"
+    if offset is not None:
+        offsets = [offset]
+    elif key is not None:
+        q = query_message(svc, st.commitlog, topic, key, DEFAULT_MAX_MSGS_NUM_BATCH, 0, JAVA_LONG_MAX,
+                          DEFAULT_MAX_MSGS_NUM_BATCH)
+        offsets = [h.physical_offset for h in q.verified]
+    else:
+        rep = find_msg_id(st, svc, (msg_id or uniq_key).strip().upper(), topic)
+        offsets = [h["physical_offset"] for h in (rep.as_uniq_key or {}).get("hits", [])]
+        a = rep.as_offset_msg_id or {}
+        if msg_id is not None and a.get("matches"):
+            offsets.insert(0, a["message"]["physical_offset"])
+    offsets = sorted(set(offsets))
+    if not offsets:
+        no_match(f"no record found for {what} through the index (`explain-missing` says why and scans the "
+                 "commit log)", topic=topic, store_root=st.root)
+    plan = plan_recovery(st, RecoveryOptions(with_salvage=False, keep_redispatch=False))
+    cfg, table = read_consumer_offsets(st, offsets_file)
+    if cfg is None:
+        note("no consumer offsets (config/consumerOffset.json absent; --offsets FILE gives them): "
+             "consumption unknown")
+    else:
+        note(f"consumer offsets from {cfg.source}")
+    fates = [message_fate(st, o, plan=plan, offsets=table, svc=svc) for o in offsets]
+    if fmt != "table":
+        if fmt == "json":
+            emit_document([f.to_dict() for f in fates], fmt)
+        else:
+            emit((f.to_dict() for f in fates), fmt)
+        return
+    for f in fates:
+        print_kv(f"Record at {f.physical_offset}", [
+            ("where", f"{f.file} position {f.position}"), ("record", f.record),
+            ("topic / queue", f"{f.topic} / {f.queue_id} @ {f.queue_offset}" if f.topic is not None else ""),
+            ("store time", ms_to_iso(f.store_timestamp)), ("keys", f.keys), ("uniq_key", f.uniq_key),
+            ("consume queue", f.consume_queue),
+            ("delivery due", f"{f.delivery_due} ({ms_to_iso(f.delivery_due)})" if f.delivery_due else None),
+            ("index items", "; ".join(f"{i['key']} in {i['file']} #{i['item']}"
+                                      + ("" if i["reachable"] else " (unreachable)") for i in f.index_items)
+             or "none"),
+            ("after restart", f.after_restart),
+        ] + [("note", n) for n in f.notes], skip_empty=True)
+        if f.consumers:
+            emit(({"group": c.group, "committed": c.committed, "consumed": c.consumed} for c in f.consumers),
+                 "table", title="Consumer groups")
+
+
+COMMANDS = [fate]

@@ -1,0 +1,133 @@
+"""Issue 13, "what was seen": one CLI test per numbered item, each failing before the change."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from rmqinspect.cli import main as cli_main
+from rmqinspect.cli.main import COMMANDS, cli
+from support import require_oracle
+
+SAMPLE = "tests/fixtures/sample-store"
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+# 1. a path inside a store, or just above it, means that store
+def test_1_path_inside_or_above_a_store():
+    root = require_oracle("rocketmq-all-4.9.8/crash-torn-tail")
+    inside = root / "store" / "consumequeue" / "LogTopic" / "1" / "00000000000000000000"
+    r = run("summary", inside, "--format", "json")
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    assert doc["abort_present"] is True and doc["messages"] > 1000
+    assert "lies inside the store" in r.stderr
+    r = run("summary", root, "--format", "json")  # the scenario directory just above ./store
+    assert r.exit_code == 0 and json.loads(r.stdout)["abort_present"] is True
+    assert f"reading the store inside it, {root / 'store'}" in r.stderr
+
+
+# 2. identifiers are never cut piped (rendering on a terminal: tests/test_rendering.py); notes after the table
+def test_2_piped_tables_never_cut_identifiers():
+    r = run("summary", SAMPLE)
+    long_topic = next(t for t in json.loads(run("summary", SAMPLE, "--format", "json").stdout)["topics"]
+                      if t.startswith("V2Topic"))
+    assert len(long_topic) > 60 and long_topic in r.stdout and "…" not in r.stdout
+    r = run("rebuild", SAMPLE, "--dry-run")
+    assert r.output.rstrip().splitlines()[-1].startswith("rmqinspect: note:")  # after the table, not in it
+
+
+# 3. damaged bytes: a negative offset is a usage error
+def test_3_negative_offset_is_a_usage_error():
+    r = run("decode-commitlog", SAMPLE, "--offset", "-5")
+    assert r.exit_code == 2 and "outside the range" in r.stderr
+
+
+# 4. times: epoch seconds refused with the spellings that work; "s" suffix and relative times accepted
+def test_4_epoch_seconds_and_relative_times():
+    r = run("index-lookup", SAMPLE, "--topic", "OrderTopic", "--key", "ord-14", "--begin", "1795296980")
+    assert r.exit_code == 2 and "looks like epoch seconds" in r.stderr and "1795296980000" in r.stderr
+    assert "1795296980s" in r.stderr and "2026-11-21T" in r.stderr
+    r = run("index-lookup", SAMPLE, "--topic", "OrderTopic", "--key", "ord-14", "--begin", "1795296980s",
+            "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["query"]["begin"] == 1795296980000
+    r = run("decode-commitlog", SAMPLE, "--since", "100000d", "--count", "1", "--format", "json")
+    assert r.exit_code == 0 and len(json.loads(r.stdout)) == 1
+    assert "UTC unless it carries an offset" in " ".join(run("decode-commitlog", "--help").stdout.split())
+
+
+# 5. empty answers: one sentence, nearest topics, exit 3, everywhere; ids case-insensitive
+def test_5_empty_answers_and_case():
+    r = run("decode-commitlog", SAMPLE, "--topic", "OrderTopc")
+    assert r.exit_code == 3 and "nearest: OrderTopic" in r.stderr
+    r = run("cq", SAMPLE, "--topic", "OrderTopc", "--queue", "0")
+    assert r.exit_code == 3 and "nearest: OrderTopic" in r.stderr
+    r = run("cq", SAMPLE, "--topic", "OrderTopic", "--queue", "0", "--from", "100000")
+    assert r.exit_code == 3 and "no consume-queue entry at or after queue offset 100000" in r.stderr
+    r = run("index-lookup", SAMPLE, "--topic", "OrderTopic", "--key", "no-such-key")
+    assert r.exit_code == 3 and "carries the key 'no-such-key'" in r.stderr
+    r = run("decode-commitlog", SAMPLE, "--uniq-key", "c0a80a0b3e8f1b6d3586f1f8665c0005", "--format", "json")
+    assert r.exit_code == 0 and [m["physical_offset"] for m in json.loads(r.stdout)] == [1964]
+
+
+# 6. one broker-version type; rebuild detects; summary's queue bounds as cq --all's
+@pytest.mark.parametrize("v", ["4.4", "4.4.0", "4.9.8", "5", "5.x", "5.3.3", "5.x (detected)"])
+def test_6_one_broker_version_type(v):
+    r = run("rebuild", SAMPLE, "--dry-run", "--what", "cq", "--broker-version", v, "--format", "json")
+    assert r.exit_code == 0, r.output
+
+
+def test_6_detected_version_reads_v2_records_and_bounds_agree():
+    # the sample store has V2 records: what summary prints must read them as the detected 5.x broker does
+    v2 = next(t for t in json.loads(run("summary", SAMPLE, "--format", "json").stdout)["topics"]
+              if t.startswith("V2Topic"))
+    r = run("decode-commitlog", SAMPLE, "--topic", v2, "--broker-version", "5.x (detected)", "--count", "1",
+            "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert run("decode-commitlog", SAMPLE, "--topic", v2, "--broker-version", "5.0", "--count", "1").exit_code == 4
+    r = run("rebuild", SAMPLE, "--dry-run", "--what", "index")
+    assert "--broker-version 4.9 from the index headers" in r.stderr
+    summ = run("summary", SAMPLE).stdout
+    cq_all = {(q["topic"], q["queue_id"]): q["max_offset"]
+              for q in json.loads(run("cq", SAMPLE, "--all", "--format", "json").stdout)}
+    queues = summ.split("Queues (from the commitlog")[1].splitlines()[3:]
+    shown = {(r.split()[0], int(r.split()[1])): int(r.split()[-1]) for r in queues if r.strip()}
+    assert shown[("OrderTopic", 0)] == cq_all[("OrderTopic", 0)] == 42
+    assert all(shown[k] == v for k, v in cq_all.items() if k in shown and not k[0].startswith("SCHEDULE"))
+
+
+# 7. start-up: no numpy, pyarrow or rocksdict for --help / --version; the table and the modules agree
+def test_7_cheap_start_and_registration_table():
+    code = ("import sys; from rmqinspect.cli.main import cli\n"
+            "for a in (['--help'], ['--version']):\n"
+            "    try: cli(a)\n"
+            "    except SystemExit: pass\n"
+            "print(sorted(m for m in ('numpy', 'pyarrow', 'rocksdict', 'rich') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+    cmds = cli.commands  # imports every module
+    assert set(cmds) == set(COMMANDS)
+    for name, (module, short) in COMMANDS.items():
+        assert cmds[name].__module__ == f"rmqinspect.cli.{module}" or cmds[name].callback is not None
+        assert cmds[name].help and cmds[name].help.split()[0] == short.split()[0], name
+    assert cli_main.LazyGroup
+
+
+# 8. consumer offsets from a file elsewhere
+def test_8_offsets_file(tmp_path):
+    root = require_oracle("rocketmq-all-4.9.8/crash-torn-tail")
+    f = tmp_path / "consumerOffset.json"
+    f.write_text(json.dumps({"offsetTable": {"LogTopic@g": {"1": 126}}}))
+    r = run("consumer-lag", root / "store", "--offsets", f, "--format", "json")
+    assert r.exit_code == 0, r.output
+    [row] = json.loads(r.stdout)["groups"]
+    # the broker keeps LogTopic/1 up to 125 after recovery (expected.json): the group consumed one that is cut
+    assert (row["group"], row["max_offset_after"], row["consumed_then_cut"], row["status"]) == ("g", 125, 1,
+                                                                                                 "overflow")
