@@ -29,6 +29,8 @@ def invocations(store, exp, out):
         "consumer-lag": [["consumer-lag", store]],
         "rebuild": [["rebuild", store, "--dry-run"], ["rebuild", store, "--out", str(out / "rebuilt")]],
         "store-info": [["store-info", store]],
+        "fate": [["fate", store, "--key", key, "--topic", topic], ["fate", store, "--msgid", m["uniqKey"]]],
+        "dump": [["dump", store, "--offset", str(m["physicalOffset"] + 3), "--snap"]],
         "config": [["config", store]],
         "rocksdb-cq": [["rocksdb-cq", store, "--list"]],
         "batch-cq": [["batch-cq", store]],

@@ -22,7 +22,7 @@ from ._params import (
     max_body_option,
     store_argument,
 )
-from .output import emit, emit_document, handle_errors, ms_to_iso, no_match, print_kv, progress, warn
+from .output import emit, emit_document, handle_errors, ms_to_iso, no_match, note, print_kv, progress, warn
 
 TABLE_COLUMNS = ("physical_offset", "total_size", "topic", "queue_id", "queue_offset", "store_time", "sys_flag",
                  "tags", "keys", "uniq_key", "crc_ok", "body_size")
@@ -90,9 +90,10 @@ def _hexdump(buf, start: int, length: int, base: int) -> str:
 @click.option("--keep-going", is_flag=True, help="Report damage and continue with the next file instead of stopping.")
 @broker_version_option_for("Read as this RocketMQ version would: before 5.1.0 a V2 record (magic 0xDAA320AB) is "
                            "illegal data. Default: accept V1 and V2.")
+@click.option("--snap", is_flag=True, help="With --offset inside a record: decode the record that contains it.")
 @handle_errors
 def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, uniq_key, since, until, fmt, body,
-                     max_body_bytes, keep_going, broker_version):
+                     max_body_bytes, keep_going, broker_version, snap):
     """Decode CommitLog records: one at --offset, or a walk over a range with filters.
 
     \b
@@ -109,7 +110,7 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
         if count is None:
             count = 1
     if offset is not None and count == 1:
-        msg = cl.read_message(offset, accept_v2)
+        msg = _read_at(cl, offset, accept_v2, snap, fmt)
         _output_messages(iter([msg]), fmt, body, cl, max_body_bytes)
         if msg.problems:
             for p in msg.problems:
@@ -154,6 +155,30 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
         span = f" in [{start}, {to if to is not None else cl.end_offset})"
         no_match(f"no record{span} matches {' '.join(filters)}" if filters else f"no record{span}",
                  topic=topic, store_root=st.root)
+
+
+def _read_at(cl, offset: int, accept_v2: bool, snap: bool, fmt: str):
+    """The record at ``offset``; when none starts there, the error names the record that contains the offset
+    (``--snap`` decodes that one instead), and ``--format hex`` still shows the bytes (`dump` shows more)."""
+    try:
+        return cl.read_message(offset, accept_v2)
+    except CorruptDataError as e:
+        from ..analyses.dump import enclosing_record, hexdump_lines
+
+        rec = enclosing_record(cl, offset)
+        if rec is not None and rec.start != offset:
+            if snap:
+                note(f"offset {offset} lies inside the record at {rec.start}: decoding that record (--snap)")
+                return cl.read_message(rec.start, accept_v2)
+            e.message += (f"; offset {offset} lies inside the {rec.kind} record at {rec.start} (size {rec.size}): "
+                          f"--snap decodes it, `dump --offset {offset}` shows the bytes")
+        if fmt == "hex":
+            f, pos = cl.locate(offset)
+            claimed = int.from_bytes(bytes(f.buffer[pos:pos + 4]), "big", signed=True) if pos + 4 <= f.size else 0
+            n = claimed if 0 < claimed <= 4096 else 256
+            click.echo(f"# {f.name} position {pos} physical_offset {offset}: not a readable record; {n} raw bytes")
+            click.echo("\n".join(hexdump_lines(bytes(f.buffer[pos:min(pos + n, f.size)]), offset)))
+        raise
 
 
 def _output_messages(msgs, fmt, body, cl, body_limit: int) -> int:

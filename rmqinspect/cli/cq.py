@@ -12,7 +12,7 @@ from ..analyses.compare.cq_vs_commitlog import join_queue, queue_bounds
 from ..store import Store
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.consumequeue import ConsumeQueue, list_queues
-from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError
+from ..store.errors import EXIT_PROBLEMS, RmqInspectError, StoreNotFoundError
 from ..store.rocksdb_cq import ConsumeQueues
 from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, warn
@@ -135,9 +135,42 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
 
     if emit(rows(), fmt, JOIN_COLUMNS, cell_width=140) == 0 and count != 0:
         _no_entries(topic, queue_id, from_)
+    behind = _behind(st, q, topic, queue_id) if queues.kind == "file" and count is None else 0
     if bad[0]:
         warn(f"{bad[0]} entries disagree with the commitlog")
+    if bad[0] or behind:
         sys.exit(EXIT_PROBLEMS)
+
+
+def _behind(st, q, topic: str, queue_id: int) -> int:
+    """Records of this queue that the commit log holds past its consume queue's last entry (what verify calls
+    cq_behind): the walk from the end of the last entry's record to the end of the log. Returns 1 (a problem)
+    when there are any."""
+    from ..analyses.dispatch import goes_to_consume_queue
+
+    last = None
+    for e in q.entries(None, None):
+        last = e
+    cl = st.commitlog
+    start = cl.min_offset
+    end_offset = 0
+    if last is not None:
+        start, end_offset = last[1] + last[2], last[0] + 1
+    missing, first = 0, None
+    try:
+        for m in cl.messages(start):
+            if m.topic == topic and m.queue_id == queue_id and m.queue_offset >= end_offset \
+                    and goes_to_consume_queue(m.sys_flag):
+                missing += 1
+                first = m.physical_offset if first is None else first
+    except RmqInspectError:
+        pass  # the walk ends at damage as the dispatcher's does
+    if not missing:
+        return 0
+    warn(f"{topic}/{queue_id}: the consume queue ends at queue offset {end_offset} but the commit log holds "
+         f"{missing} more record(s) of this queue from physical offset {first}: the consume queue is behind the "
+         "commit log (verify: cq_behind)")
+    return 1
 
 
 def _no_entries(topic: str, queue_id: int, from_: int | None):

@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cq": ("cq", "ConsumeQueue entries of one queue: queue_offset, physical_offset, size, tags_code."),
     "decode-commitlog": ("commitlog", "Decode CommitLog records: one at --offset, or a walk over a range with "
                                       "filters."),
+    "dump": ("dump", "The raw bytes at any commit-log offset (hexdump -C), valid or not, with the record "
+                     "header laid over them."),
     "explain-missing": ("lookup", "Why can't a message be found?"),
     "export": ("export", "Write every message of STORE... as rows of a Parquet dataset."),
     "fate": ("fate", "One message's fate: where it is, its consume-queue entry, index items, whether it "
