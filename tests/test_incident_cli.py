@@ -131,3 +131,56 @@ def test_8_offsets_file(tmp_path):
     # the broker keeps LogTopic/1 up to 125 after recovery (expected.json): the group consumed one that is cut
     assert (row["group"], row["max_offset_after"], row["consumed_then_cut"], row["status"]) == ("g", 125, 1,
                                                                                                  "overflow")
+
+
+def test_8_offsets_file_for_gc(tmp_path):
+    root = require_oracle("rocketmq-all-4.9.8/crash-torn-tail")
+    f = tmp_path / "consumerOffset.json"
+    f.write_text(json.dumps({"offsetTable": {"LogTopic@g": {"1": 3}}}))
+    r = run("gc", root / "store", "--dry-run", "--offsets", f, "--now", "2099-01-01", "--disk-ratio", "0.99",
+            "--format", "json")
+    assert r.exit_code == 1, r.output  # losses found
+    [loss] = json.loads(r.stdout)["losses"]
+    assert (loss["group"], loss["consumer_offset"], loss["old_min_offset"]) == ("g", 3, 0)
+    assert run("gc", root / "store", "--dry-run", "--offsets", tmp_path / "none.json").exit_code == 2
+
+
+def test_6_cq_join_flags_a_queue_behind_and_rebuild_to_inside_a_record(tmp_path):
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(SAMPLE, store)
+    last = store / "consumequeue" / "OrderTopic" / "0" / "00000000000000000600"
+    data = last.read_bytes()
+    used = max(i + 1 for i in range(len(data) // 20) if data[i * 20:i * 20 + 20] != bytes(20))
+    last.write_bytes(data[:(used - 8) * 20] + bytes(len(data) - (used - 8) * 20))  # 8 entries not dispatched
+    r = run("cq", store, "--topic", "OrderTopic", "--queue", "0", "--join")
+    assert r.exit_code == 1 and "8 more record(s) of this queue" in r.stderr
+    assert run("cq", SAMPLE, "--topic", "OrderTopic", "--queue", "0", "--join").exit_code == 0
+    r = run("rebuild", SAMPLE, "--dry-run", "--to", "600")
+    assert r.exit_code == 2 and "lies inside the message record at 579" in r.stderr
+
+
+def test_3_dump_and_snap():
+    r = run("dump", SAMPLE, "--offset", "580", "--format", "json")
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    assert doc["enclosing_record"] == {"start": 579, "size": 405, "kind": "message", "reason": ""}
+    assert "lies inside the message record at 579" in r.stderr
+    r = run("dump", SAMPLE, "--offset", "580", "--snap", "--format", "json")
+    doc = json.loads(r.stdout)
+    assert doc["physical_offset"] == 579 and doc["length"] == 405
+    assert [f["name"] for f in doc["fields"]][-2:] == ["properties_length", "properties"]
+    r = run("decode-commitlog", SAMPLE, "--offset", "580")
+    assert r.exit_code == 4 and "lies inside the message record at 579" in r.stderr
+    r = run("decode-commitlog", SAMPLE, "--offset", "580", "--snap", "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["physical_offset"] == 579
+
+
+def test_3_torn_record_bytes_shown():
+    root = require_oracle("rocketmq-all-4.9.8/crash-torn-tail")
+    r = run("decode-commitlog", root / "store", "--offset", "1197830", "--format", "hex")
+    assert r.exit_code == 4 and "00124706  00 00 00 f9 da a3 20 a7" in r.stdout
+    r = run("dump", root / "store", "--offset", "1197830", "--format", "json")
+    fields = {f["name"]: f for f in json.loads(r.stdout)["fields"]}
+    assert fields["total_size"]["value"] == "249" and "stop adding up" in fields["properties_length"]["note"]

@@ -39,6 +39,7 @@ class GcSettings:
     manual: bool = False
     tz: _dt.tzinfo | None = None  # deleteWhen is a local hour of the broker
     broker_major: int | None = None  # 4: the forcibly/warning ratios are system properties, not clamped
+    offsets_file: str | None = None  # consumerOffset.json elsewhere (a copied store often lacks config/)
 
 
 @dataclass
@@ -240,7 +241,8 @@ def plan_gc(store, s: GcSettings, queues=None) -> GcPlan:
             else:
                 go = False
     # consumer groups
-    ld = load_config_file(store.layout.config_dir, "consumerOffset.json")
+    ld = load_config_file(os.path.dirname(s.offsets_file) or ".", os.path.basename(s.offsets_file)) \
+        if s.offsets_file else load_config_file(store.layout.config_dir, "consumerOffset.json")
     if ld.source == "bak":
         plan.notes.append(ld.reason)
     if ld.data is None:

@@ -267,7 +267,7 @@ def apply_broker_config(ctx: click.Context, kwargs: dict) -> None:
 
 
 offsets_file_option = click.option(
-    "--offsets", "offsets_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    "--offsets", "offsets_file", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
     help="consumerOffset.json to use instead of STORE/config/consumerOffset.json (a copied store often lacks it).")
 
 

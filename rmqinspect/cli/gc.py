@@ -9,7 +9,14 @@ import click
 from ..store import Store
 from ..store.detect import detect_store
 from ..store.errors import EXIT_PROBLEMS
-from ._params import CALENDAR_TIME, JAVA_INT_MAX, FiniteFloatRange, broker_version_option, store_argument
+from ._params import (
+    CALENDAR_TIME,
+    JAVA_INT_MAX,
+    FiniteFloatRange,
+    broker_version_option,
+    offsets_file_option,
+    store_argument,
+)
 from .output import emit, emit_document, format_option, handle_errors, print_kv
 
 
@@ -30,10 +37,11 @@ from .output import emit, emit_document, format_option, handle_errors, print_kv
 @click.option("--tz", default=None, help="Broker time zone for deleteWhen (IANA name; default: local).")
 @click.option("--cq-format", type=click.Choice(("auto", "file", "rocksdb")), default="auto", show_default=True)
 @broker_version_option
+@offsets_file_option
 @format_option
 @handle_errors
 def gc(store, dry_run, now, file_reserved_hours, delete_when, disk_ratio, disk_max_used_ratio, no_clean_forcibly,
-       manual, tz, cq_format, broker_version, fmt):
+       manual, tz, cq_format, broker_version, offsets_file, fmt):
     """Which CommitLog, ConsumeQueue and IndexFile files the broker's clean services would delete now and
     why (expiry by mtime + fileReservedTime, deleteWhen hour, disk-ratio forcing, batch of 10, never the
     newest file), the corrected CQ min offsets, and the unconsumed messages per consumer group
@@ -56,7 +64,8 @@ def gc(store, dry_run, now, file_reserved_hours, delete_when, disk_ratio, disk_m
     st = Store.open(store)
     settings = GcSettings(now if now is not None else int(_time.time() * 1000), file_reserved_hours, delete_when,
                           disk_ratio, disk_max_used_ratio, clean_file_forcibly_enable=not no_clean_forcibly,
-                          manual=manual, tz=zone, broker_major=detect_store(st, broker_version).major)
+                          manual=manual, tz=zone, broker_major=detect_store(st, broker_version).major,
+                          offsets_file=offsets_file)
     with open_consume_queues(st, None if cq_format == "auto" else cq_format) as qs:
         plan = plan_gc(st, settings, list(qs))
     if fmt != "table":
