@@ -174,8 +174,10 @@ def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *
             _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
         _mark_stopped(e, n, "the table is incomplete")
         raise
-    if chunk or first:
-        _print_table(chunk, columns, title if first else None, out, cell_width, header=True)
+    if chunk:
+        _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
+    elif first and title:  # an empty table is its title and "(none)", not a header with no rows under it
+        out.write(f"{title}\n(none)\n")
     return n
 
 
