@@ -50,12 +50,37 @@ def test_identifiers_whole_on_one_line(width, topic, monkeypatch):
 
 
 def test_free_text_goes_first(monkeypatch):
-    wide = render(rows("OrderTopic"), COLS, 200, monkeypatch)
-    assert "TOTALSIZE says 249" in " ".join(wide.split())  # folded at most, all there
-    narrow = render(rows("OrderTopic"), COLS, 80, monkeypatch)
-    assert "note" not in narrow.split("\n")[1] or "RECORD" in narrow  # left out, or the vertical layout
+    cols = ("physical_offset", "topic", "queue_id", "note")
+    wide = render(rows("OrderTopic"), cols, 80, monkeypatch)  # folded: every word still there, ids on one line
+    assert "-[ RECORD" not in wide and "TOTALSIZE says 249" in " ".join(wide.replace("│", " ").split())
+    assert all(len(line) <= 80 for line in wide.splitlines())
+    output.flush_notes()
+    narrow = render(rows("OrderTopic"), cols, 50, monkeypatch)  # no room to fold: the note column is left out
+    assert "-[ RECORD" not in narrow and "TOTALSIZE" not in narrow and "OrderTopic" in narrow
+    assert all(len(line) <= 50 for line in narrow.splitlines())
+    assert output.pending_notes() == ["rmqinspect: note: column(s) note left out to fit 50 columns (--vertical, "
+                                      "--columns or --no-truncate show them)"]
+    output.flush_notes()
 
 
 def test_vertical_when_identifiers_do_not_fit(monkeypatch):
     text = render(rows(TOPIC), COLS, 80, monkeypatch)
     assert "-[ RECORD 1 ]" in text and f"topic           | {TOPIC}" in text
+
+
+def test_text_table_is_tabulates_simple_and_plain():
+    """output.text_table replaces tabulate (start-up); it must print what tabulate printed, byte for byte."""
+    import random
+
+    tabulate = pytest.importorskip("tabulate").tabulate
+    rnd = random.Random(13)
+    alphabet = "abcXYZ 0123456789-_ü标签🙂"
+    for _ in range(400):
+        ncol, nrow = rnd.randint(1, 6), rnd.randint(0, 5)
+        headers = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 12))) for _ in range(ncol)]
+        cells = [["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 15))) for _ in range(ncol)]
+                 for _ in range(nrow)]
+        assert output.text_table(cells, headers) == tabulate(cells, headers=headers, tablefmt="simple",
+                                                             disable_numparse=True)
+        if nrow:
+            assert output.text_table(cells) == tabulate(cells, tablefmt="plain", disable_numparse=True)

@@ -203,11 +203,26 @@ def _print_table(rows: list[dict], columns, title, out, width=None, header=True)
     if is_terminal(out):
         _print_terminal_table(cells, columns, title, out, header)
         return
-    from tabulate import tabulate
-
     if title:
         out.write(title + "\n")
-    out.write(tabulate(cells, headers=columns if header else (), tablefmt="simple", disable_numparse=True) + "\n")
+    out.write(text_table(cells, columns if header else None) + "\n")
+
+
+def text_table(cells: list[list[str]], headers: Sequence[str] | None = None) -> str:
+    """Plain-text columns, as tabulate's "simple" (with headers) and "plain" (without) formats print strings:
+    cells stripped, left-aligned, two spaces apart, a header at least two wider than its text, lines
+    right-stripped. Written here because importing tabulate cost each command ~40 ms at start-up
+    (importlib.metadata); tests/test_rendering.py checks the output is tabulate's, byte for byte."""
+    rows = [[c.strip() for c in row] for row in cells]
+    ncol = len(headers) if headers is not None else (len(rows[0]) if rows else 0)
+    if headers is not None:
+        widths = [max([len(headers[i]) + 2] + [len(r[i]) for r in rows]) for i in range(ncol)]
+        lines = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)), "  ".join("-" * w for w in widths)]
+    else:
+        widths = [max(len(r[i]) for r in rows) for i in range(ncol)]
+        lines = []
+    lines += ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _print_vertical(rows: list[dict], columns: list[str], title, out) -> None:
@@ -249,11 +264,12 @@ def _print_terminal_table(cells: list[list[str]], columns: list[str], title, out
             fold = {i: min(natural[i], share) for i in free}
         elif free:
             keep = [i for i in keep if i not in free]
-            hold_note(f"column(s) {', '.join(columns[i] for i in free)} left out to fit {term} columns "
-                      "(--vertical, --columns or --no-truncate show them)")
         if sum(natural[i] for i in keep if i not in fold) + sum(fold.values()) + 3 * len(keep) + 1 > term:
-            _print_vertical([dict(zip(columns, row)) for row in cells], columns, title, out)
+            _print_vertical([dict(zip(columns, row, strict=True)) for row in cells], columns, title, out)
             return
+        if len(keep) < len(columns):
+            hold_note(f"column(s) {', '.join(c for i, c in enumerate(columns) if i not in keep)} left out to fit "
+                      f"{term} columns (--vertical, --columns or --no-truncate show them)")
     t = Table(title=title, show_header=header, header_style="bold")
     for i in keep:
         if i in fold:
@@ -283,12 +299,9 @@ def print_kv(title: str, pairs: Sequence[tuple[str, Any]], out=None, skip_empty:
     """A two-column key/value block for human output: plain text on a terminal too, so a long value (a path,
     an offset list) is never folded inside a cell; --columns does not apply (the keys are the fields)."""
     out = out or sys.stdout
-    from tabulate import tabulate
-
     if skip_empty:
         pairs = [(k, v) for k, v in pairs if v not in (None, "", [])]
-    out.write(title + "\n" + tabulate([[k, _cell(v)] for k, v in pairs], tablefmt="plain",
-                                        disable_numparse=True) + "\n\n")
+    out.write(title + "\n" + text_table([[str(k), _cell(v)] for k, v in pairs]) + "\n\n")
 
 
 @contextlib.contextmanager
@@ -383,6 +396,11 @@ def _stderr_line(line: str) -> None:
         _notes.append(line)
     else:
         click.echo(line, err=True)
+
+
+def pending_notes() -> list[str]:
+    """The notes held for the end of the running command (tests, and commands that render them)."""
+    return list(_notes)
 
 
 def flush_notes() -> None:
