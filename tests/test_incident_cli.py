@@ -184,3 +184,14 @@ def test_3_torn_record_bytes_shown():
     r = run("dump", root / "store", "--offset", "1197830", "--format", "json")
     fields = {f["name"]: f for f in json.loads(r.stdout)["fields"]}
     assert fields["total_size"]["value"] == "249" and "stop adding up" in fields["properties_length"]["note"]
+
+
+def test_2_reader_closing_the_pipe_early_is_no_error():
+    # `rmqinspect ... | head -1`: notes are flushed after the output, which must survive a closed stdout
+    p = subprocess.Popen([sys.executable, "-m", "rmqinspect", "decode-commitlog", SAMPLE], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 0 and "Traceback" not in err, err

@@ -184,7 +184,7 @@ def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *
 def _safe_flush(out) -> None:
     try:
         out.flush()
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):  # AttributeError: stdout set to None after a broken pipe
         pass
 
 
