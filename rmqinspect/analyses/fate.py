@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..formats.constants import PROPERTY_REAL_TOPIC, RMQ_SYS_SCHEDULE_TOPIC
+from ..formats.constants import PROPERTY_REAL_TOPIC, RMQ_SYS_SCHEDULE_TOPIC, TransactionType
 from ..formats.javahash import build_index_key, index_key_hash
 from ..store import Store
 from ..store.consumequeue import ConsumeQueue
@@ -86,9 +86,9 @@ def message_fate(store: Store, offset: int, *, plan=None, offsets: dict | None =
     # the consume queue the dispatcher writes it to (CommitLogDispatcherBuildConsumeQueue)
     real_topic = msg.properties.get(PROPERTY_REAL_TOPIC)
     if not goes_to_consume_queue(msg.sys_flag):
-        kind = msg.transaction_type.name
-        fate.consume_queue = (f"none: a transaction {kind.lower().replace('_', ' ')} record "
-                              "(half messages and rollbacks are never dispatched to a consume queue)")
+        fate.consume_queue = ("none: a transaction half message (PREPARED; only its COMMIT record is dispatched)"
+                              if msg.transaction_type == TransactionType.PREPARED else
+                              "none: a rolled-back transaction message (ROLLBACK records are never dispatched)")
     else:
         entry = _entry_at(store, msg.topic, msg.queue_id, msg.queue_offset, offset)
         fate.consume_queue_entry = entry
@@ -118,7 +118,7 @@ def message_fate(store: Store, offset: int, *, plan=None, offsets: dict | None =
             after = next((list(e) for e in entries or () if e[1] == offset), None)
             fate.after_restart_entry = after
             if after is not None:
-                fate.after_restart = "survives, consumable at queue offset " + str(after[0])
+                fate.after_restart = f"survives, in {msg.topic}/{msg.queue_id} at queue offset {after[0]}"
             elif not goes_to_consume_queue(msg.sys_flag):
                 fate.after_restart = "survives in the commit log (never in a consume queue)"
             elif entries is None:
