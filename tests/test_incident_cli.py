@@ -32,6 +32,8 @@ def test_1_path_inside_or_above_a_store():
     r = run("summary", root, "--format", "json")  # the scenario directory just above ./store
     assert r.exit_code == 0 and json.loads(r.stdout)["abort_present"] is True
     assert f"reading the store inside it, {root / 'store'}" in r.stderr
+    r = run("summary", root.parent)  # one directory per scenario, each holding ./store: refused, naming them
+    assert r.exit_code == 3 and f"it holds the stores {root.parent / 'clean' / 'store'}, " in r.stderr
 
 
 # 2. identifiers are never cut piped (rendering on a terminal: tests/test_rendering.py); notes after the table

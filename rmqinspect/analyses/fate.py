@@ -99,8 +99,13 @@ def message_fate(store: Store, offset: int, *, plan=None, offsets: dict | None =
                 fate.consume_queue += (f" (delayed: SCHEDULE_TOPIC_XXXX hands it to {real_topic} when due, "
                                        f"tagsCode {entry[3]})")
         else:
-            fate.consume_queue = (f"none on disk at {msg.topic}/{msg.queue_id} queue offset {msg.queue_offset}: "
-                                  "not dispatched yet (the dispatcher had not reached it) or the queue file is gone")
+            where = f"none on disk at {msg.topic}/{msg.queue_id} queue offset {msg.queue_offset}: "
+            reached = plan.max_phy_offset_of_consume_queue if plan is not None else None
+            if reached is not None and offset >= reached:
+                fate.consume_queue = where + f"not dispatched yet (the consume queues reach physical offset {reached})"
+            else:
+                fate.consume_queue = where + ("the dispatcher had passed it: the entry is missing (queue file gone "
+                                              "or damaged; `cq --join` and `verify` show the queue)")
     # index items: every key the dispatcher indexes for it (CommitLogDispatcherBuildIndex)
     if svc is not None and goes_to_index(msg.sys_flag):
         topic_for_index = msg.topic

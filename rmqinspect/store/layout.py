@@ -186,7 +186,17 @@ def resolve_store_path(path: str | os.PathLike) -> tuple[str, str | None]:
         stores = sorted(os.path.join(p, n) for n in os.listdir(p) if os.path.isdir(os.path.join(p, n, "commitlog")))
         if len(stores) == 1:
             return stores[0], f"{p} is not a store; reading the store inside it, {stores[0]}"
+        if not stores:  # two levels down (e.g. one directory per copied broker, each holding ./store)
+            stores = sorted(os.path.join(p, a, b) for a in os.listdir(p) if os.path.isdir(os.path.join(p, a))
+                            for b in _listdir(os.path.join(p, a)) if os.path.isdir(os.path.join(p, a, b, "commitlog")))
         if stores:
-            raise StoreNotFoundError("not a RocketMQ store; it holds the stores " + ", ".join(stores)
-                                     + ": name one", p)
+            shown = ", ".join(stores[:5]) + (f" and {len(stores) - 5} more" if len(stores) > 5 else "")
+            raise StoreNotFoundError(f"not a RocketMQ store; it holds the stores {shown}: name one", p)
     return p, None
+
+
+def _listdir(d: str) -> list[str]:
+    try:
+        return os.listdir(d)
+    except OSError:
+        return []
