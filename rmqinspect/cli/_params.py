@@ -29,7 +29,7 @@ CALENDAR_MAX_MS = 253402214399999  # 9999-12-30T23:59:59.999Z
 
 
 
-def _resolve_store(ctx: click.Context, param: click.Parameter, value):
+def resolve_store_callback(ctx: click.Context, param: click.Parameter, value):
     """A path inside a store, or just above one, means that store (with a note after the output); a directory
     above several stores is refused naming them (exit 3)."""
     if value is None:
@@ -49,7 +49,7 @@ def _resolve_store(ctx: click.Context, param: click.Parameter, value):
 
 
 store_argument = click.argument("store", type=click.Path(exists=False, file_okay=True, dir_okay=True),
-                                callback=_resolve_store)
+                                callback=resolve_store_callback)
 
 # what every time option accepts (said in each option's help)
 TIME_FORMS = ("epoch ms, ISO-8601 (UTC unless it carries an offset: 2026-11-21T13:37:10 is UTC), epoch seconds "

@@ -33,6 +33,7 @@ from ._params import (
     TIME_FORMS,
     check_index_geometry,
     conf_setting,
+    resolve_store_callback,
     store_argument,
 )
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, print_kv, warn
@@ -192,7 +193,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
 
 @click.command("msgid")
 @click.argument("msg_id")
-@click.option("--store", "store", type=click.Path(exists=False), default=None,
+@click.option("--store", "store", type=click.Path(exists=False), default=None, callback=resolve_store_callback,
               help="Store to decode the record from / search the UNIQ_KEY in.")
 @click.option("--topic", help="Topic for the UNIQ_KEY look-up (default: every topic with a consume queue).")
 @_index_options
