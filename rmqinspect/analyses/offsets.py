@@ -18,6 +18,7 @@ ReputMessageService catching up in start()):
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 
 from ..store import Store
@@ -54,9 +55,12 @@ class LostWindowReport:
                 "groups": [r.to_dict() for r in self.rows]}
 
 
-def read_consumer_offsets(store: Store) -> tuple[ConfigFile | None, dict[tuple[str, str], dict[int, int]]]:
-    """{(topic, group): {queueId: offset}} from consumerOffset.json (``topic@group`` keys)."""
-    cfg = read_config(store.layout.config_dir, "consumerOffset.json")
+def read_consumer_offsets(store: Store, path: str | None = None,
+                          ) -> tuple[ConfigFile | None, dict[tuple[str, str], dict[int, int]]]:
+    """{(topic, group): {queueId: offset}} from consumerOffset.json (``topic@group`` keys); ``path``: that file
+    copied from elsewhere instead of the store's config/consumerOffset.json."""
+    cfg = (read_config(os.path.dirname(path) or ".", os.path.basename(path)) if path is not None
+           else read_config(store.layout.config_dir, "consumerOffset.json"))
     out: dict[tuple[str, str], dict[int, int]] = {}
     if cfg is None:
         return None, out
@@ -68,8 +72,9 @@ def read_consumer_offsets(store: Store) -> tuple[ConfigFile | None, dict[tuple[s
     return cfg, out
 
 
-def lost_window(store: Store, before: dict[str, int], after: dict[str, int]) -> LostWindowReport:
-    cfg, table = read_consumer_offsets(store)
+def lost_window(store: Store, before: dict[str, int], after: dict[str, int],
+                offsets_file: str | None = None) -> LostWindowReport:
+    cfg, table = read_consumer_offsets(store, offsets_file)
     rows: list[GroupQueueWindow] = []
     for (topic, group), qmap in sorted(table.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         for qid, committed in sorted(qmap.items()):
@@ -87,4 +92,4 @@ def lost_window(store: Store, before: dict[str, int], after: dict[str, int]) -> 
             status = "overflow" if committed > a else "ok"
             rows.append(GroupQueueWindow(group, topic, qid, committed, b, a, never, cut, backlog, status))
     return LostWindowReport(cfg.source if cfg else None, cfg.used_backup if cfg else False,
-                            list(cfg.problems) if cfg else ["config/consumerOffset.json not found"], rows)
+                            list(cfg.problems) if cfg else [f"{offsets_file or 'config/consumerOffset.json'} not found"], rows)
