@@ -91,5 +91,6 @@ def lost_window(store: Store, before: dict[str, int], after: dict[str, int],
             backlog = max(0, a - committed)
             status = "overflow" if committed > a else "ok"
             rows.append(GroupQueueWindow(group, topic, qid, committed, b, a, never, cut, backlog, status))
+    missing = f"{offsets_file or 'config/consumerOffset.json'} not found"
     return LostWindowReport(cfg.source if cfg else None, cfg.used_backup if cfg else False,
-                            list(cfg.problems) if cfg else [f"{offsets_file or 'config/consumerOffset.json'} not found"], rows)
+                            list(cfg.problems) if cfg else [missing], rows)

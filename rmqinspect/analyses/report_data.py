@@ -22,8 +22,8 @@ import numpy as np
 
 from ..store import Store
 from ..store.batch import BatchConsumeQueue, list_batch_queues
-from ..store.commitlog import RecordRun, prove_file_size
 from ..store.broker_conf import configured
+from ..store.commitlog import RecordRun, prove_file_size
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.errors import RmqInspectError
 from ..store.indexfile import IndexFile
@@ -33,7 +33,7 @@ from .compare.cq_vs_commitlog import queue_bounds
 from .offsets import LostWindowReport, lost_window
 from .recovery import RecoveryOptions, RecoveryPlan, plan_recovery
 from .rows import topic_ids
-from .salvage import Damage, walk_batches
+from .salvage import walk_batches
 from .summary import StoreSummary, summarize
 from .verify import VerifyReport, verify
 
@@ -430,8 +430,8 @@ def _command(root: str, check: str, kind: str, start: int, end: int, file: str |
         k = _queue_key(file)
         if k is not None and kind != "cq_behind":
             topic, qid = k.rsplit("/", 1)
-            return "consumequeue", (f"rmqinspect cq {root} --topic {shlex.quote(topic)} --queue {qid} --from {start // 20} "
-                                    "--count 1 --join")
+            return "consumequeue", (f"rmqinspect cq {root} --topic {shlex.quote(topic)} --queue {qid} "
+                                    f"--from {start // 20} --count 1 --join")
         return "commitlog", f"rmqinspect dump {root} --offset {start} --length {min(max(end - start, 1), 4096)}"
     if check == "index":
         return "index", f"rmqinspect verify {root} --checks index"

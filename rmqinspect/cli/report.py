@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 import time
 
 import click
 
 from .. import __version__
 from ..store.errors import UnsafeOutputError
-from ._params import TIME, accepts_v2, broker_version_option_for
+from ._params import TIME, accepts_v2, broker_conf, broker_version_option_for
 from .output import handle_errors, progress, warn
 
 
@@ -67,7 +66,7 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
                                                 accept_v2=accepts_v2(broker_version), offsets_file=offsets_file,
                                                 progress=lambda d, b=base: advance(b + d)))
             done += 4 * span
-    data = ReportData(reports, __version__, "rmqinspect " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+    data = ReportData(reports, __version__, _command_line(stores, out_path, as_of, offsets_file, broker_version),
                       as_of if as_of is not None else int(time.time() * 1000), as_of is not None)
     page = render_html(data)
     replaced = os.path.exists(out_path)
@@ -84,6 +83,21 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
     size = len(page.encode("utf-8"))
     click.echo(f"wrote {out_path} ({size} bytes; {len(reports)} store(s), "
                f"{sum(len(r.findings) for r in reports)} finding(s))", err=True)
+
+
+def _command_line(stores, out_path, as_of, offsets_file, broker_version) -> str:
+    """The command as it reads from its parsed options (the same text however it was spelled or invoked)."""
+    args = ["rmqinspect", "report", *stores, "--out", out_path]
+    if as_of is not None:
+        args += ["--as-of", str(as_of)]
+    if offsets_file is not None:
+        args += ["--offsets", offsets_file]
+    if broker_version is not None:
+        args += ["--broker-version", broker_version.text]
+    conf = broker_conf()
+    if conf is not None:
+        args += ["--broker-config", conf.path]
+    return " ".join(shlex.quote(str(a)) for a in args)
 
 
 COMMANDS = [report_cmd]

@@ -75,10 +75,12 @@ def commitlog_map(r: StoreReport) -> go.Figure:
     for i, (label, off) in enumerate(marks):
         truncation = "truncation" in label
         fig.add_shape(type="line", x0=off, x1=off, yref="paper", y0=0, y1=1,
-                      line=dict(color="#d62728" if truncation else "#555", width=2, dash="solid" if truncation else "dot"))
+                      line=dict(color="#d62728" if truncation else "#555", width=2,
+                                dash="solid" if truncation else "dot"))
         fig.add_annotation(x=off, yref="paper", y=1.0, yshift=-14 * i, text=f"{label}: {off}", showarrow=False,
                            xanchor="left", bgcolor="rgba(255,255,255,0.85)", font=dict(size=11))
-    fig.update_layout(**LAYOUT, barmode="overlay", height=160 + 30 * max(len(categories), 1) + 14 * len(marks), title=_title("Commit log: files on the physical-offset axis"),
+    fig.update_layout(**LAYOUT, barmode="overlay", height=160 + 30 * max(len(categories), 1) + 14 * len(marks),
+        title=_title("Commit log: files on the physical-offset axis"),
         yaxis=dict(categoryorder="array", categoryarray=categories, autorange="reversed", type="category"),
         xaxis=dict(title="physical offset", tickformat="d", exponentformat="none", separatethousands=False),
         hovermode="closest")
@@ -219,8 +221,9 @@ def consumer_chart(r: StoreReport) -> go.Figure | None:
                                ("backlog after restart (may repeat)", "backlog", "#4c78a8")):
         fig.add_trace(go.Bar(name=name, x=x, y=[getattr(w, attr) for w in rows], marker_color=colour,
                              hovertemplate="%{x}<br>" + name + ": %{y}<extra></extra>"))
-    fig.update_layout(**LAYOUT, barmode="group", height=400, title=_title("Consumer groups: committed offset against the "
-                      "queue before and after a restart"), xaxis=dict(type="category", tickangle=-45, automargin=True),
+    fig.update_layout(**LAYOUT, barmode="group", height=400,
+                      title=_title("Consumer groups: committed offset against the queue before and after a restart"),
+                      xaxis=dict(type="category", tickangle=-45, automargin=True),
                       yaxis=dict(title="messages"))
     return fig
 
@@ -238,7 +241,8 @@ def index_charts(r: StoreReport) -> go.Figure | None:
         base=[iso(i.begin_timestamp) for i in rows], x=[max(i.end_timestamp - i.begin_timestamp, 1) for i in rows],
         marker_color=["#d62728" if i.dropped_on_restart else "#4c78a8" for i in rows],
         customdata=[[iso(i.begin_timestamp), iso(i.end_timestamp), i.begin_phy_offset, i.end_phy_offset,
-                     i.index_count, i.max_items, "deleted by a restart" if i.dropped_on_restart else "kept by a restart"]
+                     i.index_count, i.max_items,
+                     "deleted by a restart" if i.dropped_on_restart else "kept by a restart"]
                     for i in rows],
         hovertemplate="%{y}: %{customdata[6]}<br>%{customdata[0]} .. %{customdata[1]}<br>physical offsets "
                       "[%{customdata[2]}, %{customdata[3]}]<br>indexCount %{customdata[4]} of "

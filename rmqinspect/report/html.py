@@ -32,11 +32,11 @@ def plotly_js_gzip_base64() -> str:
     return base64.b64encode(gzip.compress(get_plotlyjs().encode("utf-8"), 6, mtime=0)).decode("ascii")
 
 
-def _script_json(obj) -> str:
+def script_json(obj) -> str:
     """JSON safe inside <script>: no "</" can close the element early."""
     text = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False, allow_nan=False,
                                                        separators=(",", ":"))
-    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+    return text.replace("</", "<\\/").replace("<!--", "<\\u0021--")
 
 
 def _e(v) -> str:
@@ -83,7 +83,7 @@ def render(data: ReportData) -> str:
               "generated_at": _iso(data.generated_at_ms), "stores": [store_data(r) for r in data.stores]}
     nav = "".join(f"<li><a href='#s{i}'>{_e(r.root)}</a></li>" for i, r in enumerate(data.stores))
     when = ("as of " if data.as_of_given else "made ") + _iso(data.generated_at_ms)
-    figs = "".join(f"<script type='application/json' id='{_e(fid)}-fig'>{_script_json(js)}</script>"
+    figs = "".join(f"<script type='application/json' id='{_e(fid)}-fig'>{script_json(js)}</script>"
                    for fid, js in page.figures)
     return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -93,7 +93,7 @@ def render(data: ReportData) -> str:
             f" · plotly {_e(plotly.__version__)} · {_e(when)}<br><code>{_e(data.command_line)}</code></p>"
             f"<p id='chart-status' class='status'>Drawing the charts…</p><ul class='nav'>{nav}</ul></header>"
             f"<main>{''.join(sections)}</main>"
-            f"<script type='application/json' id='rmqinspect-data'>{_script_json(island)}</script>{figs}"
+            f"<script type='application/json' id='rmqinspect-data'>{script_json(island)}</script>{figs}"
             f"<script type='application/octet-stream' id='plotly-js-gzip'>{plotly_js_gzip_base64()}</script>"
             f"<script>{JS}</script></body></html>\n")
 
@@ -126,7 +126,7 @@ def _store_sections(page: _Page, i: int, r: StoreReport) -> str:
     s = f"s{i}"
     out = [f"<section id='{s}'><h2>{_e(r.root)}</h2>"]
     out.append(f"<h3 id='{s}-header'>1. The store</h3>" + _header(r))
-    out.append(f"<h3>2. Commit-log map</h3><p class='hint'>Each file is a bar on one physical-offset axis; damage "
+    out.append("<h3>2. Commit-log map</h3><p class='hint'>Each file is a bar on one physical-offset axis; damage "
                "is marked ▼ at its start. Hover for exact offsets; drag to zoom, double-click to reset.</p>"
                + page.chart(f"{s}-map", figures.commitlog_map(r)) + _segments_table(r))
     off = figures.off_axis_marks(r)
@@ -135,11 +135,11 @@ def _store_sections(page: _Page, i: int, r: StoreReport) -> str:
     if r.traffic.excluded:
         extra += (f"<p class='hint'>{r.traffic.excluded} record(s) left off: their STORETIMESTAMP is a damaged "
                   "field (verify store_time_outlier).</p>")
-    out.append(f"<h3>3. Traffic over store time</h3>" + page.chart(f"{s}-traffic", figures.traffic(r)) + extra)
+    out.append("<h3>3. Traffic over store time</h3>" + page.chart(f"{s}-traffic", figures.traffic(r)) + extra)
     qfig, hidden = figures.queue_chart(r)
     note = (f"<p class='hint'>{hidden} quiet queue(s) (nothing cut, re-dispatched or flagged) are only in the "
             "table.</p>" if hidden else "")
-    out.append(f"<h3>4. Consume queues</h3>" + page.chart(f"{s}-queues", qfig) + note + _queue_table(s, r))
+    out.append("<h3>4. Consume queues</h3>" + page.chart(f"{s}-queues", qfig) + note + _queue_table(s, r))
     cfig = figures.consumer_chart(r)
     if cfig is None:
         why = "; ".join(r.consumers.problems) if r.consumers else "no config/consumerOffset.json (give --offsets FILE)"
