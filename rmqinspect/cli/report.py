@@ -80,9 +80,8 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
             os.unlink(tmp)
     if replaced:
         warn(f"replaced the existing {out_path} (--force)")
-    size = len(page.encode("utf-8"))
-    click.echo(f"wrote {out_path} ({size} bytes; {len(reports)} store(s), "
-               f"{sum(len(r.findings) for r in reports)} finding(s))", err=True)
+    click.echo(f"wrote {out_path} ({len(reports)} store(s), {sum(len(r.findings) for r in reports)} finding(s))",
+               err=True)
 
 
 def _command_line(stores, out_path, as_of, offsets_file, broker_version) -> str:

@@ -72,13 +72,16 @@ def commitlog_map(r: StoreReport) -> go.Figure:
                 hovertemplate="%{customdata[3]}<br>" + kind + " [%{customdata[0]}, %{customdata[1]})<br>"
                               "%{customdata[4]}<extra></extra>"))
     marks = _merged(_map_positions(r))
+    lo = min([f.start_offset for f in r.summary.files] + [s.start for s in r.segments], default=0)
+    hi = max([f.start_offset + f.size for f in r.summary.files] + [s.end for s in r.segments], default=1)
     for i, (label, off) in enumerate(marks):
         truncation = "truncation" in label
         fig.add_shape(type="line", x0=off, x1=off, yref="paper", y0=0, y1=1,
                       line=dict(color="#d62728" if truncation else "#555", width=2,
                                 dash="solid" if truncation else "dot"))
         fig.add_annotation(x=off, yref="paper", y=1.0, yshift=-14 * i, text=f"{label}: {off}", showarrow=False,
-                           xanchor="left", bgcolor="rgba(255,255,255,0.85)", font=dict(size=11))
+                           xanchor="right" if off > (lo + hi) / 2 else "left", bgcolor="rgba(255,255,255,0.85)",
+                           font=dict(size=11))
     fig.update_layout(**LAYOUT, barmode="overlay", height=160 + 30 * max(len(categories), 1) + 14 * len(marks),
         title=_title("Commit log: files on the physical-offset axis"),
         yaxis=dict(categoryorder="array", categoryarray=categories, autorange="reversed", type="category"),
@@ -119,16 +122,19 @@ def traffic(r: StoreReport) -> go.Figure:
         fig.update_layout(**LAYOUT, height=200, title=_title("Traffic over store time: no valid records"))
         return fig
     n = len(next(iter(t.messages.values())))
-    x = [iso(t.start_ms + i * t.bucket_ms) for i in range(n)]
+    # steps: each bucket's rate holds from its start to its end (the last value repeated at the last bucket's end)
+    x = [iso(t.start_ms + i * t.bucket_ms) for i in range(n + 1)]
     per_s = 1000 / t.bucket_ms
     for i, topic in enumerate(t.topics):
         colour = _palette(i)
         for row, series in ((1, t.messages[topic]), (2, t.bytes[topic])):
             fig.add_trace(go.Scatter(
-                x=x, y=[round(v * per_s, 3) for v in series], name=topic, legendgroup=topic, showlegend=row == 1,
-                mode="lines", stackgroup=f"s{row}", line=dict(width=0.5, color=colour), customdata=series,
+                x=x, y=[round(v * per_s, 3) for v in series + series[-1:]], name=topic, legendgroup=topic,
+                showlegend=row == 1, mode="lines", stackgroup=f"s{row}", line=dict(width=0.5, color=colour, shape="hv"),
+                customdata=series + series[-1:],
                 hovertemplate=topic + "<br>%{x}<br>%{y} per s (%{customdata} in the bucket)<extra></extra>"),
                 row=row, col=1)
+    mid = t.start_ms + n * t.bucket_ms / 2
     for i, (label, ms) in enumerate(_merged(_time_marks(r))):
         x_iso = iso(ms)
         if x_iso is None:
@@ -136,11 +142,12 @@ def traffic(r: StoreReport) -> go.Figure:
         fig.add_vline(x=x_iso, line=dict(color="#d62728" if "last message" in label else "#555", dash="dot",
                                          width=1.5))
         fig.add_annotation(x=x_iso, yref="paper", y=1.0, yshift=-14 * i, text=f"{label}: {x_iso}", showarrow=False,
-                           xanchor="left", font=dict(size=11), bgcolor="rgba(255,255,255,0.85)")
+                           xanchor="right" if ms > mid else "left", font=dict(size=11),
+                           bgcolor="rgba(255,255,255,0.85)")
     fig.update_layout(**LAYOUT, height=520, hovermode="x unified",
                       title=_title(f"Traffic over store time (UTC, {t.bucket_ms // 1000} s buckets)"))
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.08, x=0))
-    fig.update_xaxes(type="date")
+    fig.update_xaxes(type="date", range=[x[0], x[-1]])
     return fig
 
 
@@ -205,7 +212,9 @@ def queue_chart(r: StoreReport) -> tuple[go.Figure, int]:
                                ("re-dispatched by restart", "redispatched", "#54a24b")):
         fig.add_trace(go.Bar(name=name, x=x, y=[getattr(q, attr) for q in shown], marker_color=colour,
                              hovertemplate="%{x}<br>" + name + ": %{y}<extra></extra>"))
-    fig.update_layout(**LAYOUT, barmode="group", height=420, title=_title("Consume queues"),
+    # labels are never cut: the chart grows by the longest one (tilted 45 degrees, about 5 px per character)
+    fig.update_layout(**LAYOUT, barmode="group", height=420 + 5 * max(map(len, x), default=0),
+                      title=_title("Consume queues"),
                       xaxis=dict(type="category", tickangle=-45, automargin=True), yaxis=dict(title="entries"))
     return fig, len(rows) - len(shown)
 
@@ -221,7 +230,7 @@ def consumer_chart(r: StoreReport) -> go.Figure | None:
                                ("backlog after restart (may repeat)", "backlog", "#4c78a8")):
         fig.add_trace(go.Bar(name=name, x=x, y=[getattr(w, attr) for w in rows], marker_color=colour,
                              hovertemplate="%{x}<br>" + name + ": %{y}<extra></extra>"))
-    fig.update_layout(**LAYOUT, barmode="group", height=400,
+    fig.update_layout(**LAYOUT, barmode="group", height=400 + 5 * max(map(len, x), default=0),
                       title=_title("Consumer groups: committed offset against the queue before and after a restart"),
                       xaxis=dict(type="category", tickangle=-45, automargin=True),
                       yaxis=dict(title="messages"))

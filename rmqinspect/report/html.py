@@ -206,21 +206,22 @@ def _segments_table(r: StoreReport) -> str:
 
 
 def _queue_table(s: str, r: StoreReport) -> str:
-    cols = ["topic", "queue", "type", "min offset", "max offset", "entries", "commit-log msgs", "cq behind",
-            "bad entries", "after load", "after start", "cut by restart", "re-dispatched", "files deleted"]
-    rows = [[f"<code>{_e(q.topic)}</code>", q.queue_id, _e(q.cq_type or "none"), _e(q.min_offset),
-             _e(q.max_offset), q.entries, q.commitlog_messages, q.cq_behind, q.cq_bad_entries,
-             _e(q.max_offset_after_load), _e(q.max_offset_after_start), q.entries_cut, q.redispatched,
-             _e(", ".join(q.files_deleted))] for q in r.queues]
+    # identifiers are never cut or wrapped: the numbers come first, the topic (up to 255 characters) last
+    cols = ["queue", "type", "min offset", "max offset", "entries", "commit-log msgs", "cq behind", "bad entries",
+            "after load", "after start", "cut by restart", "re-dispatched", "files deleted", "topic"]
+    rows = [[q.queue_id, _e(q.cq_type or "none"), _e(q.min_offset), _e(q.max_offset), q.entries,
+             q.commitlog_messages, q.cq_behind, q.cq_bad_entries, _e(q.max_offset_after_load),
+             _e(q.max_offset_after_start), q.entries_cut, q.redispatched, _e(", ".join(q.files_deleted)),
+             f"<code>{_e(q.topic)}</code>"] for q in r.queues]
     return _table(cols, rows, [f"{s}-q-{q.key}" for q in r.queues])
 
 
 def _consumer_table(r: StoreReport) -> str:
-    cols = ["group", "topic", "queue", "committed", "max before", "max after", "never see", "consumed then cut",
-            "backlog", "status"]
-    rows = [[f"<code>{_e(w.group)}</code>", f"<code>{_e(w.topic)}</code>", w.queue_id, w.committed,
-             _e(w.max_offset_before), _e(w.max_offset_after), w.never_see, w.consumed_then_cut, w.backlog,
-             _e(w.status)] for w in r.consumers.rows]
+    cols = ["group", "queue", "committed", "max before", "max after", "never see", "consumed then cut", "backlog",
+            "status", "topic"]
+    rows = [[f"<code>{_e(w.group)}</code>", w.queue_id, w.committed, _e(w.max_offset_before),
+             _e(w.max_offset_after), w.never_see, w.consumed_then_cut, w.backlog, _e(w.status),
+             f"<code>{_e(w.topic)}</code>"] for w in r.consumers.rows]
     return _table(cols, rows)
 
 
@@ -255,14 +256,13 @@ def _findings(s: str, r: StoreReport) -> str:
             link = f"<a href='#{s}-index-h'>index</a>"
         else:
             link = f"<a href='#{s}-header'>store</a>"
-        rows.append([_e(f.source), _e(f.check), f"<b>{_e(f.kind)}</b>", f.start, f.end, f.count,
-                     f"<code>{_e(f.file or '')}</code>", _e(f.position), _e(f.reason), link,
-                     f"<code class='cmd'>{_e(f.command)}</code>"])
+        rows.append([_e(f.source), _e(f.check), f"<b>{_e(f.kind)}</b>", f.start, f.end, f.count, _e(f.position),
+                     link, _e(f.reason), f"<code>{_e(f.file or '')}</code>", f"<code>{_e(f.command)}</code>"])
     more = len(r.findings) - MAX_FINDING_ROWS
     tail = (f"<p class='hint'>{more} more finding(s): all are on the charts and in the data island "
             "(<code>rmqinspect-data</code>); <code>verify --format json</code> lists them too.</p>" if more > 0 else "")
-    return _table(["source", "check", "kind", "start", "end", "count", "file", "position", "reason", "see",
-                   "bytes"], rows) + tail
+    return _table(["source", "check", "kind", "start", "end", "count", "position", "see", "reason", "file",
+                   "shown by"], rows) + tail
 
 
 CSS = """
@@ -277,7 +277,7 @@ padding:8px 16px}h2{font-size:18px;word-break:break-all}h3{font-size:16px;margin
 table{border-collapse:collapse;font-size:12px;margin:6px 0}td,th{border:1px solid #e3e3e3;padding:2px 6px;
 text-align:left;vertical-align:top}th{background:#f3f5f7}table.sortable th{cursor:pointer}
 table.kv th{width:170px}code{font-family:ui-monospace,Menlo,Consolas,monospace;white-space:nowrap}
-code.cmd{white-space:normal;word-break:keep-all}tr.hit{background:#fff3c4}.rmq-chart{width:100%;min-height:120px}
+tr.hit{background:#fff3c4}.rmq-chart{width:100%;min-height:120px}
 details{margin:4px 0}.scroll{overflow-x:auto;max-width:100%}
 """
 
