@@ -156,3 +156,15 @@ def test_store_text_cannot_break_out_of_the_data_island(tmp_path, text):
 
     s = script_json({"topic": text})
     assert "</" not in s and "<!--" not in s and json.loads(s) == {"topic": text}
+
+
+def test_a_page_over_the_size_budget_is_said_with_its_damage_count(tmp_path, monkeypatch):
+    """Damage is never dropped to fit 5 MB; a page over the budget is written and the reason said."""
+    import rmqinspect.cli.report as report_cli
+
+    fx, store = crc_store(tmp_path)
+    monkeypatch.setattr(report_cli, "SIZE_BUDGET", 1_000_000)
+    res = run("report", store, "--out", tmp_path / "r.html")
+    assert res.exit_code == 0
+    assert "over 1000000: every one of its 1 damaged ranges is drawn" in res.output
+    assert (tmp_path / "r.html").stat().st_size > 1_000_000

@@ -43,6 +43,7 @@ BUCKET_STEPS_MS = (1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000,
 # distinct (second, topic) cells kept while walking before the walk coarsens them to minutes (bounded memory)
 MAX_FINE_CELLS = 2_000_000
 OTHER = "(other topics)"
+LAYOUT_KINDS = ("records", "blank_tail", "zero_tail", "gap")  # map segments that are not damage
 
 
 @dataclass
@@ -173,7 +174,7 @@ class StoreReport:
 
     @property
     def damage(self) -> list[Segment]:
-        return [s for s in self.segments if s.kind not in ("records", "blank_tail", "zero_tail", "gap")]
+        return [s for s in self.segments if s.kind not in LAYOUT_KINDS]
 
 
 @dataclass

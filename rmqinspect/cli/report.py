@@ -13,6 +13,8 @@ from ..store.errors import UnsafeOutputError
 from ._params import TIME, accepts_v2, broker_conf, broker_version_option_for
 from .output import handle_errors, progress, warn
 
+SIZE_BUDGET = 5_000_000  # bytes; a page that large still opens, but it is said
+
 
 @click.command("report")
 @click.argument("stores", nargs=-1, required=True, type=click.Path(exists=False, file_okay=True, dir_okay=True),
@@ -80,6 +82,10 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
             os.unlink(tmp)
     if replaced:
         warn(f"replaced the existing {out_path} (--force)")
+    size = len(page.encode("utf-8"))
+    if size > SIZE_BUDGET:
+        warn(f"the report is {size} bytes, over {SIZE_BUDGET}: every one of its "
+             f"{sum(len(r.damage) for r in reports)} damaged ranges is drawn (damage is never dropped)")
     click.echo(f"wrote {out_path} ({len(reports)} store(s), {sum(len(r.findings) for r in reports)} finding(s))",
                err=True)
 

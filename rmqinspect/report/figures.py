@@ -11,7 +11,7 @@ import datetime as dt
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analyses.report_data import StoreReport
+from ..analyses.report_data import LAYOUT_KINDS, StoreReport
 
 KIND_COLOURS = {
     "records": "#4c78a8", "blank_tail": "#b9c3cc", "zero_tail": "#e6e6e6", "gap": "#f2cf5b",
@@ -54,7 +54,7 @@ def commitlog_map(r: StoreReport) -> go.Figure:
     gaps = [_file_label(None, s.start) for s in r.segments if s.kind == "gap"]
     categories = sorted(files + gaps, key=lambda c: int(c.split()[-1]) if c.startswith("gap") else int(c))
     for kind, segs in by_kind.items():
-        damage = kind not in ("records", "blank_tail", "zero_tail", "gap")
+        damage = kind not in LAYOUT_KINDS
         colour = KIND_COLOURS.get(kind, DAMAGE_FALLBACK)
         y = [_file_label(s.file if kind != "gap" else None, s.start) for s in segs]
         custom = [[s.start, s.end, s.end - s.start, s.file or "", s.detail] for s in segs]

@@ -20,10 +20,10 @@ import plotly
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from ..analyses.report_data import ReportData, StoreReport
+from ..analyses.report_data import LAYOUT_KINDS, ReportData, StoreReport
 from . import figures
 
-MAX_FINDING_ROWS = 1000  # findings listed as HTML rows; all of them are in the data island and on the charts
+MAX_FINDING_ROWS = 500  # findings listed as HTML rows; all of them are in the data island and on the charts
 
 
 @functools.lru_cache(maxsize=1)
@@ -115,7 +115,9 @@ def store_data(r: StoreReport) -> dict:
         "commitlog_files_deleted": p.commitlog_files_deleted, "commitlog_file_truncated": p.commitlog_file_truncated,
         "index_files_dropped": p.index_files_dropped, "messages_lost": p.messages_lost,
         "verify": r.verify.to_dict(),
-        "segments": [s.to_dict() for s in r.segments], "damage": [s.to_dict() for s in r.damage],
+        # the map: damaged ranges apart from the rest (records, tails, gaps), each range once
+        "segments": [s.to_dict() for s in r.segments if s.kind in LAYOUT_KINDS],
+        "damage": [s.to_dict() for s in r.damage],
         "findings": [f.to_dict() for f in r.findings], "queues": [q.to_dict() for q in r.queues],
         "consumers": r.consumers.to_dict() if r.consumers else None,
         "index_files": [i.to_dict() for i in r.index_files], "traffic": r.traffic.to_dict(), "notes": r.notes,
