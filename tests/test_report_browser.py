@@ -241,6 +241,18 @@ def test_reports_of_crashed_and_crc_damaged_stores_in_headless_chromium(browser,
         assert any("truncation point (restart)" in a and a.endswith(f": {rec['truncate_offset']}")
                    for a in json.loads(shapes))
         assert browser.evaluate("document.querySelectorAll('.rmq-chart .main-svg').length") >= 5
+        # a finding's "map" link zooms the map onto its range
+        x0, x1 = json.loads(browser.evaluate(
+            "const a = document.querySelector('a.goto'); a.click();"
+            "JSON.stringify([Number(a.dataset.x0), Number(a.dataset.x1)])"))
+        lo, hi = browser.evaluate("document.getElementById('s0-map').layout.xaxis.range")
+        assert lo <= x0 <= x1 <= hi and hi - lo < 3 * max(x1 - x0, 4096) + 1
+        # the queue table sorts by a clicked column (entries cut, largest first on the second click)
+        cut = browser.evaluate(
+            "const t = document.getElementById('s0-queue-table'); const h = [...t.tHead.rows[0].cells]"
+            ".find(c => c.textContent === 'cut by restart'); h.click(); h.click();"
+            "[...t.tBodies[0].rows].map(r => Number(r.cells[h.cellIndex].textContent))")
+        assert cut == sorted(cut, reverse=True) and cut[0] > 0
         w, h = browser.screenshot(str(tmp_path / f"report-{i}.png"))
         assert w == 1400 and h > 2000 and os.path.getsize(tmp_path / f"report-{i}.png") > 50_000
     assert time.monotonic() - t0 < 60

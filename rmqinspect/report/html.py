@@ -56,14 +56,16 @@ def _kv(rows: list[tuple[str, object]]) -> str:
     return "<table class='kv'>" + "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
 
 
-def _table(columns: list[str], rows: list[list], ids: list[str] | None = None, cls: str = "sortable") -> str:
+def _table(columns: list[str], rows: list[list], ids: list[str] | None = None, cls: str = "sortable",
+           table_id: str = "") -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
     body = []
     for i, r in enumerate(rows):
         rid = f" id='{_e(ids[i])}'" if ids else ""
         body.append(f"<tr{rid}>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>")
-    return (f"<div class='scroll'><table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
-            "</table></div>")
+    tid = f" id='{_e(table_id)}'" if table_id else ""
+    return (f"<div class='scroll'><table class='{cls}'{tid}><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 class _Page:
@@ -215,7 +217,7 @@ def _queue_table(s: str, r: StoreReport) -> str:
              q.commitlog_messages, q.cq_behind, q.cq_bad_entries, _e(q.max_offset_after_load),
              _e(q.max_offset_after_start), q.entries_cut, q.redispatched, _e(", ".join(q.files_deleted)),
              f"<code>{_e(q.topic)}</code>"] for q in r.queues]
-    return _table(cols, rows, [f"{s}-q-{q.key}" for q in r.queues])
+    return _table(cols, rows, [f"{s}-q-{q.key}" for q in r.queues], table_id=f"{s}-queue-table")
 
 
 def _consumer_table(r: StoreReport) -> str:
