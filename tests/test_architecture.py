@@ -1,6 +1,7 @@
 """The package's layering, checked on the source: imports point down only and no private name crosses modules.
 
 Layers, bottom to top (docs/architecture in COMMON terms): formats -> store -> sinks -> analyses -> spark -> cli,
+with report (the HTML renderer of `rmqinspect report`) beside cli: above analyses, below cli, which calls it;
 with the package's own entry point (rmqinspect/__main__.py) above them all. A module may import its own layer
 and the layers below it. ``writer`` (fixture and benchmark writers) may import everything but cli/spark, and
 nothing else in the package may import it. A name starting with ``_`` is private to its module (a private module,
@@ -17,7 +18,7 @@ import pytest
 PKG = "rmqinspect"
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), PKG)
 
-LAYERS = ("formats", "store", "sinks", "analyses", "writer", "spark", "cli")
+LAYERS = ("formats", "store", "sinks", "analyses", "writer", "spark", "report", "cli")
 RANK = {name: i for i, name in enumerate(LAYERS)}
 TOP = len(LAYERS)  # rmqinspect/__init__.py, rmqinspect/__main__.py
 

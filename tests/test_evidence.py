@@ -39,6 +39,7 @@ def invocations(store, exp, out):
         "tiered-index-lookup": [["tiered-index-lookup", store, "--topic", topic, "--key", key]],
         "compact-index": [["compact-index", store, "--out", str(out / "compacted")]],
         "export": [["export", store, "--out", str(out / "parquet"), "--with-body"]],
+        "report": [["report", store, "--out", str(out / "report.html")]],
         # every `spark` subcommand is run (local[2]) with store hashes checked in tests/test_spark.py;
         # starting a JVM here as well would double the suite's Spark time
         "spark": [["spark", "--help"]],

@@ -1,0 +1,461 @@
+"""What `rmqinspect report` draws, collected from the analyses the other commands use.
+
+``collect_store_report`` runs ``summarize`` (file map, per-queue commit-log counts, version evidence),
+``verify`` (every problem range), ``plan_recovery`` (truncation point, queues cut and re-dispatched, index
+files dropped, what lies past the truncation point), ``queue_bounds`` (consume-queue entries, as ``cq --all``),
+the index-file headers and ``lost_window`` (consumer offsets, as ``recover --consumers``), and adds the one
+thing no command computes: messages and bytes per topic per store-time bucket, from the same record walk
+(``walk_batches``). Nothing here renders; the result is a dataclass the HTML renderer (and tests) read.
+
+Downsampling is by time bucket only: the traffic series has at most ``max_buckets`` buckets, while every
+damaged range, finding and queue is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..store import Store
+from ..store.batch import BatchConsumeQueue, list_batch_queues
+from ..store.broker_conf import configured
+from ..store.commitlog import RecordRun, prove_file_size
+from ..store.consumequeue import ConsumeQueue, list_queues
+from ..store.errors import RmqInspectError
+from ..store.indexfile import IndexFile
+from ..store.rocksdb_cq import ConsumeQueues
+from ..store.version import BrokerVersion
+from .compare.cq_vs_commitlog import queue_bounds
+from .offsets import LostWindowReport, lost_window
+from .recovery import RecoveryOptions, RecoveryPlan, plan_recovery
+from .rows import topic_ids
+from .salvage import walk_batches
+from .summary import StoreSummary, summarize
+from .verify import VerifyReport, verify
+
+# bucket widths the traffic chart may use, in ms: the smallest that keeps the series within max_buckets
+BUCKET_STEPS_MS = (1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000,
+                   1_800_000, 3_600_000, 7_200_000, 21_600_000, 43_200_000, 86_400_000)
+# distinct (second, topic) cells kept while walking before the walk coarsens them to minutes (bounded memory)
+MAX_FINE_CELLS = 2_000_000
+OTHER = "(other topics)"
+LAYOUT_KINDS = ("records", "blank_tail", "zero_tail", "gap")  # map segments that are not damage
+
+
+@dataclass
+class Segment:
+    """A stretch of the commit-log offset axis: records, blank tail, zero tail, a missing file or damage."""
+
+    kind: str  # records | blank_tail | zero_tail | gap | damage kinds (torn_tail, crc_mismatch, zero_page, ...)
+    start: int
+    end: int
+    file: str | None
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Traffic:
+    """Messages and bytes per topic per store-time bucket ``[start_ms + i * bucket_ms, ... + bucket_ms)``."""
+
+    start_ms: int | None
+    bucket_ms: int
+    topics: list[str]  # the top topics by messages, then OTHER when more topics exist
+    messages: dict[str, list[int]] = field(default_factory=dict)
+    bytes: dict[str, list[int]] = field(default_factory=dict)
+    records: int = 0
+    excluded: int = 0  # records left off the time axis: their store time is a damaged field (verify)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class QueueRow:
+    topic: str
+    queue_id: int
+    cq_type: str | None  # SimpleCQ | BatchCQ | RocksDBCQ; None when the queue has records but no consume queue
+    min_offset: int | None
+    max_offset: int | None  # exclusive, on disk
+    entries: int
+    commitlog_messages: int  # records of this topic and queue id in the commit log (summary)
+    cq_behind: int  # records with no entry (verify cq_behind)
+    cq_bad_entries: int  # entries verify flags (ahead, dangling, pointing to damage, wrong size/queue/offset)
+    max_offset_after_load: int | None
+    max_offset_after_start: int | None
+    entries_cut: int
+    redispatched: int
+    files_deleted: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.topic}/{self.queue_id}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class IndexFileRow:
+    name: str
+    begin_timestamp: int | None
+    end_timestamp: int | None
+    begin_phy_offset: int | None
+    end_phy_offset: int | None
+    index_count: int | None
+    max_items: int | None
+    hash_slot_count: int | None
+    slots: int | None
+    geometry_source: str | None
+    dropped_on_restart: bool
+    problem: str = ""
+
+    @property
+    def fill(self) -> float | None:
+        """indexCount against maxIndexNum: the file is full (a new one is created) at 1."""
+        if self.index_count is None or not self.max_items:
+            return None
+        return self.index_count / self.max_items
+
+    @property
+    def slot_load(self) -> float | None:
+        """Used hash slots against maxHashSlotNum."""
+        if self.hash_slot_count is None or not self.slots:
+            return None
+        return self.hash_slot_count / self.slots
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["fill"] = self.fill
+        d["slot_load"] = self.slot_load
+        return d
+
+
+@dataclass
+class Finding:
+    """One problem to look at: where it is, why, and the command that shows its bytes."""
+
+    source: str  # verify | recover
+    check: str
+    kind: str
+    start: int
+    end: int
+    file: str | None
+    position: int | None
+    reason: str
+    count: int
+    axis: str  # commitlog (physical offsets) | consumequeue | index | checkpoint: which chart region it is on
+    command: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class StoreReport:
+    root: str
+    summary: StoreSummary
+    verify: VerifyReport
+    plan: RecoveryPlan
+    geometry: dict  # mappedFileSizeCommitLog and where it came from
+    segments: list[Segment]
+    traffic: Traffic
+    queues: list[QueueRow]
+    consumers: LostWindowReport | None
+    index_files: list[IndexFileRow]
+    findings: list[Finding]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def damage(self) -> list[Segment]:
+        return [s for s in self.segments if s.kind not in LAYOUT_KINDS]
+
+
+@dataclass
+class ReportData:
+    """The whole report: one StoreReport per store, and how it was made (for the header)."""
+
+    stores: list[StoreReport]
+    rmqinspect_version: str
+    command_line: str
+    generated_at_ms: int  # --as-of when given, else the time the report was made
+    as_of_given: bool
+
+
+def collect_store_report(store: Store, *, broker_version: BrokerVersion | None = None, accept_v2: bool = True,
+                         offsets_file: str | None = None, top_topics: int = 8, max_buckets: int = 1200,
+                         progress: Callable[[int], None] | None = None) -> StoreReport:
+    """Everything the report shows about one store. ``progress(done)`` gets bytes of the four commit-log passes
+    (summary, verify, recovery, traffic) done so far, out of ``4 * (end_offset - min_offset)``."""
+    cl = store.commitlog
+    span = max(cl.end_offset - cl.min_offset, 0)
+    tick = progress or (lambda done: None)
+    summary = summarize(store, progress=lambda d: tick(min(d, span)), broker_version=broker_version)
+    tick(span)
+    rep = verify(store, accept_v2=accept_v2, progress=lambda off: tick(span + max(off - cl.min_offset, 0)))
+    tick(2 * span)
+    plan = plan_recovery(store, RecoveryOptions(version=broker_version, keep_redispatch=False))
+    tick(3 * span)
+    outliers = [p.start for p in rep.problems if p.kind == "store_time_outlier"]
+    traffic = store_traffic(store, outliers, top_topics=top_topics, max_buckets=max_buckets,
+                            progress=lambda off: tick(3 * span + max(off - cl.min_offset, 0)))
+    tick(4 * span)
+    after = plan.consume_queue_max_offsets_after_start or plan.consume_queue_max_offsets
+    consumers = lost_window(store, plan.consume_queue_max_offsets_before, after, offsets_file)
+    if consumers.source is None and not consumers.rows:
+        consumers = None if offsets_file is None else consumers
+    return StoreReport(
+        root=store.root, summary=summary, verify=rep, plan=plan, geometry=commitlog_geometry(store),
+        segments=commitlog_segments(summary, rep, plan), traffic=traffic,
+        queues=queue_rows(store, summary, rep, plan), consumers=consumers,
+        index_files=index_file_rows(store, plan), findings=findings(store.root, rep, plan),
+        notes=list(dict.fromkeys(summary.notes + rep.notes + plan.notes)))
+
+
+def commitlog_geometry(store: Store) -> dict:
+    """mappedFileSizeCommitLog in use and its source: --broker-config, else proven from the files."""
+    conf = configured("mappedFileSizeCommitLog")
+    if conf is not None:
+        return {"mapped_file_size": store.commitlog.file_size, "source": "config", "detail": conf.detail}
+    got = prove_file_size(store.commitlog.files)
+    return {"mapped_file_size": store.commitlog.file_size, "source": got.source, "detail": got.detail}
+
+
+def commitlog_segments(summary: StoreSummary, rep: VerifyReport, plan: RecoveryPlan) -> list[Segment]:
+    """The commit-log map: per file its records, blank tail and zero tail; the missing files; every damaged
+    range verify found, and the regions past the truncation point as the recovery classifies them (torn tail,
+    zero page, CRC, stale) - those take the recovery's kind where both name the same range."""
+    out: list[Segment] = []
+    for f in summary.files:
+        end = f.start_offset + f.size
+        data_end = f.data_end if f.data_end is not None else f.start_offset
+        if data_end > f.start_offset:
+            out.append(Segment("records", f.start_offset, data_end, f.name, f"{f.records} records"))
+        if f.blank_at is not None:
+            out.append(Segment("blank_tail", f.blank_at, end, f.name, f"blank record of {f.blank_size} bytes"))
+        if f.zero_tail_at is not None and f.zero_tail_size:
+            out.append(Segment("zero_tail", f.zero_tail_at, f.zero_tail_at + f.zero_tail_size, f.name,
+                               "zero-filled space after the last record"))
+    for g in summary.gaps:
+        out.append(Segment("gap", g["start"], g["end"], None, f"no commit-log file covers {g['size']} bytes"))
+    damage: dict[tuple[int, int], Segment] = {}
+    for p in rep.problems:
+        if p.check in ("structure", "crc") and p.file and p.file.startswith("commitlog"):
+            damage[(p.start, p.end)] = Segment(p.kind, p.start, p.end, os.path.basename(p.file), p.reason)
+    for r in plan.messages_lost.get("regions", []):
+        damage[(r["start"], r["end"])] = Segment(r["kind"], r["start"], r["end"], r.get("file"), r.get("reason", ""))
+    out.extend(sorted(damage.values(), key=lambda s: (s.start, s.end)))
+    return out
+
+
+def store_traffic(store: Store, outlier_offsets: list[int], *, top_topics: int = 8, max_buckets: int = 1200,
+                  progress: Callable[[int], None] | None = None) -> Traffic:
+    """Messages and bytes per topic per store-time bucket over every valid record (the records decode-commitlog
+    and verify see). Records whose store time verify flags as a damaged field are counted in ``excluded``."""
+    topics: dict[str, int] = {}
+    cells: dict[int, list[int]] = {}  # (unit index << 20 | topic id) -> [messages, bytes]
+    unit = 1_000
+    skip = np.array(sorted(outlier_offsets), dtype=np.int64)
+    n = excluded = 0
+    last_file = None
+    for ev in walk_batches(store):
+        if type(ev) is not RecordRun or not len(ev):
+            continue
+        r = ev.records
+        if ev.file is not last_file:
+            last_file = ev.file
+            u8 = np.frombuffer(ev.file.buffer, dtype=np.uint8)
+            if progress is not None:
+                progress(ev.file.start)
+        tids = np.asarray(topic_ids(u8, ev.rows, topics), dtype=np.int64)
+        ts = r["store_timestamp"].astype(np.int64)
+        size = r["total_size"].astype(np.int64)
+        keep = np.ones(len(r), bool)
+        if skip.size:
+            keep &= ~np.isin(r["position"].astype(np.int64) + ev.base, skip)
+        excluded += int((~keep).sum())
+        ts, size, tids = ts[keep], size[keep], tids[keep]
+        n += len(ts)
+        key = ((ts // unit) << 20) | tids
+        uniq, inv = np.unique(key, return_inverse=True)
+        counts = np.bincount(inv.ravel(), minlength=len(uniq))
+        sums = np.bincount(inv.ravel(), weights=size, minlength=len(uniq))
+        for k, c, b in zip(uniq.tolist(), counts.tolist(), sums.tolist()):
+            cell = cells.get(k)
+            if cell is None:
+                cells[k] = [c, int(b)]
+            else:
+                cell[0] += c
+                cell[1] += int(b)
+        if len(cells) > MAX_FINE_CELLS:
+            cells, unit = _coarsen(cells, unit, unit * 60)
+    names = {v: k for k, v in topics.items()}
+    if not cells:
+        return Traffic(None, BUCKET_STEPS_MS[0], [], records=n, excluded=excluded)
+    keys = np.fromiter(cells.keys(), dtype=np.int64, count=len(cells))
+    vals = np.array(list(cells.values()), dtype=np.int64)
+    t_unit, tid = keys >> 20, keys & ((1 << 20) - 1)
+    t_ms = t_unit * unit
+    lo, hi = int(t_ms.min()), int(t_ms.max()) + unit
+    bucket = next((b for b in BUCKET_STEPS_MS if b >= unit and (hi - lo) / b <= max_buckets),
+                  max(BUCKET_STEPS_MS[-1], -(-(hi - lo) // max_buckets)))
+    start = lo - lo % bucket
+    nb = (hi - start + bucket - 1) // bucket
+    bi = (t_ms - start) // bucket
+    per_topic = np.bincount(tid, weights=vals[:, 0])
+    order = [int(t) for t in np.argsort(-per_topic, kind="stable") if per_topic[t] > 0]
+    top = order[:top_topics]
+    rest = order[top_topics:]
+    out = Traffic(start, bucket, [names[t] for t in top] + ([OTHER] if rest else []), records=n, excluded=excluded)
+    for label, ids in [(names[t], [t]) for t in top] + ([(OTHER, rest)] if rest else []):
+        sel = np.isin(tid, ids)
+        out.messages[label] = np.bincount(bi[sel], weights=vals[sel, 0], minlength=nb).astype(np.int64).tolist()
+        out.bytes[label] = np.bincount(bi[sel], weights=vals[sel, 1], minlength=nb).astype(np.int64).tolist()
+    return out
+
+
+def _coarsen(cells: dict[int, list[int]], unit: int, new_unit: int) -> tuple[dict[int, list[int]], int]:
+    out: dict[int, list[int]] = {}
+    factor = new_unit // unit
+    mask = (1 << 20) - 1
+    for k, (c, b) in cells.items():
+        nk = (((k >> 20) // factor) << 20) | (k & mask)
+        cell = out.get(nk)
+        if cell is None:
+            out[nk] = [c, b]
+        else:
+            cell[0] += c
+            cell[1] += b
+    return out, new_unit
+
+
+def _queue_key(path: str | None) -> str | None:
+    """``topic/queue`` from a verify problem's file: consumequeue/T/Q[/file] or "consumequeue (RocksDB) T/Q"."""
+    if not path:
+        return None
+    if path.startswith("consumequeue (RocksDB) "):
+        return path[len("consumequeue (RocksDB) "):]
+    parts = path.replace(os.sep, "/").split("/")
+    if parts[0] in ("consumequeue", "batchconsumequeue") and len(parts) >= 3:
+        return f"{parts[1]}/{parts[2]}"
+    return None
+
+
+def queue_rows(store: Store, summary: StoreSummary, rep: VerifyReport, plan: RecoveryPlan) -> list[QueueRow]:
+    """Per queue: its entries (``queue_bounds``, as ``cq --all``), the commit log's records for it (summary),
+    what verify flags, and what the recovery cuts and re-dispatches."""
+    bounds = {f"{b.topic}/{b.queue_id}": b for b in _all_queue_bounds(store)}
+    commitlog = {f"{q.topic}/{q.queue_id}": q.messages for q in summary.queues}
+    behind: dict[str, int] = {}
+    bad: dict[str, int] = {}
+    for p in rep.problems:
+        if p.check != "cq":
+            continue
+        k = _queue_key(p.file)
+        if k is None:
+            continue
+        target = behind if p.kind == "cq_behind" else bad
+        target[k] = target.get(k, 0) + p.count
+    recovered = {q.key: q for q in plan.queues}
+    after_load = plan.consume_queue_max_offsets
+    after_start = plan.consume_queue_max_offsets_after_start or after_load
+    keys = set(bounds) | set(recovered) | set(after_load) | set(after_start) | set(behind) | set(bad)
+    keys |= {k for k in commitlog if not k.startswith("SCHEDULE_TOPIC_XXXX/") or k in bounds}
+    rows = []
+    for k in sorted(keys, key=lambda k: (k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1]))):
+        topic, qid = k.rsplit("/", 1)
+        b = bounds.get(k)
+        q = recovered.get(k)
+        rows.append(QueueRow(topic, int(qid), b.cq_type if b else None, b.min_offset if b else None,
+                             b.max_offset if b else None, b.entries if b else 0, commitlog.get(k, 0),
+                             behind.get(k, 0), bad.get(k, 0), after_load.get(k), after_start.get(k),
+                             q.entries_cut if q else 0, q.redispatched if q else 0,
+                             list(q.files_deleted) if q else []))
+    return rows
+
+
+def _all_queue_bounds(store: Store):
+    try:
+        clmin = store.commitlog.min_offset
+    except RmqInspectError:
+        clmin = None
+    d = store.layout.consumequeue_dir
+    batch = [BatchConsumeQueue(t, q, p) for t, q, p in list_batch_queues(store.root)]
+    if not os.path.isdir(d):
+        yield from queue_bounds(batch, clmin)
+        return
+    with ConsumeQueues(d) as queues:
+        qs = ([ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(d)] if queues.kind == "file"
+              else list(queues))
+        yield from queue_bounds(qs + batch, clmin)
+
+
+def index_file_rows(store: Store, plan: RecoveryPlan) -> list[IndexFileRow]:
+    """Every index file's header (time and physical-offset ranges, indexCount, hashSlotCount) with its geometry
+    (flag > --broker-config > proven from the file, as verify reads it) and whether a restart drops it."""
+    d = store.layout.index_dir
+    if not os.path.isdir(d):
+        return []
+    dropped = set(plan.index_files_dropped)
+    rows = []
+    for name in sorted(n for n in os.listdir(d) if os.path.isfile(os.path.join(d, n))):
+        try:
+            idx = IndexFile(os.path.join(d, name))
+        except RmqInspectError as e:
+            rows.append(IndexFileRow(name, None, None, None, None, None, None, None, None, None, name in dropped,
+                                     e.message))
+            continue
+        try:
+            h = idx.header
+            rows.append(IndexFileRow(name, h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
+                                     h.index_count, idx.max_items, h.hash_slot_count, idx.slots,
+                                     idx.geometry.source, name in dropped,
+                                     "file shorter than its geometry" if idx.truncated else ""))
+        finally:
+            idx.close()
+    return rows
+
+
+def _command(root: str, check: str, kind: str, start: int, end: int, file: str | None) -> tuple[str, str]:
+    """(chart axis, the command that shows the problem's bytes or entries)."""
+    root = shlex.quote(root)
+    if check in ("structure", "crc", "recover"):
+        return "commitlog", f"rmqinspect dump {root} --offset {start} --length {min(max(end - start, 1), 4096)}"
+    if check == "cq":
+        k = _queue_key(file)
+        if k is not None and kind != "cq_behind":
+            topic, qid = k.rsplit("/", 1)
+            return "consumequeue", (f"rmqinspect cq {root} --topic {shlex.quote(topic)} --queue {qid} "
+                                    f"--from {start // 20} --count 1 --join")
+        return "commitlog", f"rmqinspect dump {root} --offset {start} --length {min(max(end - start, 1), 4096)}"
+    if check == "index":
+        return "index", f"rmqinspect verify {root} --checks index"
+    return check, f"rmqinspect verify {root} --checks {check}"
+
+
+def findings(root: str, rep: VerifyReport, plan: RecoveryPlan) -> list[Finding]:
+    """verify's problems, then what the recovery throws away: the truncation point and each region past it."""
+    out = []
+    for p in rep.problems:
+        axis, cmd = _command(root, p.check, p.kind, p.start, p.end, p.file)
+        out.append(Finding("verify", p.check, p.kind, p.start, p.end, p.file, p.position, p.reason, p.count, axis,
+                           cmd))
+    cl_end = plan.truncate_offset
+    lost = plan.messages_lost or {}
+    if lost.get("count") or lost.get("regions"):
+        axis, cmd = _command(root, "recover", "truncation", cl_end, cl_end + 1, plan.stop_file)
+        out.append(Finding("recover", "recover", "truncation", cl_end, cl_end, plan.stop_file, plan.stop_position,
+                           f"a restart truncates the commit log here ({plan.stop_kind}: {plan.stop_reason}); "
+                           f"{lost.get('count', 0)} records ({lost.get('bytes', 0)} bytes) past it are discarded",
+                           lost.get("count", 0), axis, cmd))
+    for r in lost.get("regions", []):
+        axis, cmd = _command(root, "recover", r["kind"], r["start"], r["end"], r.get("file"))
+        out.append(Finding("recover", "recover", r["kind"], r["start"], r["end"], r.get("file"), r.get("position"),
+                           f"past the truncation point: {r.get('reason', '')}", 1, axis, cmd))
+    return out

@@ -1,0 +1,340 @@
+"""The report page: one HTML file, everything inside it, nothing fetched.
+
+plotly's own minified bundle (plotly.offline.get_plotlyjs, 4.8 MB in plotly 7.x) would fill most of the 5 MB
+budget by itself, so it is embedded gzip-compressed (about 1.5 MB, 2 MB as base64) and unpacked by the browser
+(DecompressionStream) when the page opens: the same library, no request. Every number of the charts is also in
+plain HTML tables (readable without JavaScript) and in one JSON data island (``<script type="application/json"
+id="rmqinspect-data">``) for tools and tests.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import functools
+import gzip
+import html
+import json
+
+import plotly
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from ..analyses.report_data import LAYOUT_KINDS, ReportData, StoreReport
+from . import figures
+
+MAX_FINDING_ROWS = 500  # findings listed as HTML rows; all of them are in the data island and on the charts
+
+
+@functools.lru_cache(maxsize=1)
+def plotly_js_gzip_base64() -> str:
+    """plotly.js, gzip-compressed (mtime 0: the same bytes every run) and base64-encoded."""
+    return base64.b64encode(gzip.compress(get_plotlyjs().encode("utf-8"), 6, mtime=0)).decode("ascii")
+
+
+def script_json(obj) -> str:
+    """JSON safe inside <script>: no "</" can close the element early."""
+    text = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False, allow_nan=False,
+                                                       separators=(",", ":"))
+    return text.replace("</", "<\\/").replace("<!--", "<\\u0021--")
+
+
+def _e(v) -> str:
+    return html.escape("" if v is None else str(v), quote=True)
+
+
+def _iso(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+
+
+def _kv(rows: list[tuple[str, object]]) -> str:
+    return "<table class='kv'>" + "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _table(columns: list[str], rows: list[list], ids: list[str] | None = None, cls: str = "sortable",
+           table_id: str = "") -> str:
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    body = []
+    for i, r in enumerate(rows):
+        rid = f" id='{_e(ids[i])}'" if ids else ""
+        body.append(f"<tr{rid}>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>")
+    tid = f" id='{_e(table_id)}'" if table_id else ""
+    return (f"<div class='scroll'><table class='{cls}'{tid}><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+class _Page:
+    def __init__(self) -> None:
+        self.figures: list[tuple[str, str]] = []  # (element id, figure JSON)
+
+    def chart(self, fid: str, fig) -> str:
+        self.figures.append((fid, pio.to_json(fig, validate=False)))
+        return f"<div class='rmq-chart' id='{_e(fid)}' data-fig='{_e(fid)}-fig'></div>"
+
+
+def render(data: ReportData) -> str:
+    page = _Page()
+    sections = [_store_sections(page, i, r) for i, r in enumerate(data.stores)]
+    island = {"rmqinspect_version": data.rmqinspect_version, "plotly_version": plotly.__version__,
+              "command_line": data.command_line, "generated_at_ms": data.generated_at_ms,
+              "generated_at": _iso(data.generated_at_ms), "stores": [store_data(r) for r in data.stores]}
+    nav = "".join(f"<li><a href='#s{i}'>{_e(r.root)}</a></li>" for i, r in enumerate(data.stores))
+    when = ("as of " if data.as_of_given else "made ") + _iso(data.generated_at_ms)
+    figs = "".join(f"<script type='application/json' id='{_e(fid)}-fig'>{script_json(js)}</script>"
+                   for fid, js in page.figures)
+    return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>rmqinspect report: {_e(', '.join(r.root for r in data.stores))}</title>"
+            f"<style>{CSS}</style></head><body>"
+            f"<header><h1>RocketMQ store post-mortem</h1><p class='meta'>rmqinspect {_e(data.rmqinspect_version)}"
+            f" · plotly {_e(plotly.__version__)} · {_e(when)}<br><code>{_e(data.command_line)}</code></p>"
+            f"<p id='chart-status' class='status'>Drawing the charts…</p><ul class='nav'>{nav}</ul></header>"
+            f"<main>{''.join(sections)}</main>"
+            f"<script type='application/json' id='rmqinspect-data'>{script_json(island)}</script>{figs}"
+            f"<script type='application/octet-stream' id='plotly-js-gzip'>{plotly_js_gzip_base64()}</script>"
+            f"<script>{JS}</script></body></html>\n")
+
+
+def store_data(r: StoreReport) -> dict:
+    """The data island of one store: every number the page shows, in machine form."""
+    p = r.plan
+    return {
+        "root": r.root, "geometry": r.geometry, "mode": p.mode, "broker_version": p.version.to_dict(),
+        "detection": r.summary.detection, "abort_present": r.summary.abort_present,
+        "first_store_timestamp": r.summary.first_store_timestamp,
+        "last_store_timestamp": r.summary.last_store_timestamp,
+        "min_physical_offset": r.summary.min_physical_offset, "max_physical_offset": r.summary.max_physical_offset,
+        "messages": r.summary.messages, "message_bytes": r.summary.message_bytes, "checkpoint": r.summary.checkpoint,
+        "truncate_offset": p.truncate_offset,
+        "stop": {"kind": p.stop_kind, "reason": p.stop_reason, "file": p.stop_file, "position": p.stop_position},
+        "max_phy_offset_of_consume_queue": p.max_phy_offset_of_consume_queue,
+        "reput_from_offset": p.reput_from_offset,
+        "commitlog_files_deleted": p.commitlog_files_deleted, "commitlog_file_truncated": p.commitlog_file_truncated,
+        "index_files_dropped": p.index_files_dropped, "messages_lost": p.messages_lost,
+        "verify": r.verify.to_dict(),
+        # the map: damaged ranges apart from the rest (records, tails, gaps), each range once
+        "segments": [s.to_dict() for s in r.segments if s.kind in LAYOUT_KINDS],
+        "damage": [s.to_dict() for s in r.damage],
+        "findings": [f.to_dict() for f in r.findings], "queues": [q.to_dict() for q in r.queues],
+        "consumers": r.consumers.to_dict() if r.consumers else None,
+        "index_files": [i.to_dict() for i in r.index_files], "traffic": r.traffic.to_dict(), "notes": r.notes,
+    }
+
+
+def _store_sections(page: _Page, i: int, r: StoreReport) -> str:
+    s = f"s{i}"
+    out = [f"<section id='{s}'><h2>{_e(r.root)}</h2>"]
+    out.append(f"<h3 id='{s}-header'>1. The store</h3>" + _header(r))
+    out.append("<h3>2. Commit-log map</h3><p class='hint'>Each file is a bar on one physical-offset axis; damage "
+               "is marked ▼ at its start. Hover for exact offsets; drag to zoom, double-click to reset.</p>"
+               + page.chart(f"{s}-map", figures.commitlog_map(r)) + _segments_table(r))
+    off = figures.off_axis_marks(r)
+    extra = (f"<p class='hint'>Left off the time axis (far from every record's store time): "
+             f"{_e('; '.join(f'{k} {_iso(v)}' for k, v in off))}</p>" if off else "")
+    if r.traffic.excluded:
+        extra += (f"<p class='hint'>{r.traffic.excluded} record(s) left off: their STORETIMESTAMP is a damaged "
+                  "field (verify store_time_outlier).</p>")
+    out.append("<h3>3. Traffic over store time</h3>" + page.chart(f"{s}-traffic", figures.traffic(r)) + extra)
+    qfig, hidden = figures.queue_chart(r)
+    note = (f"<p class='hint'>{hidden} quiet queue(s) (nothing cut, re-dispatched or flagged) are only in the "
+            "table.</p>" if hidden else "")
+    out.append("<h3>4. Consume queues</h3>" + page.chart(f"{s}-queues", qfig) + note + _queue_table(s, r))
+    cfig = figures.consumer_chart(r)
+    if cfig is None:
+        why = "; ".join(r.consumers.problems) if r.consumers else "no config/consumerOffset.json (give --offsets FILE)"
+        out.append(f"<h3>5. Consumers</h3><p class='hint'>No consumer offsets: {_e(why)}</p>")
+    else:
+        out.append(f"<h3>5. Consumers</h3><p class='hint'>Offsets from {_e(r.consumers.source)}"
+                   f"{' (.bak)' if r.consumers.used_backup else ''}.</p>" + page.chart(f"{s}-consumers", cfig)
+                   + _consumer_table(r))
+    ifig = figures.index_charts(r)
+    out.append(f"<h3 id='{s}-index-h'>6. Index health</h3>" + (page.chart(f"{s}-index", ifig) if ifig else
+                                                               "<p class='hint'>No index files.</p>") + _index_table(r))
+    out.append(f"<h3 id='{s}-findings'>7. Findings</h3>" + _findings(s, r))
+    if r.notes:
+        out.append("<h4>Notes</h4><ul>" + "".join(f"<li>{_e(n)}</li>" for n in r.notes) + "</ul>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _header(r: StoreReport) -> str:
+    sm, p, v = r.summary, r.plan, r.verify
+    det = sm.detection or {}
+    evidence = "; ".join(f"{e['signal']}: {e['detail']}" for e in det.get("evidence", []) if e.get("found"))
+    if sm.abort_present:
+        shutdown = ("<b class='bad'>not clean</b>: the abort file is present, a restart runs the abnormal "
+                    "recovery")
+    else:
+        shutdown = "clean (no abort file): a restart runs the normal recovery"
+    lost = p.messages_lost or {}
+    cp = sm.checkpoint
+    rows = [
+        ("store", f"<code>{_e(r.root)}</code>"),
+        ("version detected", f"{_e(det.get('version'))} (guess {_e(det.get('version_guess'))}); evidence: "
+                             f"{_e(evidence or 'none found')}"),
+        ("recovery rules", _e(p.version.describe())),
+        ("last shutdown", shutdown),
+        ("commit-log geometry", f"mappedFileSizeCommitLog {r.geometry['mapped_file_size']} "
+                                f"({_e(r.geometry['source'])}: {_e(r.geometry.get('detail', ''))}); "
+                                f"{len(sm.files)} file(s), {len(sm.gaps)} gap(s)"),
+        ("physical offsets", f"{sm.min_physical_offset} .. {sm.max_physical_offset} (end of the last valid record)"),
+        ("store time span", f"{_e(_iso(sm.first_store_timestamp))} .. {_e(_iso(sm.last_store_timestamp))}"),
+        ("messages", f"{sm.messages} in {len(sm.topics)} topic(s), {sm.message_bytes} bytes"),
+        ("checkpoint", _e(", ".join(f"{k} {v}" + (f" ({_iso(v)})" if k.endswith("timestamp") and v else "")
+                                    for k, v in cp.items() if k in ("physic_msg_timestamp", "logics_msg_timestamp",
+                                                                    "index_msg_timestamp", "master_flushed_offset",
+                                                                    "confirm_phy_offset"))) if cp else "absent"),
+        ("verify", "clean" if v.ok else f"<b class='bad'>{len(v.problems)} problem range(s)</b>"
+         + (f", {v.suppressed} more" if v.suppressed else "")),
+        ("restart would", f"{_e(p.mode)} recovery from {_e(p.start_file)}; truncate the commit log at "
+                          f"<b>{p.truncate_offset}</b> ({_e(p.stop_kind)}: {_e(p.stop_reason)}); discard "
+                          f"{lost.get('count', 0)} record(s), {lost.get('bytes', 0)} bytes; cut "
+                          f"{sum(q.entries_cut for q in p.queues)} consume-queue entries; delete index file(s) "
+                          f"{_e(', '.join(p.index_files_dropped) or 'none')}"),
+    ]
+    return _kv(rows)
+
+
+def _segments_table(r: StoreReport) -> str:
+    rows = [[_e(s.kind), s.start, s.end, s.end - s.start, f"<code>{_e(s.file or '')}</code>", _e(s.detail)]
+            for s in r.segments if s.kind != "records"]
+    if not rows:
+        return ""
+    return ("<details><summary>Tails, gaps and damage as a table</summary>"
+            + _table(["kind", "start", "end", "bytes", "file", "detail"], rows) + "</details>")
+
+
+def _queue_table(s: str, r: StoreReport) -> str:
+    # identifiers are never cut or wrapped: the numbers come first, the topic (up to 255 characters) last
+    cols = ["queue", "type", "min offset", "max offset", "entries", "commit-log msgs", "cq behind", "bad entries",
+            "after load", "after start", "cut by restart", "re-dispatched", "files deleted", "topic"]
+    rows = [[q.queue_id, _e(q.cq_type or "none"), _e(q.min_offset), _e(q.max_offset), q.entries,
+             q.commitlog_messages, q.cq_behind, q.cq_bad_entries, _e(q.max_offset_after_load),
+             _e(q.max_offset_after_start), q.entries_cut, q.redispatched, _e(", ".join(q.files_deleted)),
+             f"<code>{_e(q.topic)}</code>"] for q in r.queues]
+    return _table(cols, rows, [f"{s}-q-{q.key}" for q in r.queues], table_id=f"{s}-queue-table")
+
+
+def _consumer_table(r: StoreReport) -> str:
+    cols = ["group", "queue", "committed", "max before", "max after", "never see", "consumed then cut", "backlog",
+            "status", "topic"]
+    rows = [[f"<code>{_e(w.group)}</code>", w.queue_id, w.committed, _e(w.max_offset_before),
+             _e(w.max_offset_after), w.never_see, w.consumed_then_cut, w.backlog, _e(w.status),
+             f"<code>{_e(w.topic)}</code>"] for w in r.consumers.rows]
+    return _table(cols, rows)
+
+
+def _index_table(r: StoreReport) -> str:
+    if not r.index_files:
+        return ""
+    cols = ["file", "begin", "end", "phy offsets", "indexCount", "maxIndexNum", "fill %", "hash slots used",
+            "maxHashSlotNum", "items per used slot", "geometry", "restart", "problem"]
+    rows = []
+    for i in r.index_files:
+        per_slot = f"{(i.index_count - 1) / i.hash_slot_count:.2f}" if i.hash_slot_count and i.index_count else ""
+        rows.append([f"<code>{_e(i.name)}</code>", _e(_iso(i.begin_timestamp)), _e(_iso(i.end_timestamp)),
+                     f"{_e(i.begin_phy_offset)} .. {_e(i.end_phy_offset)}", _e(i.index_count), _e(i.max_items),
+                     f"{100 * i.fill:.1f}" if i.fill is not None else "", _e(i.hash_slot_count), _e(i.slots),
+                     per_slot, _e(i.geometry_source), "<b class='bad'>deleted</b>" if i.dropped_on_restart else "kept",
+                     _e(i.problem)])
+    return _table(cols, rows)
+
+
+def _findings(s: str, r: StoreReport) -> str:
+    if not r.findings:
+        return "<p>No problems: verify found nothing and a restart discards nothing.</p>"
+    rows = []
+    for f in r.findings[:MAX_FINDING_ROWS]:
+        if f.axis == "commitlog":
+            link = (f"<a href='#{s}-map' class='goto' data-chart='{s}-map' data-x0='{f.start}' "
+                    f"data-x1='{f.end}'>map</a>")
+        elif f.axis == "consumequeue":
+            k = "/".join((f.file or "").split("/")[1:3])
+            link = f"<a href='#{s}-q-{_e(k)}' class='row'>queue</a>"
+        elif f.axis == "index":
+            link = f"<a href='#{s}-index-h'>index</a>"
+        else:
+            link = f"<a href='#{s}-header'>store</a>"
+        rows.append([_e(f.source), _e(f.check), f"<b>{_e(f.kind)}</b>", f.start, f.end, f.count, _e(f.position),
+                     link, _e(f.reason), f"<code>{_e(f.file or '')}</code>", f"<code>{_e(f.command)}</code>"])
+    more = len(r.findings) - MAX_FINDING_ROWS
+    tail = (f"<p class='hint'>{more} more finding(s): all are on the charts and in the data island "
+            "(<code>rmqinspect-data</code>); <code>verify --format json</code> lists them too.</p>" if more > 0 else "")
+    return _table(["source", "check", "kind", "start", "end", "count", "position", "see", "reason", "file",
+                   "shown by"], rows) + tail
+
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#222;background:#fafafa}
+header{background:#1f2d3d;color:#fff;padding:12px 24px}header h1{margin:0;font-size:22px}
+header code{color:#cfe3ff;word-break:break-all}.meta{margin:4px 0;color:#c9d3de;font-size:12px}
+.nav{margin:6px 0 0;padding:0;list-style:none}.nav li{display:inline;margin-right:14px}.nav a{color:#9fd0ff}
+.status{margin:4px 0;font-size:12px;color:#ffd479}
+main{padding:8px 24px 48px}section{background:#fff;border:1px solid #ddd;border-radius:6px;margin:16px 0;
+padding:8px 16px}h2{font-size:18px;word-break:break-all}h3{font-size:16px;margin:22px 0 6px;border-bottom:1px solid
+#eee}.hint{color:#666;font-size:12px;margin:2px 0}.bad{color:#c0392b}
+table{border-collapse:collapse;font-size:12px;margin:6px 0}td,th{border:1px solid #e3e3e3;padding:2px 6px;
+text-align:left;vertical-align:top}th{background:#f3f5f7}table.sortable th{cursor:pointer}
+table.kv th{width:170px}code{font-family:ui-monospace,Menlo,Consolas,monospace;white-space:nowrap}
+tr.hit{background:#fff3c4}.rmq-chart{width:100%;min-height:120px}
+details{margin:4px 0}.scroll{overflow-x:auto;max-width:100%}
+"""
+
+JS = r"""
+(function(){
+  'use strict';
+  var status = document.getElementById('chart-status');
+  function charts(){ return Array.prototype.slice.call(document.querySelectorAll('.rmq-chart')); }
+  function draw(){
+    return Promise.all(charts().map(function(div){
+      var fig = JSON.parse(document.getElementById(div.dataset.fig).textContent);
+      return window.Plotly.newPlot(div, fig.data, fig.layout, {displaylogo:false, responsive:true});
+    }));
+  }
+  function loadPlotly(){
+    if (typeof DecompressionStream === 'undefined') {
+      return Promise.reject(new Error('this browser has no DecompressionStream (needs Chrome 80, Firefox 113, ' +
+                                      'Safari 16.4 or later)'));
+    }
+    var b64 = document.getElementById('plotly-js-gzip').textContent;
+    var raw = atob(b64), bytes = new Uint8Array(raw.length);
+    for (var i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+    return new Response(stream).text().then(function(js){ (0, eval)(js); });
+  }
+  loadPlotly().then(draw).then(function(){
+    status.textContent = 'Charts drawn: hover for offsets, drag to zoom, double-click to reset.';
+    document.documentElement.dataset.chartsReady = 'yes';
+  }).catch(function(e){
+    status.textContent = 'Charts could not be drawn (' + e.message + '); the tables hold the same numbers.';
+    document.documentElement.dataset.chartsReady = 'failed';
+  });
+  document.addEventListener('click', function(ev){
+    var a = ev.target.closest ? ev.target.closest('a') : null;
+    if (a && a.classList.contains('goto') && window.Plotly) {
+      var x0 = Number(a.dataset.x0), x1 = Number(a.dataset.x1), pad = Math.max(x1 - x0, 4096);
+      window.Plotly.relayout(document.getElementById(a.dataset.chart), {'xaxis.range': [x0 - pad, x1 + pad]});
+    } else if (a && a.classList.contains('row')) {
+      var row = document.getElementById(decodeURIComponent(a.getAttribute('href').slice(1)));
+      if (row) { row.classList.add('hit'); }
+    }
+    var th = ev.target.closest ? ev.target.closest('table.sortable th') : null;
+    if (!th) return;
+    var table = th.closest('table'), body = table.tBodies[0], col = th.cellIndex;
+    var asc = th.dataset.sort !== 'asc';
+    Array.prototype.forEach.call(th.parentNode.children, function(h){ delete h.dataset.sort; });
+    th.dataset.sort = asc ? 'asc' : 'desc';
+    var rows = Array.prototype.slice.call(body.rows);
+    var key = function(r){ var t = r.cells[col].textContent.trim(); var n = Number(t);
+                           return t !== '' && !isNaN(n) ? [0, n] : [1, t]; };
+    rows.sort(function(a, b){ var ka = key(a), kb = key(b);
+      var c = ka[0] - kb[0] || (ka[1] < kb[1] ? -1 : ka[1] > kb[1] ? 1 : 0); return asc ? c : -c; });
+    rows.forEach(function(r){ body.appendChild(r); });
+  });
+})();
+"""
