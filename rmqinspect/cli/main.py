@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rebuild": ("rebuild", "Regenerate ConsumeQueue and IndexFile from the CommitLog as the broker's "
                            "dispatcher writes them."),
     "recover": ("recover", "The recovery RocketMQ runs when it loads STORE, reproduced offline (never writes)."),
+    "report": ("report", "Write the post-mortem of STORE(s) as one self-contained HTML file that opens offline."),
     "rocksdb-cq": ("rocksdb_cq", "List a RocksDB ConsumeQueue (5.x storeType=defaultRocksDB)."),
     "salvage": ("recover", "Find the intact messages the broker would discard."),
     "spark": ("spark", "Fleet analytics on Apache Spark (pip install 'rmqinspect[spark]', Java 17+)."),
