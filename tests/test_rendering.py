@@ -66,21 +66,3 @@ def test_free_text_goes_first(monkeypatch):
 def test_vertical_when_identifiers_do_not_fit(monkeypatch):
     text = render(rows(TOPIC), COLS, 80, monkeypatch)
     assert "-[ RECORD 1 ]" in text and f"topic           | {TOPIC}" in text
-
-
-def test_text_table_is_tabulates_simple_and_plain():
-    """output.text_table replaces tabulate (start-up); it must print what tabulate printed, byte for byte."""
-    import random
-
-    tabulate = pytest.importorskip("tabulate").tabulate
-    rnd = random.Random(13)
-    alphabet = "abcXYZ 0123456789-_ü标签🙂"
-    for _ in range(400):
-        ncol, nrow = rnd.randint(1, 6), rnd.randint(0, 5)
-        headers = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 12))) for _ in range(ncol)]
-        cells = [["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 15))) for _ in range(ncol)]
-                 for _ in range(nrow)]
-        assert output.text_table(cells, headers) == tabulate(cells, headers=headers, tablefmt="simple",
-                                                             disable_numparse=True)
-        if nrow:
-            assert output.text_table(cells) == tabulate(cells, tablefmt="plain", disable_numparse=True)

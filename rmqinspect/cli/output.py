@@ -209,20 +209,14 @@ def _print_table(rows: list[dict], columns, title, out, width=None, header=True)
 
 
 def text_table(cells: list[list[str]], headers: Sequence[str] | None = None) -> str:
-    """Plain-text columns, as tabulate's "simple" (with headers) and "plain" (without) formats print strings:
-    cells stripped, left-aligned, two spaces apart, a header at least two wider than its text, lines
-    right-stripped. Written here because importing tabulate cost each command ~40 ms at start-up
-    (importlib.metadata); tests/test_rendering.py checks the output is tabulate's, byte for byte."""
-    rows = [[c.strip() for c in row] for row in cells]
-    ncol = len(headers) if headers is not None else (len(rows[0]) if rows else 0)
+    """Plain-text columns: tabulate's "simple" format (with headers) or "plain" (without), numbers left as text.
+    Imported here, not at module load: tabulate pulls in importlib.metadata (~30 ms), which --help, --version
+    and commands that print no table should not pay."""
+    from tabulate import tabulate
+
     if headers is not None:
-        widths = [max([len(headers[i]) + 2] + [len(r[i]) for r in rows]) for i in range(ncol)]
-        lines = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)), "  ".join("-" * w for w in widths)]
-    else:
-        widths = [max(len(r[i]) for r in rows) for i in range(ncol)]
-        lines = []
-    lines += ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)) for r in rows]
-    return "\n".join(line.rstrip() for line in lines)
+        return tabulate(cells, headers=list(headers), tablefmt="simple", disable_numparse=True)
+    return tabulate(cells, tablefmt="plain", disable_numparse=True)
 
 
 def _print_vertical(rows: list[dict], columns: list[str], title, out) -> None:
