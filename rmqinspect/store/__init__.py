@@ -8,6 +8,7 @@ from functools import cached_property
 from .broker_conf import configured
 from .checkpoint import CheckpointData, read_checkpoint
 from .commitlog import CommitLog
+from .dledger import DLedgerLog
 from .errors import RmqInspectError
 from .layout import StoreLayout
 
@@ -35,6 +36,13 @@ class Store:
         return CommitLog.open(self.layout, size)
 
     @cached_property
+    def dledger(self) -> DLedgerLog | None:
+        """The DLedger member (index, checkpoint, currterm) when the store is in DLedger mode, else None."""
+        if self.layout.dledger is None:
+            return None
+        return DLedgerLog(self.layout.dledger, self.commitlog.files)
+
+    @cached_property
     def checkpoint(self) -> CheckpointData | None:
         return read_checkpoint(self.layout.checkpoint_path)
 
@@ -43,6 +51,8 @@ class Store:
         return self.layout.abort_present
 
     def close(self) -> None:
+        if "dledger" in self.__dict__ and self.dledger is not None:
+            self.dledger.close()
         if "commitlog" in self.__dict__:
             self.commitlog.close()
 

@@ -235,6 +235,9 @@ def _python_row(buf, t) -> list:
             1 if h.magic_code == _V1 else 2]
 
 
+python_row = _python_row  # for the DLedger entry walk (store.dledger), which scans one record per entry
+
+
 def _python_run(file: MappedFile, rows: list) -> RecordRun:
     return RecordRun(file, np.array([tuple(r) for r in rows], dtype=RECORD_DTYPE))
 
@@ -255,6 +258,13 @@ def walk_file(file: MappedFile, start: int = 0, limit: int | None = None, *, che
     walk goes on after it, instead of ending the file. ``release_pages``: drop walked pages from the map
     (``PageReleaser``).
     """
+    if file.dledger:
+        # entries around the records (DLedger mode): the same events, from the entry walk
+        from .dledger import walk_entries
+
+        yield from walk_entries(file, start, limit, check_crc=check_crc, accept_v2=accept_v2, batch=batch,
+                                python_runs=python_runs, crc_continue=crc_continue, release_pages=release_pages)
+        return
     buf = file.buffer
     if limit is None:
         limit = file.size
@@ -581,7 +591,9 @@ class CommitLog:
         if not entries:
             raise StoreNotFoundError("no commitlog files", layout.commitlog_dirs[0] if layout.commitlog_dirs else
                                      layout.root)
-        files = [MappedFile(p, start) for start, p in entries]
+        # DLedger mode: the member's data files, walked through their entries (MappedFile.dledger)
+        dledger = layout.dledger is not None
+        files = [MappedFile(p, start, dledger=dledger) for start, p in entries]
         notes = list(layout.notes)
         if file_size is None:
             file_size = infer_file_size(files, notes)
@@ -600,6 +612,11 @@ class CommitLog:
         return cls(files, file_size, gaps, notes)
 
     # --- geometry ----------------------------------------------------------------------------------
+    @property
+    def dledger(self) -> bool:
+        """Whether the files are DLedger data files (entries around the records)."""
+        return bool(self.files) and self.files[0].dledger
+
     @property
     def min_offset(self) -> int:
         return self.files[0].start
