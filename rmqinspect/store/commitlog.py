@@ -754,6 +754,8 @@ class CommitLog:
             if kind == MESSAGE or (kind == HALF and keep_going):
                 f = rec.file
                 msg = decode_slot(f.buffer, f.start, rec.position, rec.header, rec.body_pos, None, f.path)
+                if f.dledger:
+                    _attach_entry(msg, f, rec.position)
                 if kind == HALF:
                     msg.problems.append(rec.reason)
                 yield msg
@@ -768,9 +770,13 @@ class CommitLog:
         """Decode the single record at ``offset``; raise a CorruptDataError naming file and offset.
         ``accept_v2=False`` reads like a 4.x broker, to which a V2 record is an illegal magic code."""
         f, pos = self.locate(offset)
+        if f.dledger:
+            _refuse_entry_header(f, pos)
         for kind, p, size, hdr, bpos, _crc_ok, reason in scan_buffer(f.buffer, pos, f.size, False, accept_v2):
             if kind in (MESSAGE, HALF):
                 msg = decode_slot(f.buffer, f.start, p, hdr, bpos, None, f.path)
+                if f.dledger:
+                    _attach_entry(msg, f, p)
                 if kind == HALF:
                     raise CorruptDataError(reason, f.path, offset, kind=HALF)
                 return msg
@@ -785,6 +791,28 @@ class CommitLog:
     def close(self) -> None:
         for f in self.files:
             f.close()
+
+
+def _attach_entry(msg: Message, f: MappedFile, position: int) -> None:
+    """DLedger mode: the entry header 48 bytes before the record (index, term, pos ...) on the message; a
+    record with no valid entry in front of it says so in ``problems``."""
+    from .dledger import entry_for_message
+
+    try:
+        msg.dledger = entry_for_message(f.buffer, f.start, position, f).header_dict()
+    except CorruptDataError as e:
+        msg.problems.append(f"no DLedger entry frames this record: {e}")
+
+
+def _refuse_entry_header(f: MappedFile, position: int) -> None:
+    """DLedger mode: an offset at an entry header (not at the record 48 bytes later) is named as such."""
+    from .dledger import entry_header_problem, read_entry
+
+    if position + 48 <= f.size:
+        e = read_entry(f.buffer, position, f)
+        if not entry_header_problem(e, f.size - position):
+            raise CorruptDataError(f"DLedger entry {e.index} (term {e.term}) starts here; its message is at "
+                                   f"physical offset {e.physical_offset}", f.path, f.start + position)
 
 
 COMMITLOG_SIZE_SETTLE = "mappedFileSizeCommitLog in --broker-config"

@@ -96,6 +96,12 @@ class Entry:
                 "body_size": self.body_size}
 
 
+def read_entry(buf, position: int, file: MappedFile) -> Entry:
+    """The entry header at ``position`` of ``file`` (``buf`` is its buffer); no check."""
+    magic, size, index, term, pos, channel, chain_crc, body_crc, body_size = ENTRY_HEADER.unpack_from(buf, position)
+    return Entry(magic, size, index, term, pos, channel, chain_crc, body_crc, body_size, file, position)
+
+
 class EntryEvent(NamedTuple):
     """What the entry walk met at an entry boundary: an ``entry`` (header checks passed), a ``blank`` record,
     the ``end`` of written data (size 0), the file's end, or a ``bad`` header (``reason``)."""
@@ -156,7 +162,7 @@ def entry_events(file: MappedFile, start: int = 0, limit: int | None = None) -> 
         if rem < BODY_OFFSET:
             yield EntryEvent("bad", base + p, rem, file, p, reason="DLedger entry header cut off by the file end")
             return
-        e = Entry(*ENTRY_HEADER.unpack_from(buf, p), file, p)
+        e = read_entry(buf, p, file)
         why = entry_header_problem(e, rem)
         if why:
             yield EntryEvent("bad", base + p, rem, file, p, e, why)
@@ -426,7 +432,7 @@ class DLedgerLog:
         p = physical_offset - BODY_OFFSET
         for f in self.data_files:
             if f.start <= p and p + BODY_OFFSET <= f.start + f.size:
-                e = Entry(*ENTRY_HEADER.unpack_from(f.buffer, p - f.start), f, p - f.start)
+                e = read_entry(f.buffer, p - f.start, f)
                 return None if entry_header_problem(e, f.size - e.position) else e
         return None
 
@@ -440,7 +446,7 @@ def entry_for_message(buf, base: int, position: int, file: MappedFile) -> Entry:
     p = position - BODY_OFFSET
     if p < 0:
         raise CorruptDataError("no DLedger entry header before this record", file.path, base + position)
-    e = Entry(*ENTRY_HEADER.unpack_from(buf, p), file, p)
+    e = read_entry(buf, p, file)
     why = entry_header_problem(e, file.size - p)
     if why:
         raise CorruptDataError(why, file.path, base + p)
@@ -450,3 +456,36 @@ def entry_for_message(buf, base: int, position: int, file: MappedFile) -> Entry:
 __all__ = ["Entry", "EntryEvent", "DLedgerLog", "DLedgerIndex", "DLedgerCheckpoint", "DLedgerTerm", "IndexUnit",
            "walk_entries", "entry_events", "entry_header_problem", "read_dledger_checkpoint", "read_currterm",
            "entry_for_message", "Kind"]
+
+
+def dledger_info(log: DLedgerLog) -> dict:
+    """What the member's files say, for ``store-info``/``summary``: ids, term, checkpoint, the last entry (walked
+    from the third-last data file, as DLedger's recovery does), and the file sets. ``group``/``peers`` come only
+    from --broker-config (``dLegerGroup``/``dLegerPeers``): no DLedger file records them."""
+    from ..formats.dledger import RECOVER_FROM_FILES_FROM_END
+    from .broker_conf import configured
+
+    cp, ct = log.checkpoint, log.currterm
+    last: Entry | None = None
+    stop = ""
+    for ev in log.events(max(len(log.data_files) - RECOVER_FROM_FILES_FROM_END, 0)):
+        if ev.kind == "entry":
+            last = ev.entry
+        elif ev.kind != "blank":
+            stop = f"{ev.kind} at {ev.offset}" + (f": {ev.reason}" if ev.reason else "")
+    group, peers = configured("dLegerGroup"), configured("dLegerPeers")
+    return {
+        "mode": "dledger",
+        "self_id": log.self_id,
+        "member_dir": log.member.dir,
+        "chosen_by": log.member.how,
+        "group": group.value if group else None,
+        "peers": peers.value if peers else None,
+        "curr_term": ct.curr_term, "vote_leader": ct.vote_leader, "currterm_present": ct.present,
+        "checkpoint_present": cp.present, "committed_index": cp.committed_index, "end_index": cp.end_index,
+        "last_entry_index": last.index if last else None, "last_entry_term": last.term if last else None,
+        "data_end": last.end if last else None, "walk_stop": stop,
+        "data_files": [{"name": f.name, "size": f.size} for f in log.data_files],
+        "index_files": [{"name": f.name, "size": f.size} for f in log.index.files],
+        "index_file_size": log.index.file_size,
+    }
