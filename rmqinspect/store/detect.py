@@ -120,7 +120,9 @@ def detect_store(store, broker_version: BrokerVersion | None = None,
     add("tiered_index_file/", os.path.isdir(os.path.join(root, "tiered_index_file")), "tiered-store index",
         "5.2.0+")
     member = store.layout.dledger
-    add("dledger-<selfId>/data", member is not None, f"DLedger mode, member {member.self_id}: messages in DLedger entries (4.5+)" if member else "no DLedger member directory", "")
+    add("dledger-<selfId>/data", member is not None,
+        f"DLedger mode, member {member.self_id}: messages in DLedger entries (4.5+)" if member
+        else "no DLedger member directory", "")
     # records: V2 magic, __CRC32# property, inner batch
     v2 = crc = inner = 0
     seen = 0
