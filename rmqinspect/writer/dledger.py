@@ -40,6 +40,7 @@ from ..formats.properties import PROPERTY_SEPARATOR_B, crc32_trailer
 from .commitlog import AppendResult, MessageSpec
 from .store import StoreWriter
 
+
 @dataclass
 class EntryWritten:
     index: int
