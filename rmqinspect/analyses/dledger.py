@@ -43,7 +43,7 @@ def entry_problems(log: DLedgerLog) -> Iterator[EntryProblem]:
     files = log.data_files
     last: Entry | None = None
     ended_in: str | None = None
-    for i, f in enumerate(files):
+    for f in files:
         evs = list(entry_events(f))
         if ended_in is not None and any(ev.kind == "entry" for ev in evs):
             first = next(ev for ev in evs if ev.kind == "entry")
