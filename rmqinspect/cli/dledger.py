@@ -44,7 +44,8 @@ def dledger_peers(stores, fmt):
                                    ("first divergent index", d["first_divergent_index"]),
                                    ("how", f"{div['how']}: {div['detail']}" if div else "no divergence")]
                  + [("note", n) for n in d["notes"]])
-        emit(({"peer": p["label"], **p} for p in d["peers"]), "table", PEER_COLUMNS)
+        # store paths are identifiers: never cut (a wide cell)
+        emit(({"peer": p["label"], **p} for p in d["peers"]), "table", PEER_COLUMNS, cell_width=4096)
 
     emit_document(doc, fmt, render)
     if rep.first_divergent_index is not None:
