@@ -29,6 +29,8 @@ def invocations(store, exp, out):
         "consumer-lag": [["consumer-lag", store]],
         "rebuild": [["rebuild", store, "--dry-run"], ["rebuild", store, "--out", str(out / "rebuilt")]],
         "store-info": [["store-info", store]],
+        # a store compared with itself: no divergence (on a store that is not in DLedger mode: exit 3)
+        "dledger-peers": [["dledger-peers", store, store]],
         "config": [["config", store]],
         "rocksdb-cq": [["rocksdb-cq", store, "--list"]],
         "batch-cq": [["batch-cq", store]],

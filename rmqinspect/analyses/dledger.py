@@ -33,7 +33,7 @@ class EntryProblem:
     kind: str  # dledger_entry | dledger_index | dledger_term | dledger_index_unit | dledger_blank | dledger_record
     start: int
     end: int
-    file: str | None
+    file: str | None  # path of the data file (index directory, currterm file) as the store was opened
     position: int | None
     reason: str
 
@@ -47,20 +47,20 @@ def entry_problems(log: DLedgerLog) -> Iterator[EntryProblem]:
         evs = list(entry_events(f))
         if ended_in is not None and any(ev.kind == "entry" for ev in evs):
             first = next(ev for ev in evs if ev.kind == "entry")
-            yield EntryProblem("dledger_entry", first.offset, f.end, f.name, first.position,
+            yield EntryProblem("dledger_entry", first.offset, f.end, f.path, first.position,
                                f"entries after the end of the data in {ended_in}: DLedger's recovery never "
                                "reaches them")
         buf = f.buffer
         for ev in evs:
             if ev.kind == "bad":
-                yield EntryProblem("dledger_entry", ev.offset, f.end, f.name, ev.position, ev.reason)
+                yield EntryProblem("dledger_entry", ev.offset, f.end, f.path, ev.position, ev.reason)
             elif ev.kind == "blank":
                 left = f.size - ev.position
                 if ev.size != left:
-                    yield EntryProblem("dledger_blank", ev.offset, f.end, f.name, ev.position,
+                    yield EntryProblem("dledger_blank", ev.offset, f.end, f.path, ev.position,
                                        f"blank record declares {ev.size} bytes, {left} are left in the file")
             elif ev.kind == "file_end":
-                yield EntryProblem("dledger_entry", ev.offset, ev.offset, f.name, ev.position,
+                yield EntryProblem("dledger_entry", ev.offset, ev.offset, f.path, ev.position,
                                    "the file ends without a blank record (an entry always leaves 8 bytes)")
             elif ev.kind == "end":
                 pass  # where the data stops (checked below: nothing may follow in later files)
@@ -68,17 +68,17 @@ def entry_problems(log: DLedgerLog) -> Iterator[EntryProblem]:
                 e = ev.entry
                 assert e is not None
                 if last is not None and e.index != last.index + 1:
-                    yield EntryProblem("dledger_index", e.offset, e.end, f.name, e.position,
+                    yield EntryProblem("dledger_index", e.offset, e.end, f.path, e.position,
                                        f"entry index {e.index} after {last.index} (not consecutive)")
                 if last is not None and e.term < last.term:
-                    yield EntryProblem("dledger_term", e.offset, e.end, f.name, e.position,
+                    yield EntryProblem("dledger_term", e.offset, e.end, f.path, e.position,
                                        f"entry term {e.term} < previous entry's term {last.term}")
                 u = log.index.unit(e.index)
                 if u is None:
-                    yield EntryProblem("dledger_index_unit", e.offset, e.end, f.name, e.position,
+                    yield EntryProblem("dledger_index_unit", e.offset, e.end, f.path, e.position,
                                        f"no index unit for entry {e.index} (index files too short)")
                 elif (u.magic, u.pos, u.size, u.index, u.term) != (e.magic, e.offset, e.size, e.index, e.term):
-                    yield EntryProblem("dledger_index_unit", e.offset, e.end, f.name, e.position,
+                    yield EntryProblem("dledger_index_unit", e.offset, e.end, f.path, e.position,
                                        f"index unit (magic {u.magic}, pos {u.pos}, size {u.size}, index {u.index}, "
                                        f"term {u.term}) does not match the entry (magic {e.magic}, pos {e.offset}, "
                                        f"size {e.size}, index {e.index}, term {e.term}); DLedger rewrites the index "
@@ -89,10 +89,10 @@ def entry_problems(log: DLedgerLog) -> Iterator[EntryProblem]:
                     phys = int.from_bytes(buf[m + PHYSICAL_OFFSET_POSITION:m + PHYSICAL_OFFSET_POSITION + 8], "big",
                                           signed=True)
                     if total != e.body_size:
-                        yield EntryProblem("dledger_record", e.physical_offset, e.end, f.name, m,
+                        yield EntryProblem("dledger_record", e.physical_offset, e.end, f.path, m,
                                            f"record TOTALSIZE {total} != entry bodySize {e.body_size}")
                     if phys != e.physical_offset:
-                        yield EntryProblem("dledger_record", e.physical_offset, e.end, f.name, m,
+                        yield EntryProblem("dledger_record", e.physical_offset, e.end, f.path, m,
                                            f"record PHYSICALOFFSET {phys} != entry pos + 48 = {e.physical_offset}")
                 last = e
         if ended_in is None and evs and evs[-1].kind != "blank":
@@ -101,12 +101,12 @@ def entry_problems(log: DLedgerLog) -> Iterator[EntryProblem]:
         u = log.index.unit(last.index + 1)
         if u is not None and (u.magic or u.size or u.pos):
             at = (last.index + 1) * INDEX_UNIT_SIZE
-            yield EntryProblem("dledger_index_unit", at, at + INDEX_UNIT_SIZE, "index", at,
+            yield EntryProblem("dledger_index_unit", at, at + INDEX_UNIT_SIZE, log.member.index_dir, at,
                                f"index unit after the last entry {last.index} is not zero (index {u.index}, term "
                                f"{u.term}): left from a longer log; recovery truncates it")
         ct = log.currterm
         if ct.curr_term is not None and ct.curr_term < last.term:
-            yield EntryProblem("dledger_term", last.offset, last.end, "currterm", None,
+            yield EntryProblem("dledger_term", last.offset, last.end, log.member.currterm_path, None,
                                f"currterm {ct.curr_term} < the last entry's term {last.term}")
 
 
