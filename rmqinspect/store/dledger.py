@@ -208,7 +208,21 @@ def walk_entries(file: MappedFile, start: int = 0, limit: int | None = None, *, 
         pending.clear()
         return run
 
-    for ev in entry_events(file, _entry_start(buf, base, start), limit):
+    pos = _entry_start(buf, base, start)
+    while True:
+        if ext is not None:
+            # the compiled scanner takes every run of well-formed entries; Python decides the rest, one at a time
+            raw, n, stop = ext.scan_entries(buf, pos, limit, base, check_crc, accept_v2, batch, RECORD_SIZE_CAP)
+            if n:
+                run = flush()
+                if run is not None:
+                    yield run
+                yield RecordRun(file, np.frombuffer(raw, dtype=RECORD_DTYPE))
+                rel.advance(stop)
+                pos = stop
+                if n == batch:
+                    continue
+        ev = next(entry_events(file, pos, limit))
         kind = ev.kind
         if kind != "entry":
             run = flush()
@@ -225,15 +239,7 @@ def walk_entries(file: MappedFile, start: int = 0, limit: int | None = None, *, 
             rel.finish(file.size)
             return
         m = ev.position + BODY_OFFSET
-        mend = ev.position + ev.size
-        if ext is not None:
-            raw, n, np_ = ext.scan_messages(buf, m, mend, check_crc, accept_v2, 1, RECORD_SIZE_CAP)
-            if n == 1 and np_ == mend:
-                pending.append(raw)
-                if len(pending) >= batch:
-                    yield flush()  # type: ignore[misc]
-                    rel.advance(mend)
-                continue
+        mend = pos = ev.position + ev.size
         one = next(scan_buffer(buf, m, mend, False if crc_continue else check_crc, accept_v2))
         rkind, p, size, hdr, bpos, crc_ok, reason = one
         if rkind == MESSAGE and crc_continue and check_crc:
@@ -249,10 +255,8 @@ def walk_entries(file: MappedFile, start: int = 0, limit: int | None = None, *, 
                 pending.append(np.array([tuple(python_row(buf, one))], dtype=RECORD_DTYPE).tobytes())
                 if len(pending) >= batch:
                     yield flush()  # type: ignore[misc]
+                    rel.advance(mend)
             else:
-                run = flush()
-                if run is not None:
-                    yield run
                 yield Record(MESSAGE, base + p, size, file, p, hdr, bpos, crc_ok, "")
             continue
         run = flush()
@@ -273,9 +277,6 @@ def walk_entries(file: MappedFile, start: int = 0, limit: int | None = None, *, 
                      f"record inside DLedger entry {ev.entry.index if ev.entry else '?'}: {why}")
         rel.finish(file.size)
         return
-    run = flush()
-    if run is not None:
-        yield run
 
 
 # --- the member's other files ---------------------------------------------------------------------------
