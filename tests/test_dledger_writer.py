@@ -126,3 +126,26 @@ def test_compiled_and_python_entry_walks_agree_on_damage(tmp_path):
                 else:
                     assert kinds == ["message"] * 3 + ["crc" if crc else "message"] + ["message"] * 3 + ["half"] \
                         + ["message"] * 4 + ["illegal"]
+
+
+def test_salvage_keeps_the_record_of_an_entry_whose_header_is_damaged(tmp_path):
+    from rmqinspect.analyses.dledger import entry_problems
+    from rmqinspect.analyses.salvage import salvage
+
+    root = tmp_path / "store"
+    with DLedgerStoreWriter(str(root), data_file_size=1 << 16, cq_file_size=200, index_slots=16, index_max=64) as w:
+        for i in range(30):
+            w.append(_spec(i))
+    e = w.dledger.entries[10]
+    p = root / "dledger-n0" / "data" / ("%020d" % 0)
+    data = bytearray(p.read_bytes())
+    data[e.pos:e.pos + 4] = (0x0BADBEEF).to_bytes(4, "big")
+    p.write_bytes(bytes(data))
+    with Store.open(root) as st:
+        r = dledger_recover(st)
+        assert (r.ledger_end_index, r.data_end) == (9, e.pos)
+        rep = salvage(st, r.data_end)
+        assert [(d.start, d.end) for d in rep.regions] == [(e.pos, e.pos + 48)]  # exactly the header
+        assert [m.physical_offset for m in rep.messages][:2] == [e.pos + 48, w.dledger.entries[11].pos + 48]
+        assert len(rep.messages) == 20
+        assert [p.kind for p in entry_problems(st.dledger)] == ["dledger_entry"]

@@ -43,6 +43,7 @@ def entry_problems(log: DLedgerLog) -> Iterator[EntryProblem]:
     files = log.data_files
     last: Entry | None = None
     ended_in: str | None = None
+    stopped = False  # a header DLedger rejects: what follows is not its log
     for f in files:
         evs = list(entry_events(f))
         if ended_in is not None and any(ev.kind == "entry" for ev in evs):
@@ -53,7 +54,9 @@ def entry_problems(log: DLedgerLog) -> Iterator[EntryProblem]:
         buf = f.buffer
         for ev in evs:
             if ev.kind == "bad":
-                yield EntryProblem("dledger_entry", ev.offset, f.end, f.path, ev.position, ev.reason)
+                stopped = True
+                yield EntryProblem("dledger_entry", ev.offset, f.end, f.path, ev.position,
+                                   f"{ev.reason}; DLedger's recovery stops here")
             elif ev.kind == "blank":
                 left = f.size - ev.position
                 if ev.size != left:
@@ -97,7 +100,7 @@ def entry_problems(log: DLedgerLog) -> Iterator[EntryProblem]:
                 last = e
         if ended_in is None and evs and evs[-1].kind != "blank":
             ended_in = f.name
-    if last is not None:
+    if last is not None and not stopped:
         u = log.index.unit(last.index + 1)
         if u is not None and (u.magic or u.size or u.pos):
             at = (last.index + 1) * INDEX_UNIT_SIZE

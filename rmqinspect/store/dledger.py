@@ -21,7 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..formats.constants import RECORD_SIZE_CAP
+from ..formats.commitlog import PHYSICAL_OFFSET_POSITION
+from ..formats.constants import MESSAGE_MAGICS, RECORD_SIZE_CAP
 from ..formats.dledger import (
     BLANK_MAGIC_CODE,
     BODY_OFFSET,
@@ -183,6 +184,18 @@ def _entry_start(buf, base: int, start: int) -> int:
     return start
 
 
+def _record_without_entry(buf, base: int, start: int, limit: int) -> bool:
+    """A RocketMQ record at ``start`` whose PHYSICALOFFSET says it is there (DLedgerCommitLog writes pos + 48),
+    with no valid entry header 48 bytes before it."""
+    if start < BODY_OFFSET or start + PHYSICAL_OFFSET_POSITION + 8 > limit:
+        return False
+    magic = _PREFIX.unpack_from(buf, start)[1]
+    if magic not in MESSAGE_MAGICS:
+        return False
+    return int.from_bytes(buf[start + PHYSICAL_OFFSET_POSITION:start + PHYSICAL_OFFSET_POSITION + 8], "big",
+                          signed=True) == base + start
+
+
 def walk_entries(file: MappedFile, start: int = 0, limit: int | None = None, *, check_crc: bool = True,
                  accept_v2: bool = True, batch: int = 8192, python_runs: bool = True, crc_continue: bool = False,
                  release_pages: bool = False) -> Iterator[RecordRun | Record]:
@@ -209,6 +222,13 @@ def walk_entries(file: MappedFile, start: int = 0, limit: int | None = None, *, 
         return run
 
     pos = _entry_start(buf, base, start)
+    if pos == start and _record_without_entry(buf, base, start, limit):
+        # a resynchronising caller (salvage) landed on a record whose entry header is damaged: the record
+        # itself (its PHYSICALOFFSET proves where it is), then the entry boundary after it
+        one = next(scan_buffer(buf, start, limit, check_crc, accept_v2))
+        if one[0] == MESSAGE:
+            yield RecordRun(file, np.array([tuple(python_row(buf, one))], dtype=RECORD_DTYPE))
+            pos = start + one[2]
     while True:
         if ext is not None:
             # the compiled scanner takes every run of well-formed entries; Python decides the rest, one at a time
