@@ -38,8 +38,9 @@ class EntryProblem:
     reason: str
 
 
-def entry_problems(log: DLedgerLog) -> Iterator[EntryProblem]:
-    """Every DLedger entry rule broken in the member's data and index files, in file order."""
+def entry_problems(log: DLedgerLog, counts: dict[str, int] | None = None) -> Iterator[EntryProblem]:
+    """Every DLedger entry rule broken in the member's data and index files, in file order; ``counts`` (when
+    given) receives the number of entries checked under ``dledger_entries``."""
     files = log.data_files
     last: Entry | None = None
     ended_in: str | None = None
@@ -70,6 +71,8 @@ def entry_problems(log: DLedgerLog) -> Iterator[EntryProblem]:
             else:
                 e = ev.entry
                 assert e is not None
+                if counts is not None:
+                    counts["dledger_entries"] = counts.get("dledger_entries", 0) + 1
                 if last is not None and e.index != last.index + 1:
                     yield EntryProblem("dledger_index", e.offset, e.end, f.path, e.position,
                                        f"entry index {e.index} after {last.index} (not consecutive)")

@@ -252,10 +252,10 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     if do_struct and store.dledger is not None:  # DLedger mode: the entry rules (analyses.dledger)
         from .dledger import entry_problems
 
-        for ep in entry_problems(store.dledger):
+        rep.counts["dledger_entries"] = 0
+        for ep in entry_problems(store.dledger, rep.counts):
             rep.add(Problem("structure", ep.kind, ep.start, ep.end, rel(ep.file), ep.position, ep.reason),
                     merge=False)
-        rep.counts["dledger_entries"] = n_msgs
     recs.finish()
     data_end = int(recs.np_offset[-1] + recs.np_size[-1]) if recs.np_offset.size else cl.min_offset
 
