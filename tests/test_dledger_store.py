@@ -178,3 +178,22 @@ def test_rebuild_from_entries_is_byte_identical(dl, tmp_path):
     assert len(mine) == len(theirs) and n > 0
     for a, b in zip(mine, theirs):
         assert (out / "index" / a).read_bytes() == (store / "index" / b).read_bytes()
+
+
+def test_walk_from_a_message_offset_and_single_file_layout(dl):
+    """Callers start walks at RocketMQ physical offsets (rebuild --from, decode-commitlog --from): in DLedger
+    mode a message's offset is 48 bytes into its entry, and the walk starts with that message. A data file
+    given alone opens the same member."""
+    path, exp = dl
+    msgs = exp["messages"]
+    k = len(msgs) // 2
+    with Store.open(path / "store") as st:
+        got = [s.offset for s in st.commitlog.scan(msgs[k]["physicalOffset"], check_crc=False)
+               if s.kind == "message"]
+        assert got[:3] == [m["physicalOffset"] for m in msgs[k:k + 3]]
+    last = sorted((path / "store" / "dledger-n0" / "data").iterdir())[-1]
+    with Store.open(last) as st:
+        assert st.layout.dledger is not None and st.layout.single_file == str(last)
+        assert st.commitlog.dledger and len(st.commitlog.files) == 1
+        first = next(m for m in st.commitlog.messages())
+        assert first.dledger["pos"] == int(last.name) and first.physical_offset == int(last.name) + 48
