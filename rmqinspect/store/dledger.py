@@ -46,7 +46,6 @@ from .commitlog import (
     ILLEGAL,
     MESSAGE,
     RECORD_DTYPE,
-    Kind,
     PageReleaser,
     Record,
     RecordRun,
@@ -476,7 +475,7 @@ def entry_for_message(buf, base: int, position: int, file: MappedFile) -> Entry:
 
 __all__ = ["Entry", "EntryEvent", "DLedgerLog", "DLedgerIndex", "DLedgerCheckpoint", "DLedgerTerm", "IndexUnit",
            "walk_entries", "entry_events", "entry_header_problem", "read_dledger_checkpoint", "read_currterm",
-           "entry_for_message", "Kind"]
+           "entry_for_message", "read_entry", "dledger_info"]
 
 
 def dledger_info(log: DLedgerLog) -> dict:
