@@ -6,6 +6,7 @@ import pytest
 
 from rmqinspect.store import Store
 from rmqinspect.store.commitlog import BLANK, MESSAGE
+from support.dledger_ref import expected_walk
 
 FIELD_MAP = {
     "physicalOffset": "physical_offset", "storeSize": "total_size", "bodyCRC": "body_crc", "queueId": "queue_id",
@@ -57,6 +58,4 @@ def test_walk_matches_broker_records(scenario):
         walk = [(s.kind, s.offset, s.size) for s in st.commitlog.scan(check_crc=False) if s.kind in (MESSAGE, BLANK)]
     max_off = exp["stateAfterStart"]["commitLogMaxOffset"]
     walk = [w for w in walk if w[1] < max_off]
-    expected = [(r["kind"], r["physicalOffset"], r["size"] if r["kind"] == "message" else r["declaredTotalSize"])
-                for r in exp["records"] if r["kind"] in ("message", "blank")]
-    assert walk == expected
+    assert walk == expected_walk(exp)

@@ -31,6 +31,8 @@ def invocations(store, exp, out):
         "store-info": [["store-info", store]],
         "fate": [["fate", store, "--key", key, "--topic", topic], ["fate", store, "--msgid", m["uniqKey"]]],
         "dump": [["dump", store, "--offset", str(m["physicalOffset"] + 3), "--snap"]],
+        # a store compared with itself: no divergence (on a store that is not in DLedger mode: exit 3)
+        "dledger-peers": [["dledger-peers", store, store]],
         "config": [["config", store]],
         "rocksdb-cq": [["rocksdb-cq", store, "--list"]],
         "batch-cq": [["batch-cq", store]],

@@ -44,8 +44,9 @@ def test_queries_equal_the_broker(scenario, with_conf, tmp_path):
     exp = load_expected(scenario)
     if not exp.get("queries"):
         pytest.skip("no recorded queries")
-    if not (path / "store" / "commitlog").is_dir():
-        pytest.skip("DLedger layout: commitlog under dledger-*/ (not read by the index tools)")
+    if "dledgerVersion" in exp and exp["abortFilePresentBeforeLoad"]:
+        pytest.skip("DLedger crash: the broker deleted an index file and DLedger re-indexes nothing, so a query "
+                    "of the files on disk differs by design (test_index_oracle queries the files the broker kept)")
     conf = _conf_file(tmp_path, exp["storeConfig"]) if with_conf else None
     with broker_conf_in_effect(conf):
         on_disk, as_recovered, sources = _matches(path, exp)

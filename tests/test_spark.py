@@ -22,6 +22,7 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 from rmqinspect.analyses.export import export_local, read_dataset  # noqa: E402
 from rmqinspect.analyses.rows import topic_partition  # noqa: E402
 from rmqinspect.cli.main import cli  # noqa: E402
+from rmqinspect.store.layout import StoreLayout  # noqa: E402
 from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes  # noqa: E402
 from support.export_rows import assert_rows_equal_expected, sorted_rows  # noqa: E402
 from support.msgstores import common_specs, replicas, write_store  # noqa: E402
@@ -70,7 +71,8 @@ def test_spark_export_equals_local_and_expected(spark, name, tmp_path):
     srows = sorted_rows(read_dataset(str(tmp_path / "spark")))
     lrows = sorted_rows(read_dataset(str(tmp_path / "local")))
     assert res.rows == len(exp["messages"]) == len(srows)
-    assert res.files == len(os.listdir(path / "store" / "commitlog"))
+    # one task per commitlog file (DLedger mode: per data file of dledger-<selfId>/data)
+    assert res.files == len(os.listdir(StoreLayout.open(store).commitlog_dirs[0]))
     assert _norm(srows) == _norm(lrows)
     assert_rows_equal_expected(srows, exp)
     # same partition directories

@@ -307,7 +307,10 @@ def recovery_view(store) -> RecoveryView:
     plan = plan_recovery(store, RecoveryOptions(check_crc=crc.value if crc else True,
                                                 index_safe=safe.value if safe else False, with_salvage=False,
                                                 keep_redispatch=False, model_start=False))
-    return RecoveryView(plan.truncate_offset, plan.redispatch_first, plan.redispatch_last)
+    # DLedger mode: nothing on disk before the data end is cut (a leader commits it again), whatever the
+    # checkpoint's committed position (recovery.dledger)
+    cut = plan.dledger.data_end if plan.dledger is not None else plan.truncate_offset  # type: ignore[attr-defined]
+    return RecoveryView(cut, plan.redispatch_first, plan.redispatch_last)
 
 
 def mark_fates(result: QueryMessageResult, view: RecoveryView | None) -> None:

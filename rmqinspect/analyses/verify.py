@@ -185,6 +185,8 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     rep.notes.extend(cl.notes)
     root = store.root
     rel = lambda p: os.path.relpath(p, root) if p else p  # noqa: E731
+    # where problems say the log files are (DLedger mode: the member's data/ directory)
+    cl_dir = os.path.relpath(store.layout.dledger.data_dir, root) if store.layout.dledger else "commitlog"
     need_records = any(c in checks for c in ("cq", "index", "checkpoint"))
     recs = _Records()
     do_crc = "crc" in checks
@@ -205,7 +207,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
             if check == "crc" and not do_crc or check == "structure" and not do_struct:
                 continue
             rep.add(Problem(check, item.kind, item.start, item.end,
-                            os.path.join("commitlog", item.file) if item.file else "commitlog", item.position,
+                            os.path.join(cl_dir, item.file) if item.file else cl_dir, item.position,
                             item.reason + (f" ({item.cause})" if item.cause and item.cause not in item.reason else "")),
                     merge=False)
             continue
@@ -233,12 +235,12 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
                 actual = zlib.crc32(buf[pos:end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
                 if stored != actual:
                     rep.add(Problem("crc", "property_crc", f.start + pos, f.start + end,
-                                    os.path.join("commitlog", f.name), pos,
+                                    os.path.join(cl_dir, f.name), pos,
                                     f"__CRC32# says {stored}, the record's CRC is {actual}"), merge=False)
         if do_struct:
             for t, name, pos, size, start, why in outliers.feed(f, r):
                 rep.add(Problem("structure", "store_time_outlier", start + pos, start + pos + size,
-                                os.path.join("commitlog", name), pos,
+                                os.path.join(cl_dir, name), pos,
                                 f"STORETIMESTAMP {t} is {why}: a damaged header field (the body CRC does not "
                                 "cover it), not a store time"), merge=False)
         ts = int(r["store_timestamp"].max())
@@ -247,6 +249,13 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
         if need_records:
             recs.append(f.start, r, topic_ids(u8, item.rows, topics))
     rep.counts["records"] = n_msgs
+    if do_struct and store.dledger is not None:  # DLedger mode: the entry rules (analyses.dledger)
+        from .dledger import entry_problems
+
+        rep.counts["dledger_entries"] = 0
+        for ep in entry_problems(store.dledger, rep.counts):
+            rep.add(Problem("structure", ep.kind, ep.start, ep.end, rel(ep.file), ep.position, ep.reason),
+                    merge=False)
     recs.finish()
     data_end = int(recs.np_offset[-1] + recs.np_size[-1]) if recs.np_offset.size else cl.min_offset
 

@@ -130,6 +130,17 @@ def _render(plan, lw) -> None:
         ("per topic", f"{lost.get('per_topic', {})} (intact records past truncation, plus damaged regions that "
          "held a cut consume-queue entry)"),
     ] + [("note", n) for n in plan.notes])
+    if plan.dledger is not None:  # DLedger mode (issue 14): DLedger's own recovery decides the offsets
+        d = plan.dledger
+        print_kv("DLedger recovery", [
+            ("member", d.self_id), ("ledger", f"index {d.ledger_begin_index} .. {d.ledger_end_index}, last term "
+                                              f"{d.ledger_end_term}, data end {d.data_end}"),
+            ("checkpoint committedIndex", d.checkpoint_committed_index if d.checkpoint_present else "no checkpoint"),
+            ("committed", f"index {d.committed_index}, pos {d.committed_pos}"),
+            ("max offset after load", d.max_offset_after_load),
+            ("max offset after start", f"{d.max_offset_after_start} (once leader: everything committed)"),
+            ("index rewritten from", d.index_rewritten_from if d.index_rewritten_from is not None else "none"),
+            ("current term / vote", f"{d.curr_term} / {d.vote_leader}")])
     changed = [q for q in plan.queues if q.files_deleted or q.entries_cut or q.redispatched]
     if changed:
         emit(({"queue": q.key, "max_offset_before": plan.consume_queue_max_offsets_before.get(q.key),

@@ -12,6 +12,7 @@ from .layout import StoreLayout
 if TYPE_CHECKING:
     from .checkpoint import CheckpointData
     from .commitlog import CommitLog
+    from .dledger import DLedgerLog
 
 
 class Store:
@@ -40,6 +41,15 @@ class Store:
         return CommitLog.open(self.layout, size)
 
     @cached_property
+    def dledger(self) -> DLedgerLog | None:
+        """The DLedger member (index, checkpoint, currterm) when the store is in DLedger mode, else None."""
+        from .dledger import DLedgerLog
+
+        if self.layout.dledger is None:
+            return None
+        return DLedgerLog(self.layout.dledger, self.commitlog.files)
+
+    @cached_property
     def checkpoint(self) -> CheckpointData | None:
         from .checkpoint import read_checkpoint
 
@@ -50,6 +60,8 @@ class Store:
         return self.layout.abort_present
 
     def close(self) -> None:
+        if "dledger" in self.__dict__ and self.dledger is not None:
+            self.dledger.close()
         if "commitlog" in self.__dict__:
             self.commitlog.close()
 

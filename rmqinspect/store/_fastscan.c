@@ -33,6 +33,99 @@ static inline int64_t rd64(const unsigned char *p) {
     return (int64_t)(((uint64_t)(uint32_t)rd32(p) << 32) | (uint64_t)(uint32_t)rd32(p + 4));
 }
 
+/* The broker's check of one record at pos (bytes up to limit): fills r (NFIELDS) and returns TOTALSIZE when it
+ * is a well-formed MESSAGE, 0 when anything else is there (the pure-Python scanner then decides what). */
+static inline Py_ssize_t check_record(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t limit, int check_crc,
+                                      int accept_v2, long long cap, int64_t *r) {
+    Py_ssize_t rem = limit - pos;
+    if (rem < 8) return 0;
+    const unsigned char *p = buf + pos;
+    int32_t total = rd32(p), magic = rd32(p + 4);
+    int version;
+    if (magic == MAGIC_V1) version = 1;
+    else if (magic == MAGIC_V2 && accept_v2) version = 2;
+    else return 0;
+    if (total < MIN_RECORD_SIZE || (Py_ssize_t)total > rem || (long long)total > cap) return 0;
+    if (rem < HEADER_V4 + 3) return 0;
+    int32_t sys_flag = rd32(p + 36);
+    Py_ssize_t born = (sys_flag & 0x10) ? 20 : 8, store = (sys_flag & 0x20) ? 20 : 8;
+    Py_ssize_t hsize = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born + 8 + store + 4 + 8 + 4;
+    if (rem < hsize + 3) return 0;
+    Py_ssize_t bpos = pos + hsize;
+    int32_t blen = rd32(buf + bpos - 4);
+    int crc_ok = -1;
+    Py_ssize_t tpos = bpos;
+    if (blen > 0) {
+        if (blen > total || bpos + blen > limit) return 0;
+        if (check_crc) {
+            uLong c = crc32(0L, Z_NULL, 0);
+            Py_ssize_t left = blen;
+            const unsigned char *b = buf + bpos;
+            while (left > 0) {
+                uInt chunk = left > (1 << 30) ? (1u << 30) : (uInt)left;
+                c = crc32(c, b, chunk);
+                b += chunk;
+                left -= chunk;
+            }
+            if ((int32_t)(c & 0x7FFFFFFF) != rd32(p + 8)) return 0;
+            crc_ok = 1;
+        }
+        tpos = bpos + blen;
+    }
+    Py_ssize_t tlen, tsz, ppos;
+    if (version == 1) {
+        if (tpos + 1 > limit) return 0;
+        tlen = (int8_t)buf[tpos];
+        tsz = 1;
+    } else {
+        if (tpos + 2 > limit) return 0;
+        tlen = rd16(buf + tpos);
+        tsz = 2;
+    }
+    ppos = tpos + tsz + tlen;
+    if (tlen < 0 || ppos + 2 > limit) return 0;
+    Py_ssize_t plen = rd16(buf + ppos);
+    if (plen > 0 && ppos + 2 + plen > limit) return 0;
+    Py_ssize_t calc = hsize + (blen > 0 ? blen : 0) + tsz + tlen + 2 + (plen > 0 ? plen : 0);
+    if (calc != total) return 0; /* HALF: the Python scanner reports it */
+    r[0] = pos;
+    r[1] = total;
+    r[2] = bpos;
+    r[3] = blen;
+    r[4] = crc_ok;
+    r[5] = sys_flag;
+    r[6] = rd32(p + 12);
+    r[7] = rd64(p + 20);
+    r[8] = rd64(p + 28);
+    r[9] = rd64(p + 48 + born);
+    r[10] = rd64(p + 40);
+    r[11] = tpos + tsz;
+    r[12] = tlen;
+    r[13] = ppos + 2;
+    r[14] = plen > 0 ? plen : 0;
+    r[15] = version;
+    return total;
+}
+
+/* Argument checks and the output buffer shared by both scanners; NULL with an exception set on error. */
+static PyObject *new_rows(Py_buffer *view, Py_ssize_t start, Py_ssize_t *limit, Py_ssize_t *max_records,
+                          Py_ssize_t min_size) {
+    if (*limit > view->len) *limit = view->len;
+    if (start < 0 || *max_records <= 0) {
+        PyErr_SetString(PyExc_ValueError, "bad start or max_records");
+        return NULL;
+    }
+    /* No more records than fit in the bytes to scan: bounds the output allocation (max_records * NFIELDS * 8
+     * cannot overflow) without changing the result (each record has at least min_size bytes). */
+    Py_ssize_t fit = (*limit > start ? (*limit - start) / min_size : 0) + 1;
+    if (*max_records > fit) *max_records = fit;
+    if (*max_records > PY_SSIZE_T_MAX / (Py_ssize_t)(NFIELDS * sizeof(int64_t))) {
+        PyErr_SetString(PyExc_OverflowError, "max_records too large");
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(*max_records * NFIELDS * sizeof(int64_t)));
+}
+
 static PyObject *scan_messages(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t start, limit, max_records;
@@ -40,22 +133,49 @@ static PyObject *scan_messages(PyObject *self, PyObject *args) {
     long long cap;
     if (!PyArg_ParseTuple(args, "y*nnppnL", &view, &start, &limit, &check_crc, &accept_v2, &max_records, &cap))
         return NULL;
-    if (limit > view.len) limit = view.len;
-    if (start < 0 || max_records <= 0) {
+    PyObject *out = new_rows(&view, start, &limit, &max_records, MIN_RECORD_SIZE);
+    if (!out) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "bad start or max_records");
         return NULL;
     }
-    /* No more records than fit in the bytes to scan: bounds the output allocation (max_records * NFIELDS * 8
-     * cannot overflow) without changing the result (each record has at least MIN_RECORD_SIZE bytes). */
-    Py_ssize_t fit = (limit > start ? (limit - start) / MIN_RECORD_SIZE : 0) + 1;
-    if (max_records > fit) max_records = fit;
-    if (max_records > PY_SSIZE_T_MAX / (Py_ssize_t)(NFIELDS * sizeof(int64_t))) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_OverflowError, "max_records too large");
-        return NULL;
+    int64_t *rec = (int64_t *)PyBytes_AS_STRING(out);
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t pos = start, n = 0;
+
+    Py_BEGIN_ALLOW_THREADS
+    while (n < max_records) {
+        Py_ssize_t total = check_record(buf, pos, limit, check_crc, accept_v2, cap, rec + n * NFIELDS);
+        if (!total) break;
+        n++;
+        pos += total;
     }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(max_records * NFIELDS * sizeof(int64_t)));
+    Py_END_ALLOW_THREADS
+
+    PyBuffer_Release(&view);
+    if (_PyBytes_Resize(&out, (Py_ssize_t)(n * NFIELDS * sizeof(int64_t))) < 0) return NULL;
+    return Py_BuildValue("Nnn", out, n, pos);
+}
+
+/*
+ * scan_entries: the same for a DLedger data file (rmqinspect.store.dledger.walk_entries): entries one after
+ * another from `start` (an entry boundary; `base` = the file's start offset), each a 48-byte big-endian header
+ * (formats/dledger.py) whose own checks pass - magic 1, size > 44, pos = base + position, bodySize + 48 = size,
+ * the entry inside the bytes - around one record that passes check_record bounded by the entry and whose
+ * TOTALSIZE is the bodySize. Stops at the first entry boundary where anything else is (blank, zeros, damage),
+ * which the Python walk then decides. Rows are the records' (positions of the records, entry position + 48).
+ */
+#define ENTRY_BODY_OFFSET 48
+#define ENTRY_HEADER_SIZE 44
+
+static PyObject *scan_entries(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, limit, max_records;
+    long long base, cap;
+    int check_crc, accept_v2;
+    if (!PyArg_ParseTuple(args, "y*nnLppnL", &view, &start, &limit, &base, &check_crc, &accept_v2, &max_records,
+                          &cap))
+        return NULL;
+    PyObject *out = new_rows(&view, start, &limit, &max_records, ENTRY_BODY_OFFSET + MIN_RECORD_SIZE);
     if (!out) {
         PyBuffer_Release(&view);
         return NULL;
@@ -67,75 +187,16 @@ static PyObject *scan_messages(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     while (n < max_records) {
         Py_ssize_t rem = limit - pos;
-        if (rem < 8) break;
+        if (rem < ENTRY_BODY_OFFSET) break;
         const unsigned char *p = buf + pos;
-        int32_t total = rd32(p), magic = rd32(p + 4);
-        int version;
-        if (magic == MAGIC_V1) version = 1;
-        else if (magic == MAGIC_V2 && accept_v2) version = 2;
-        else break;
-        if (total < MIN_RECORD_SIZE || (Py_ssize_t)total > rem || (long long)total > cap) break;
-        if (rem < HEADER_V4 + 3) break;
-        int32_t sys_flag = rd32(p + 36);
-        Py_ssize_t born = (sys_flag & 0x10) ? 20 : 8, store = (sys_flag & 0x20) ? 20 : 8;
-        Py_ssize_t hsize = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born + 8 + store + 4 + 8 + 4;
-        if (rem < hsize + 3) break;
-        Py_ssize_t bpos = pos + hsize;
-        int32_t blen = rd32(buf + bpos - 4);
-        int crc_ok = -1;
-        Py_ssize_t tpos = bpos;
-        if (blen > 0) {
-            if (blen > total || bpos + blen > limit) break;
-            if (check_crc) {
-                uLong c = crc32(0L, Z_NULL, 0);
-                Py_ssize_t left = blen;
-                const unsigned char *b = buf + bpos;
-                while (left > 0) {
-                    uInt chunk = left > (1 << 30) ? (1u << 30) : (uInt)left;
-                    c = crc32(c, b, chunk);
-                    b += chunk;
-                    left -= chunk;
-                }
-                if ((int32_t)(c & 0x7FFFFFFF) != rd32(p + 8)) break;
-                crc_ok = 1;
-            }
-            tpos = bpos + blen;
-        }
-        Py_ssize_t tlen, tsz, ppos;
-        if (version == 1) {
-            if (tpos + 1 > limit) break;
-            tlen = (int8_t)buf[tpos];
-            tsz = 1;
-        } else {
-            if (tpos + 2 > limit) break;
-            tlen = rd16(buf + tpos);
-            tsz = 2;
-        }
-        ppos = tpos + tsz + tlen;
-        if (tlen < 0 || ppos + 2 > limit) break;
-        Py_ssize_t plen = rd16(buf + ppos);
-        if (plen > 0 && ppos + 2 + plen > limit) break;
-        Py_ssize_t calc = hsize + (blen > 0 ? blen : 0) + tsz + tlen + 2 + (plen > 0 ? plen : 0);
-        if (calc != total) break; /* HALF: the Python scanner reports it */
-        int64_t *r = rec + n * NFIELDS;
-        r[0] = pos;
-        r[1] = total;
-        r[2] = bpos;
-        r[3] = blen;
-        r[4] = crc_ok;
-        r[5] = sys_flag;
-        r[6] = rd32(p + 12);
-        r[7] = rd64(p + 20);
-        r[8] = rd64(p + 28);
-        r[9] = rd64(p + 48 + born);
-        r[10] = rd64(p + 40);
-        r[11] = tpos + tsz;
-        r[12] = tlen;
-        r[13] = ppos + 2;
-        r[14] = plen > 0 ? plen : 0;
-        r[15] = version;
+        int32_t magic = rd32(p), size = rd32(p + 4), body_size = rd32(p + 44);
+        if (magic != 1 || size <= ENTRY_HEADER_SIZE || (Py_ssize_t)size > rem) break;
+        if (rd64(p + 24) != base + (long long)pos || (long long)body_size + ENTRY_BODY_OFFSET != size) break;
+        Py_ssize_t total = check_record(buf, pos + ENTRY_BODY_OFFSET, pos + size, check_crc, accept_v2, cap,
+                                        rec + n * NFIELDS);
+        if (total != body_size) break;
         n++;
-        pos += total;
+        pos += size;
     }
     Py_END_ALLOW_THREADS
 
@@ -425,6 +486,9 @@ static PyObject *java_hash_utf8(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"scan_messages", scan_messages, METH_VARARGS,
      "scan_messages(buf, start, limit, check_crc, accept_v2, max_records, size_cap) -> (records, count, stop_pos)"},
+    {"scan_entries", scan_entries, METH_VARARGS,
+     "scan_entries(buf, start, limit, base, check_crc, accept_v2, max_records, size_cap) -> (records, count, "
+     "stop_pos): scan_messages over the records inside DLedger entries"},
     {"dispatch_fields", dispatch_fields, METH_VARARGS,
      "dispatch_fields(buf, rows, want_keys) -> (fields, key_hashes, topics)"},
     {"java_hash_utf8", java_hash_utf8, METH_VARARGS,

@@ -235,6 +235,9 @@ def _python_row(buf, t) -> list:
             1 if h.magic_code == _V1 else 2]
 
 
+python_row = _python_row  # for the DLedger entry walk (store.dledger), which scans one record per entry
+
+
 def _python_run(file: MappedFile, rows: list) -> RecordRun:
     return RecordRun(file, np.array([tuple(r) for r in rows], dtype=RECORD_DTYPE))
 
@@ -255,6 +258,13 @@ def walk_file(file: MappedFile, start: int = 0, limit: int | None = None, *, che
     walk goes on after it, instead of ending the file. ``release_pages``: drop walked pages from the map
     (``PageReleaser``).
     """
+    if file.dledger:
+        # entries around the records (DLedger mode): the same events, from the entry walk
+        from .dledger import walk_entries
+
+        yield from walk_entries(file, start, limit, check_crc=check_crc, accept_v2=accept_v2, batch=batch,
+                                python_runs=python_runs, crc_continue=crc_continue, release_pages=release_pages)
+        return
     buf = file.buffer
     if limit is None:
         limit = file.size
@@ -581,7 +591,9 @@ class CommitLog:
         if not entries:
             raise StoreNotFoundError("no commitlog files", layout.commitlog_dirs[0] if layout.commitlog_dirs else
                                      layout.root)
-        files = [MappedFile(p, start) for start, p in entries]
+        # DLedger mode: the member's data files, walked through their entries (MappedFile.dledger)
+        dledger = layout.dledger is not None
+        files = [MappedFile(p, start, dledger=dledger) for start, p in entries]
         notes = list(layout.notes)
         if file_size is None:
             file_size = infer_file_size(files, notes)
@@ -600,6 +612,11 @@ class CommitLog:
         return cls(files, file_size, gaps, notes)
 
     # --- geometry ----------------------------------------------------------------------------------
+    @property
+    def dledger(self) -> bool:
+        """Whether the files are DLedger data files (entries around the records)."""
+        return bool(self.files) and self.files[0].dledger
+
     @property
     def min_offset(self) -> int:
         return self.files[0].start
@@ -737,6 +754,8 @@ class CommitLog:
             if kind == MESSAGE or (kind == HALF and keep_going):
                 f = rec.file
                 msg = decode_slot(f.buffer, f.start, rec.position, rec.header, rec.body_pos, None, f.path)
+                if f.dledger:
+                    _attach_entry(msg, f, rec.position)
                 if kind == HALF:
                     msg.problems.append(rec.reason)
                 yield msg
@@ -751,9 +770,13 @@ class CommitLog:
         """Decode the single record at ``offset``; raise a CorruptDataError naming file and offset.
         ``accept_v2=False`` reads like a 4.x broker, to which a V2 record is an illegal magic code."""
         f, pos = self.locate(offset)
+        if f.dledger:
+            _refuse_entry_header(f, pos)
         for kind, p, size, hdr, bpos, _crc_ok, reason in scan_buffer(f.buffer, pos, f.size, False, accept_v2):
             if kind in (MESSAGE, HALF):
                 msg = decode_slot(f.buffer, f.start, p, hdr, bpos, None, f.path)
+                if f.dledger:
+                    _attach_entry(msg, f, p)
                 if kind == HALF:
                     raise CorruptDataError(reason, f.path, offset, kind=HALF)
                 return msg
@@ -768,6 +791,28 @@ class CommitLog:
     def close(self) -> None:
         for f in self.files:
             f.close()
+
+
+def _attach_entry(msg: Message, f: MappedFile, position: int) -> None:
+    """DLedger mode: the entry header 48 bytes before the record (index, term, pos ...) on the message; a
+    record with no valid entry in front of it says so in ``problems``."""
+    from .dledger import entry_for_message
+
+    try:
+        msg.dledger = entry_for_message(f.buffer, f.start, position, f).header_dict()
+    except CorruptDataError as e:
+        msg.problems.append(f"no DLedger entry frames this record: {e}")
+
+
+def _refuse_entry_header(f: MappedFile, position: int) -> None:
+    """DLedger mode: an offset at an entry header (not at the record 48 bytes later) is named as such."""
+    from .dledger import entry_header_problem, read_entry
+
+    if position + 48 <= f.size:
+        e = read_entry(f.buffer, position, f)
+        if not entry_header_problem(e, f.size - position):
+            raise CorruptDataError(f"DLedger entry {e.index} (term {e.term}) starts here; its message is at "
+                                   f"physical offset {e.physical_offset}", f.path, f.start + position)
 
 
 COMMITLOG_SIZE_SETTLE = "mappedFileSizeCommitLog in --broker-config"

@@ -18,6 +18,7 @@ from ..formats.checkpoint import CHECKPOINT_TABLE
 from ..formats.constants import SysFlag
 from ..formats.properties import crc32_trailer_rows
 from .commitlog import RecordRun
+from .dledger import dledger_info
 from .errors import RmqInspectError
 from .rocksdb_cq import is_rocksdb_dir, rocksdb_files
 from .version import BrokerVersion
@@ -41,6 +42,7 @@ class StoreDetection:
     consume_queue_kind: str  # "file" | "rocksdb" | "file+rocksdb" | "none"
     evidence: list[Evidence] = field(default_factory=list)
     override: BrokerVersion | None = None
+    dledger: dict | None = None  # store.dledger.dledger_info in DLedger mode (enableDLegerCommitLog)
 
     @property
     def broker_version(self) -> BrokerVersion | None:
@@ -66,7 +68,8 @@ class StoreDetection:
     def to_dict(self) -> dict:
         return {"version_guess": self.version_guess, "version": self.version,
                 "override": self.override.text if self.override is not None else None,
-                "consume_queue_kind": self.consume_queue_kind, "evidence": [asdict(e) for e in self.evidence]}
+                "consume_queue_kind": self.consume_queue_kind, "evidence": [asdict(e) for e in self.evidence],
+                "commitlog_mode": "dledger" if self.dledger else "commitlog", "dledger": self.dledger}
 
 
 def _dir_nonempty(p: str) -> bool:
@@ -116,6 +119,10 @@ def detect_store(store, broker_version: BrokerVersion | None = None,
     add("batchconsumequeue/", _dir_nonempty(os.path.join(root, "batchconsumequeue")), "BatchConsumeQueue", "5.x")
     add("tiered_index_file/", os.path.isdir(os.path.join(root, "tiered_index_file")), "tiered-store index",
         "5.2.0+")
+    member = store.layout.dledger
+    add("dledger-<selfId>/data", member is not None,
+        f"DLedger mode, member {member.self_id}: messages in DLedger entries (4.5+)" if member
+        else "no DLedger member directory", "")
     # records: V2 magic, __CRC32# property, inner batch
     v2 = crc = inner = 0
     seen = 0
@@ -144,4 +151,5 @@ def detect_store(store, broker_version: BrokerVersion | None = None,
         guess = "4.x"
     else:
         guess = "unknown"
-    return StoreDetection(guess, kind, ev, broker_version)
+    info = dledger_info(store.dledger) if store.layout.dledger is not None else None
+    return StoreDetection(guess, kind, ev, broker_version, info)

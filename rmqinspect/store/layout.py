@@ -6,6 +6,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ..formats.dledger import CHECKPOINT_FILE, CURRTERM_FILE, DATA_DIR, INDEX_DIR, MEMBER_DIR_PREFIX
+from .broker_conf import configured
 from .errors import StoreNotFoundError, UnsafeOutputError
 
 # exactly 20 ASCII digits (``\d`` would also take Arabic-Indic digits, which int() accepts), and a Java long:
@@ -32,6 +34,78 @@ def looks_like_offset_file_name(name: str) -> bool:
 
 
 @dataclass
+class DLedgerMember:
+    """Paths of one DLedger member's files (``<storePathRootDir>/dledger-<selfId>``, DLedgerConfig.getDefaultPath).
+
+    In DLedger mode the messages live in the member's ``data/`` files (entries) instead of ``commitlog/``."""
+
+    self_id: str
+    dir: str
+    data_dir: str
+    index_dir: str
+    checkpoint_path: str
+    currterm_path: str
+    how: str = ""  # how the member was chosen (directory found, or --broker-config keys)
+
+    @classmethod
+    def at(cls, member_dir: str, how: str = "") -> DLedgerMember:
+        name = os.path.basename(os.path.abspath(member_dir))
+        return cls(self_id=name[len(MEMBER_DIR_PREFIX):], dir=member_dir,
+                   data_dir=os.path.join(member_dir, DATA_DIR), index_dir=os.path.join(member_dir, INDEX_DIR),
+                   checkpoint_path=os.path.join(member_dir, CHECKPOINT_FILE),
+                   currterm_path=os.path.join(member_dir, CURRTERM_FILE), how=how)
+
+    def index_file_paths(self) -> list[tuple[int, str]]:
+        """(start byte, path) of every DLedger index file, sorted."""
+        if not os.path.isdir(self.index_dir):
+            return []
+        return sorted((int(n), os.path.join(self.index_dir, n)) for n in os.listdir(self.index_dir)
+                      if is_offset_file_name(n) and os.path.isfile(os.path.join(self.index_dir, n)))
+
+
+def is_dledger_member_dir(path: str) -> bool:
+    """``dledger-<selfId>`` holding a ``data/`` directory (the layout DLedger creates)."""
+    return (os.path.basename(os.path.abspath(path)).startswith(MEMBER_DIR_PREFIX)
+            and os.path.isdir(os.path.join(path, DATA_DIR)))
+
+
+def is_dledger_data_dir(path: str) -> bool:
+    """The ``data/`` directory of a DLedger member: files in it hold DLedger entries, not commitlog records."""
+    a = os.path.abspath(path)
+    return os.path.basename(a) == DATA_DIR and os.path.basename(os.path.dirname(a)).startswith(MEMBER_DIR_PREFIX)
+
+
+def dledger_members(root: str) -> list[str]:
+    """The ``dledger-<selfId>`` member directories under a store root, sorted."""
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    return [os.path.join(root, n) for n in names if n.startswith(MEMBER_DIR_PREFIX)
+            and is_dledger_member_dir(os.path.join(root, n))]
+
+
+def _choose_member(root: str) -> DLedgerMember | None:
+    """The DLedger member of a store root: ``dLegerSelfId`` from --broker-config when given, else the only
+    ``dledger-*`` directory. Several members without the key is refused (never guessed)."""
+    members = dledger_members(root)
+    self_id = configured("dLegerSelfId")
+    if self_id is not None:
+        want = os.path.join(root, MEMBER_DIR_PREFIX + str(self_id.value))
+        if not is_dledger_member_dir(want):
+            raise StoreNotFoundError(f"dLegerSelfId={self_id.value} ({self_id.detail}) but there is no "
+                                     f"{MEMBER_DIR_PREFIX}{self_id.value}/{DATA_DIR} directory", root)
+        return DLedgerMember.at(want, f"dLegerSelfId from {self_id.detail}")
+    if not members:
+        return None
+    if len(members) > 1:
+        ids = ", ".join(os.path.basename(m) for m in members)
+        raise StoreNotFoundError(f"several DLedger members ({ids}); --broker-config with dLegerSelfId chooses one",
+                                 root)
+    return DLedgerMember.at(members[0], "the only dledger-<selfId> directory")
+
+
+@dataclass
 class StoreLayout:
     """Paths of one store. ``single_file`` is set when the user pointed at one commitlog file."""
 
@@ -44,6 +118,8 @@ class StoreLayout:
     config_dir: str
     single_file: str | None = None
     notes: list[str] = field(default_factory=list)
+    # DLedger mode (enableDLegerCommitLog): the member whose data/ files replace commitlog/ (commitlog_dirs)
+    dledger: DLedgerMember | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> StoreLayout:
@@ -55,13 +131,35 @@ class StoreLayout:
         if os.path.isfile(path):
             name = os.path.basename(path)
             parent = _parent(path)
+            if is_dledger_data_dir(parent):
+                lay = cls._for_dledger(_parent(_parent(parent)), DLedgerMember.at(_parent(parent), "file given"))
+                lay.single_file = path
+                return lay
             root = _parent(parent) if os.path.basename(os.path.abspath(parent)) == "commitlog" else parent
             lay = cls._for_root(root, [parent])
             lay.single_file = path
             if not is_offset_file_name(name):
                 lay.notes.append(f"file name {name!r} is not a 20-digit offset; assuming it starts at offset 0")
             return lay
-        if os.path.isdir(os.path.join(path, "commitlog")):
+        if is_dledger_member_dir(path):
+            return cls._for_dledger(_parent(path), DLedgerMember.at(path, "member directory given"))
+        if is_dledger_data_dir(path):
+            return cls._for_dledger(_parent(_parent(path)), DLedgerMember.at(_parent(path), "data directory given"))
+        enabled = configured("enableDLegerCommitLog")
+        has_commitlog = os.path.isdir(os.path.join(path, "commitlog"))
+        if enabled is None or enabled.value or not has_commitlog:
+            member = _choose_member(path)
+            if member is not None:
+                lay = cls._for_dledger(path, member)
+                if has_commitlog:
+                    lay.notes.append(f"{os.path.join(path, 'commitlog')} is ignored: DLedger mode ("
+                                     f"{'enableDLegerCommitLog in ' + enabled.detail if enabled else member.how}); "
+                                     "a pre-DLedger commit log is not read")
+                return lay
+            if enabled is not None and enabled.value:
+                raise StoreNotFoundError(f"enableDLegerCommitLog=true ({enabled.detail}) but no "
+                                         f"{MEMBER_DIR_PREFIX}<selfId>/{DATA_DIR} directory", path)
+        if has_commitlog:
             return cls._for_root(path, [os.path.join(path, "commitlog")])
         # pointed at a commitlog directory itself
         names = os.listdir(path)
@@ -70,7 +168,8 @@ class StoreLayout:
         if any(is_offset_file_name(n) for n in names):
             return cls._for_root(path, [path])
         raise StoreNotFoundError(
-            "not a RocketMQ store: no commitlog/ directory and no 20-digit commitlog files", path)
+            "not a RocketMQ store: no commitlog/ directory, no dledger-<selfId>/data directory and no 20-digit "
+            "commitlog files", path)
 
     @classmethod
     def _for_root(cls, root: str, commitlog_dirs: list[str]) -> StoreLayout:
@@ -83,6 +182,12 @@ class StoreLayout:
             abort_path=os.path.join(root, "abort"),
             config_dir=os.path.join(root, "config"),
         )
+
+    @classmethod
+    def _for_dledger(cls, root: str, member: DLedgerMember) -> StoreLayout:
+        lay = cls._for_root(root, [member.data_dir])
+        lay.dledger = member
+        return lay
 
     def commitlog_file_paths(self) -> list[tuple[int, str]]:
         """(start offset, path) of every commitlog file, merged over all directories, sorted by offset."""

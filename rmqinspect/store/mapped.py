@@ -6,17 +6,21 @@ import mmap
 import os
 
 from .errors import StoreIOError
+from .layout import is_dledger_data_dir
 
 
 class MappedFile:
     """One file of a store, mapped read-only on first use (``mmap.ACCESS_READ``)."""
 
-    __slots__ = ("path", "name", "start", "size", "_fd", "_map")
+    __slots__ = ("path", "name", "start", "size", "_fd", "_map", "dledger")
 
-    def __init__(self, path: str, start: int = 0):
+    def __init__(self, path: str, start: int = 0, dledger: bool | None = None):
         self.path = path
         self.name = os.path.basename(path)
         self.start = start
+        # a DLedger data file (entries around the records, store.dledger): by default when it lies in a
+        # dledger-<selfId>/data directory, where DLedger creates every one of them
+        self.dledger = is_dledger_data_dir(os.path.dirname(path) or ".") if dledger is None else dledger
         try:
             self.size = os.stat(path).st_size
         except OSError as e:
@@ -24,11 +28,12 @@ class MappedFile:
         self._map: mmap.mmap | bytes | None = None
 
     @classmethod
-    def of_buffer(cls, buf, start: int = 0, name: str = "<buffer>") -> MappedFile:
+    def of_buffer(cls, buf, start: int = 0, name: str = "<buffer>", dledger: bool = False) -> MappedFile:
         """A buffer already in memory (bytes, mmap) posing as a file starting at physical offset ``start``."""
         self = cls.__new__(cls)
         self.path = self.name = name
         self.start = start
+        self.dledger = dledger
         self.size = memoryview(buf).nbytes
         self._map = buf
         return self

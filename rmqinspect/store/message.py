@@ -62,6 +62,8 @@ class Message:
     problems: list[str] = field(default_factory=list)
     # 5.x ``__CRC32#`` whole-record CRC (FORMATS.md §1.8): None when the property is absent
     property_crc_ok: bool | None = None
+    # DLedger mode: the entry around the record (index, term, pos, ...; store.dledger.Entry.header_dict)
+    dledger: dict | None = None
 
     # --- derived ---------------------------------------------------------------------------------
     @property
@@ -160,6 +162,8 @@ class Message:
         }
         if self.property_crc_ok is not None:
             d["property_crc_ok"] = self.property_crc_ok
+        if self.dledger is not None:
+            d.update({f"dledger_{k}": v for k, v in self.dledger.items()})
         if self.problems:
             d["problems"] = list(self.problems)
         if body != "none":

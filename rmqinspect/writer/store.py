@@ -40,7 +40,7 @@ class StoreWriter:
                  index_max: int = DEFAULT_INDEX_MAX, build_cq: bool = True, build_index: bool = True,
                  abort: bool = False, config: dict[str, str | bytes] | None = None, checkpoint_fields: int = 3,
                  delay_table: DelayTable = DEFAULT_DELAY_TABLE, count_every_put: bool = False,
-                 start_offset: int = 0):
+                 start_offset: int = 0, records=None):
         if os.path.exists(root) and os.listdir(root):
             raise FileExistsError(f"{root} exists and is not empty; StoreWriter only creates new stores")
         self.root = root
@@ -54,7 +54,9 @@ class StoreWriter:
         self.checkpoint_fields = checkpoint_fields
         self.delay_table = delay_table
         self.count_every_put = count_every_put
-        self.commitlog = CommitLogWriter(os.path.join(root, "commitlog"), commitlog_file_size, start_offset)
+        # ``records``: another writer of the messages with CommitLogWriter's calls (writer.dledger: DLedger entries)
+        self.commitlog = records if records is not None else CommitLogWriter(os.path.join(root, "commitlog"),
+                                                                             commitlog_file_size, start_offset)
         self.last_store_ts = 0
         self.last_cq_store_ts = 0
         self.report: RebuildReport | None = None

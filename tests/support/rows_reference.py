@@ -22,6 +22,7 @@ from rmqinspect.analyses.rows import (
 )
 from rmqinspect.store.commitlog import BLANK, CRC_MISMATCH, END, HALF, ILLEGAL, MESSAGE, decode_slot, scan_buffer
 from rmqinspect.store.mapped import MappedFile
+from support.dledger_ref import entry_record_tuples
 
 
 def append_message(cols: dict[str, list], msg, task: FileTask, record) -> None:
@@ -61,7 +62,8 @@ def file_column_chunks(task: FileTask, *, with_body: bool = False, flt: RowFilte
         mv = memoryview(buf)
         cols: dict[str, list] = {name: [] for name in column_names(with_body)}
         n = 0
-        for kind, pos, size, hdr, bpos, _, reason in scan_buffer(buf, 0, mf.size, False, True):
+        tuples = entry_record_tuples(buf, mf.size) if mf.dledger else scan_buffer(buf, 0, mf.size, False, True)
+        for kind, pos, size, hdr, bpos, _, reason in tuples:
             if kind == MESSAGE:
                 if flt is not None and not flt.time_ok(hdr[11]):
                     continue

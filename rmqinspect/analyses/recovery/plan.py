@@ -113,6 +113,7 @@ class RecoveryPlan:
     redispatch_first: int | None = None
     redispatch_last: int | None = None
     queue_models: dict = field(default_factory=dict, repr=False)  # queue key -> its model after start()
+    dledger: object = None  # recovery.dledger.DLedgerRecovery for a DLedger-mode store
 
     def consume_queue_keys(self) -> list[str]:
         """Every queue the plan modelled (file and RocksDB), sorted."""
@@ -169,6 +170,8 @@ class RecoveryPlan:
         }
         if with_redispatch:
             d["redispatch"] = [r.as_list() for r in self.redispatch]
+        if self.dledger is not None:
+            d["dledger"] = self.dledger.to_dict()  # type: ignore[attr-defined]
         return d
 
 
@@ -695,6 +698,10 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
     """Reproduce DefaultMessageStore.load's recovery (and start()'s first dispatch) on ``store`` without
     writing anything."""
     options = options or RecoveryOptions()
+    if store.layout.dledger is not None:  # DLedger mode: DLedger's own recovery first (recovery.dledger)
+        from .dledger import plan_dledger_recovery
+
+        return plan_dledger_recovery(store, options)
     rec = load_consume_queues(store, options)
     idx, start_reason = choose_start_file(rec)
     files = rec.files

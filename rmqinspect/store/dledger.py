@@ -1,0 +1,511 @@
+"""DLedger-mode stores (``enableDLegerCommitLog=true``): the entries around the records, the index, the member state.
+
+A DLedger data file holds entries (``formats.dledger``): a 48-byte header, then one RocketMQ message record.
+Positions in the files are RocketMQ physical offsets (the record of the entry at ``pos`` is at ``pos + 48``, and
+its PHYSICALOFFSET field says so), so every offset-based read (``CommitLog.locate``/``read_message``, consume
+queues, index files, msgIds) works unchanged. Only the walk differs: ``walk_entries`` is what ``walk_file``
+runs for a DLedger data file (``MappedFile.dledger``), yielding the same ``RecordRun``/``Record`` events for the
+records inside the entries, so every command built on the walk reads DLedger stores without a second copy.
+
+The entry-level view (``Entry``, ``entry_events``, ``DLedgerLog``) is for what only DLedger has: index and term,
+the index files, the checkpoint and currterm, and DLedger's own recovery (``analyses.recovery.dledger``).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from ..formats.commitlog import PHYSICAL_OFFSET_POSITION
+from ..formats.constants import MESSAGE_MAGICS, RECORD_SIZE_CAP
+from ..formats.dledger import (
+    BLANK_MAGIC_CODE,
+    BODY_OFFSET,
+    COMMITTED_INDEX_KEY,
+    CURR_TERM_KEY,
+    CURRENT_MAGIC,
+    END_INDEX_KEY,
+    ENTRY_HEADER,
+    HEADER_SIZE,
+    INDEX_UNIT,
+    INDEX_UNIT_SIZE,
+    MAGIC_1,
+    VOTE_LEADER_KEY,
+)
+from .commitlog import (
+    BLANK,
+    CRC_MISMATCH,
+    END,
+    FILE_END,
+    HALF,
+    ILLEGAL,
+    MESSAGE,
+    RECORD_DTYPE,
+    PageReleaser,
+    Record,
+    RecordRun,
+    python_row,
+    scan_buffer,
+)
+from .errors import CorruptDataError
+from .layout import DLedgerMember
+from .mapped import MappedFile
+from .scanner import compiled
+
+_PREFIX = struct.Struct(">ii")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One DLedger entry header as the data file holds it, with where it was read."""
+
+    magic: int
+    size: int
+    index: int
+    term: int
+    pos: int
+    channel: int
+    chain_crc: int
+    body_crc: int
+    body_size: int
+    file: MappedFile
+    position: int  # in ``file``
+
+    @property
+    def offset(self) -> int:
+        """Absolute position of the entry (file start + position): what ``pos`` must say."""
+        return self.file.start + self.position
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+    @property
+    def physical_offset(self) -> int:
+        """RocketMQ physical offset of the record inside (entry position + 48)."""
+        return self.offset + BODY_OFFSET
+
+    def header_dict(self) -> dict:
+        return {"index": self.index, "term": self.term, "pos": self.pos, "size": self.size, "magic": self.magic,
+                "channel": self.channel, "chain_crc": self.chain_crc, "body_crc": self.body_crc,
+                "body_size": self.body_size}
+
+
+def read_entry(buf, position: int, file: MappedFile) -> Entry:
+    """The entry header at ``position`` of ``file`` (``buf`` is its buffer); no check."""
+    magic, size, index, term, pos, channel, chain_crc, body_crc, body_size = ENTRY_HEADER.unpack_from(buf, position)
+    return Entry(magic, size, index, term, pos, channel, chain_crc, body_crc, body_size, file, position)
+
+
+class EntryEvent(NamedTuple):
+    """What the entry walk met at an entry boundary: an ``entry`` (header checks passed), a ``blank`` record,
+    the ``end`` of written data (size 0), the file's end, or a ``bad`` header (``reason``)."""
+
+    kind: str  # "entry" | "blank" | "end" | "file_end" | "bad"
+    offset: int
+    size: int
+    file: MappedFile
+    position: int
+    entry: Entry | None = None
+    reason: str = ""
+
+
+def entry_header_problem(e: Entry, rem: int) -> str:
+    """Why DLedger's recovery would reject this header by itself (magic, size, pos, bodySize), or ""."""
+    if not (MAGIC_1 <= e.magic <= CURRENT_MAGIC):
+        return f"DLedger entry magic {e.magic} (expected {MAGIC_1})"
+    if e.size <= HEADER_SIZE:
+        return f"DLedger entry size {e.size} should be > {HEADER_SIZE}"
+    if e.pos != e.offset:
+        return f"DLedger entry pos {e.pos} != its position {e.offset}"
+    if e.body_size + BODY_OFFSET != e.size:
+        return f"DLedger entry size {e.size} != bodySize {e.body_size} + {BODY_OFFSET}"
+    if e.size > rem:
+        return f"DLedger entry size {e.size} runs past the end of the file ({rem} bytes left)"
+    return ""
+
+
+def entry_events(file: MappedFile, start: int = 0, limit: int | None = None) -> Iterator[EntryEvent]:
+    """DLedger's own walk over one data file (``DLedgerMmapFileStore.recover``'s per-entry header checks, not
+    the cross-entry index/term ones): entries one after another from ``start`` (an entry boundary) until a blank
+    record, size 0, a header that fails, or ``limit``."""
+    buf = file.buffer
+    if limit is None:
+        limit = file.size
+    base = file.start
+    p = start
+    while True:
+        rem = limit - p
+        if rem <= 0:
+            yield EntryEvent("file_end", base + p, 0, file, p, reason="end of file without a blank record")
+            return
+        if rem < 8:
+            if not any(bytes(buf[p:limit])):
+                yield EntryEvent("end", base + p, rem, file, p, reason="zero-filled space")
+            else:
+                yield EntryEvent("bad", base + p, rem, file, p, reason=f"{rem} trailing bytes, too short for an "
+                                                                       "entry header")
+            return
+        magic, size = _PREFIX.unpack_from(buf, p)
+        if magic == BLANK_MAGIC_CODE:
+            yield EntryEvent("blank", base + p, size, file, p)
+            return
+        if size == 0:
+            yield EntryEvent("end", base + p, rem, file, p,
+                             reason="zero-filled space" if magic == 0 else f"entry size 0 (magic {magic})")
+            return
+        if rem < BODY_OFFSET:
+            yield EntryEvent("bad", base + p, rem, file, p, reason="DLedger entry header cut off by the file end")
+            return
+        e = read_entry(buf, p, file)
+        why = entry_header_problem(e, rem)
+        if why:
+            yield EntryEvent("bad", base + p, rem, file, p, e, why)
+            return
+        yield EntryEvent("entry", base + p, e.size, file, p, e)
+        p += e.size
+
+
+def _entry_start(buf, base: int, start: int) -> int:
+    """``start`` when it is an entry boundary; the entry's position when ``start`` is the record inside an entry
+    (callers pass RocketMQ physical offsets of messages, which are entry position + 48)."""
+    p = start - BODY_OFFSET
+    if p >= 0 and len(buf) >= start:
+        magic, size = _PREFIX.unpack_from(buf, p)
+        if magic == MAGIC_1 and size > HEADER_SIZE:
+            if ENTRY_HEADER.unpack_from(buf, p)[4] == base + p:
+                return p
+    return start
+
+
+def _record_without_entry(buf, base: int, start: int, limit: int) -> bool:
+    """A RocketMQ record at ``start`` whose PHYSICALOFFSET says it is there (DLedgerCommitLog writes pos + 48),
+    with no valid entry header 48 bytes before it."""
+    if start < BODY_OFFSET or start + PHYSICAL_OFFSET_POSITION + 8 > limit:
+        return False
+    magic = _PREFIX.unpack_from(buf, start)[1]
+    if magic not in MESSAGE_MAGICS:
+        return False
+    return int.from_bytes(buf[start + PHYSICAL_OFFSET_POSITION:start + PHYSICAL_OFFSET_POSITION + 8], "big",
+                          signed=True) == base + start
+
+
+def walk_entries(file: MappedFile, start: int = 0, limit: int | None = None, *, check_crc: bool = True,
+                 accept_v2: bool = True, batch: int = 8192, python_runs: bool = True, crc_continue: bool = False,
+                 release_pages: bool = False) -> Iterator[RecordRun | Record]:
+    """``walk_file`` for a DLedger data file: the records inside the entries, as ``RecordRun``s (positions are
+    the records', entry position + 48) and ``Record``s (same kinds and rules as ``walk_file``).
+
+    A DLedger blank record (magic -1) comes as BLANK at the entry position with its declared size, size 0 as
+    END, a header DLedger's recovery rejects as ILLEGAL (reason names the rule). Inside a good entry the record
+    gets RocketMQ's check, bounded by the entry: a record whose lengths disagree (or whose TOTALSIZE is not the
+    entry's bodySize) is HALF and the walk goes on at the next entry, as the entry header still frames it."""
+    buf = file.buffer
+    if limit is None:
+        limit = file.size
+    base = file.start
+    ext = compiled()
+    rel = PageReleaser(buf, start, enabled=release_pages)
+    pending: list = []  # rows (RECORD_DTYPE bytes) not handed out yet
+
+    def flush():
+        if not pending:
+            return None
+        run = RecordRun(file, np.frombuffer(b"".join(pending), dtype=RECORD_DTYPE))
+        pending.clear()
+        return run
+
+    pos = _entry_start(buf, base, start)
+    if pos == start and _record_without_entry(buf, base, start, limit):
+        # a resynchronising caller (salvage) landed on a record whose entry header is damaged: the record
+        # itself (its PHYSICALOFFSET proves where it is), then the entry boundary after it
+        one = next(scan_buffer(buf, start, limit, check_crc, accept_v2))
+        if one[0] == MESSAGE:
+            yield RecordRun(file, np.array([tuple(python_row(buf, one))], dtype=RECORD_DTYPE))
+            pos = start + one[2]
+    while True:
+        if ext is not None:
+            # the compiled scanner takes every run of well-formed entries; Python decides the rest, one at a time
+            raw, n, stop = ext.scan_entries(buf, pos, limit, base, check_crc, accept_v2, batch, RECORD_SIZE_CAP)
+            if n:
+                run = flush()
+                if run is not None:
+                    yield run
+                yield RecordRun(file, np.frombuffer(raw, dtype=RECORD_DTYPE))
+                rel.advance(stop)
+                pos = stop
+                if n == batch:
+                    continue
+        ev = next(entry_events(file, pos, limit))
+        kind = ev.kind
+        if kind != "entry":
+            run = flush()
+            if run is not None:
+                yield run
+            if kind == "blank":
+                yield Record(BLANK, ev.offset, ev.size, file, ev.position)
+            elif kind == "end":
+                yield Record(END, ev.offset, ev.size, file, ev.position, reason=ev.reason)
+            elif kind == "file_end":
+                yield Record(FILE_END, ev.offset, 0, file, ev.position, reason=ev.reason)
+            else:
+                yield Record(ILLEGAL, ev.offset, ev.size, file, ev.position, reason=ev.reason)
+            rel.finish(file.size)
+            return
+        m = ev.position + BODY_OFFSET
+        mend = pos = ev.position + ev.size
+        one = next(scan_buffer(buf, m, mend, False if crc_continue else check_crc, accept_v2))
+        rkind, p, size, hdr, bpos, crc_ok, reason = one
+        if rkind == MESSAGE and crc_continue and check_crc:
+            # the structure passed unchecked: now the CRC alone (a CRC record, and the walk goes on)
+            again = next(scan_buffer(buf, m, mend, True, accept_v2))
+            if again[0] == CRC_MISMATCH:
+                rkind, crc_ok, reason = CRC_MISMATCH, False, again[6]
+            else:
+                crc_ok = again[5]
+                one = again
+        if rkind == MESSAGE and p + size == mend:
+            if python_runs or ext is not None:
+                pending.append(np.array([tuple(python_row(buf, one))], dtype=RECORD_DTYPE).tobytes())
+                if len(pending) >= batch:
+                    yield flush()  # type: ignore[misc]
+                    rel.advance(mend)
+            else:
+                yield Record(MESSAGE, base + p, size, file, p, hdr, bpos, crc_ok, "")
+            continue
+        run = flush()
+        if run is not None:
+            yield run
+        if rkind == MESSAGE or rkind == HALF:
+            why = reason or f"record TOTALSIZE {size} != the entry's bodySize {ev.size - BODY_OFFSET}"
+            yield Record(HALF, base + m, ev.size - BODY_OFFSET, file, m, hdr, bpos, crc_ok, why)
+            continue
+        if rkind == CRC_MISMATCH:
+            yield Record(CRC_MISMATCH, base + m, size, file, m, hdr, bpos, False, reason)
+            if crc_continue:
+                continue
+            rel.finish(file.size)
+            return
+        why = reason if rkind != FILE_END else "empty entry body"
+        yield Record(ILLEGAL, base + m, ev.size - BODY_OFFSET, file, m, hdr, bpos, crc_ok,
+                     f"record inside DLedger entry {ev.entry.index if ev.entry else '?'}: {why}")
+        rel.finish(file.size)
+        return
+
+
+# --- the member's other files ---------------------------------------------------------------------------
+
+
+def read_properties(path: str) -> dict[str, str] | None:
+    """A Java Properties text file as DLedger writes it (``IOUtils.properties2String``: ``key=value`` lines);
+    None when the file does not exist."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        raw = f.read(1 << 16)
+    out: dict[str, str] = {}
+    for line in raw.decode("latin-1").splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        k, _, v = line.partition("=")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _int_or_none(v: str | None) -> int | None:
+    try:
+        return int(v) if v is not None and v.strip() else None
+    except ValueError:
+        return None
+
+
+@dataclass
+class DLedgerCheckpoint:
+    """``dledger-<id>/checkpoint`` (recovery reads only committedIndex from it; ``.bak`` is never read)."""
+
+    path: str
+    present: bool
+    committed_index: int | None = None
+    end_index: int | None = None
+    raw: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "present": self.present, "committed_index": self.committed_index,
+                "end_index": self.end_index}
+
+
+@dataclass
+class DLedgerTerm:
+    """``dledger-<id>/currterm`` (MemberState): the current term and whom this member voted for."""
+
+    path: str
+    present: bool
+    curr_term: int | None = None
+    vote_leader: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "present": self.present, "curr_term": self.curr_term,
+                "vote_leader": self.vote_leader}
+
+
+def read_dledger_checkpoint(path: str) -> DLedgerCheckpoint:
+    props = read_properties(path)
+    if props is None:
+        return DLedgerCheckpoint(path, False)
+    return DLedgerCheckpoint(path, True, _int_or_none(props.get(COMMITTED_INDEX_KEY)),
+                             _int_or_none(props.get(END_INDEX_KEY)), props)
+
+
+def read_currterm(path: str) -> DLedgerTerm:
+    props = read_properties(path)
+    if props is None:
+        return DLedgerTerm(path, False)
+    return DLedgerTerm(path, True, _int_or_none(props.get(CURR_TERM_KEY)), props.get(VOTE_LEADER_KEY) or None)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexUnit:
+    """One 32-byte index unit (DLedgerEntryCoder.encodeIndex)."""
+
+    magic: int
+    pos: int
+    size: int
+    index: int
+    term: int
+
+
+class DLedgerIndex:
+    """The member's index files: 32-byte units, the unit of entry ``i`` at byte ``i * 32`` of the concatenated
+    files (units never straddle files: written with useBlank=false). The file size comes from the files."""
+
+    def __init__(self, paths: list[tuple[int, str]]):
+        self.files = [MappedFile(p, start, dledger=False) for start, p in paths]
+        self.file_size = self.files[0].size if self.files else 0
+
+    def unit(self, index: int) -> IndexUnit | None:
+        """The unit for entry ``index``, or None when no file covers it."""
+        at = index * INDEX_UNIT_SIZE
+        for f in self.files:
+            if f.start <= at and at + INDEX_UNIT_SIZE <= f.start + f.size:
+                return IndexUnit(*INDEX_UNIT.unpack_from(f.buffer, at - f.start))
+        return None
+
+    def units(self) -> np.ndarray:
+        """All units of all files (structured array, big-endian fields), zero units included."""
+        from ..formats.dledger import INDEX_UNIT_TABLE
+
+        parts = [np.frombuffer(f.buffer, dtype=INDEX_UNIT_TABLE.dtype, count=f.size // INDEX_UNIT_SIZE)
+                 for f in self.files if f.size >= INDEX_UNIT_SIZE]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=INDEX_UNIT_TABLE.dtype)
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+
+class DLedgerLog:
+    """One DLedger member of a store: its data files (shared with ``Store.commitlog``), index, checkpoint and
+    currterm. The group is not in any file (``dLegerGroup`` from --broker-config)."""
+
+    def __init__(self, member: DLedgerMember, data_files: list[MappedFile]):
+        self.member = member
+        self.data_files = data_files
+        self.index = DLedgerIndex(member.index_file_paths())
+
+    @property
+    def self_id(self) -> str:
+        return self.member.self_id
+
+    @property
+    def checkpoint(self) -> DLedgerCheckpoint:
+        return read_dledger_checkpoint(self.member.checkpoint_path)
+
+    @property
+    def currterm(self) -> DLedgerTerm:
+        return read_currterm(self.member.currterm_path)
+
+    def events(self, from_file: int = 0) -> Iterator[EntryEvent]:
+        """Entry events over the data files from file number ``from_file``: each file to its blank record,
+        moving on after a blank, ending at the first end, bad header or file end without a blank."""
+        for f in self.data_files[from_file:]:
+            last = None
+            for ev in entry_events(f):
+                last = ev
+                yield ev
+            if last is None or last.kind != "blank":
+                return
+
+    def entries(self) -> Iterator[Entry]:
+        for ev in self.events():
+            if ev.entry is not None and ev.kind == "entry":
+                yield ev.entry
+
+    def entry_at(self, physical_offset: int) -> Entry | None:
+        """The entry whose record is at RocketMQ ``physical_offset`` (header 48 bytes before), or None when the
+        bytes there are no valid entry header framing it."""
+        p = physical_offset - BODY_OFFSET
+        for f in self.data_files:
+            if f.start <= p and p + BODY_OFFSET <= f.start + f.size:
+                e = read_entry(f.buffer, p - f.start, f)
+                return None if entry_header_problem(e, f.size - e.position) else e
+        return None
+
+    def close(self) -> None:
+        self.index.close()
+
+
+def entry_for_message(buf, base: int, position: int, file: MappedFile) -> Entry:
+    """The entry header in front of the record at ``position`` of a DLedger data file; CorruptDataError when
+    there is none (the offset is not the record of an entry)."""
+    p = position - BODY_OFFSET
+    if p < 0:
+        raise CorruptDataError("no DLedger entry header before this record", file.path, base + position)
+    e = read_entry(buf, p, file)
+    why = entry_header_problem(e, file.size - p)
+    if why:
+        raise CorruptDataError(why, file.path, base + p)
+    return e
+
+
+__all__ = ["Entry", "EntryEvent", "DLedgerLog", "DLedgerIndex", "DLedgerCheckpoint", "DLedgerTerm", "IndexUnit",
+           "walk_entries", "entry_events", "entry_header_problem", "read_dledger_checkpoint", "read_currterm",
+           "entry_for_message", "read_entry", "dledger_info"]
+
+
+def dledger_info(log: DLedgerLog) -> dict:
+    """What the member's files say, for ``store-info``/``summary``: ids, term, checkpoint, the last entry (walked
+    from the third-last data file, as DLedger's recovery does), and the file sets. ``group``/``peers`` come only
+    from --broker-config (``dLegerGroup``/``dLegerPeers``): no DLedger file records them."""
+    from ..formats.dledger import RECOVER_FROM_FILES_FROM_END
+    from .broker_conf import configured
+
+    cp, ct = log.checkpoint, log.currterm
+    last: Entry | None = None
+    stop = ""
+    for ev in log.events(max(len(log.data_files) - RECOVER_FROM_FILES_FROM_END, 0)):
+        if ev.kind == "entry":
+            last = ev.entry
+        elif ev.kind != "blank":
+            stop = f"{ev.kind} at {ev.offset}" + (f": {ev.reason}" if ev.reason else "")
+    group, peers = configured("dLegerGroup"), configured("dLegerPeers")
+    return {
+        "mode": "dledger",
+        "self_id": log.self_id,
+        "member_dir": log.member.dir,
+        "chosen_by": log.member.how,
+        "group": group.value if group else None,
+        "peers": peers.value if peers else None,
+        "curr_term": ct.curr_term, "vote_leader": ct.vote_leader, "currterm_present": ct.present,
+        "checkpoint_present": cp.present, "committed_index": cp.committed_index, "end_index": cp.end_index,
+        "last_entry_index": last.index if last else None, "last_entry_term": last.term if last else None,
+        "data_end": last.end if last else None, "walk_stop": stop,
+        "data_files": [{"name": f.name, "size": f.size} for f in log.data_files],
+        "index_files": [{"name": f.name, "size": f.size} for f in log.index.files],
+        "index_file_size": log.index.file_size,
+    }
