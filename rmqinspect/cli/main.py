@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cq": ("cq", "ConsumeQueue entries of one queue: queue_offset, physical_offset, size, tags_code."),
     "decode-commitlog": ("commitlog", "Decode CommitLog records: one at --offset, or a walk over a range with "
                                       "filters."),
-    "dledger-peers": ("dledger", "Members of one DLedger group side by side: last index and term, the common "
+    "dledger-peers": ("dledger", "Compare the DLedger members of one group: last index and term, the common "
                                  "prefix, the first divergent index and what a new leader would truncate."),
     "dump": ("dump", "The raw bytes at any commit-log offset (hexdump -C), valid or not, with the record "
                      "header laid over them."),

@@ -25,7 +25,6 @@ ENTRY_HEADER_TABLE = FieldTable((
 ))
 ENTRY_HEADER = ENTRY_HEADER_TABLE.struct
 ENTRY_FIELDS = ENTRY_HEADER_TABLE.names
-DLedgerEntryHeader = ENTRY_HEADER_TABLE.construct()
 # DLedgerEntry.HEADER_SIZE counts up to bodyCrc (44); the body starts after bodySize (BODY_OFFSET = 48).
 HEADER_SIZE = ENTRY_HEADER_TABLE.position("body_size")
 BODY_OFFSET = ENTRY_HEADER_TABLE.size
@@ -40,7 +39,6 @@ INDEX_UNIT_TABLE = FieldTable((
 ))
 INDEX_UNIT = INDEX_UNIT_TABLE.struct
 INDEX_UNIT_SIZE = INDEX_UNIT_TABLE.size
-DLedgerIndexUnit = INDEX_UNIT_TABLE.construct()
 
 # --- magic values -----------------------------------------------------------------------------------------
 MAGIC_1 = 1
@@ -77,3 +75,14 @@ def physical_offset_of(entry_pos: int) -> int:
     """RocketMQ's physical offset of the message in the entry at ``entry_pos`` (DLedgerCommitLog's append hook
     writes it into the record's PHYSICALOFFSET field; consume queues, index files and msgIds use it)."""
     return entry_pos + BODY_OFFSET
+
+
+def __getattr__(name: str):
+    # The construct schemas (DLedgerEntryHeader, DLedgerIndexUnit) are built on first use: store/layout.py reads
+    # this module's path constants for every command, and construct costs ~17 ms to import.
+    if name == "DLedgerEntryHeader":
+        return ENTRY_HEADER_TABLE.construct()
+    if name == "DLedgerIndexUnit":
+        return INDEX_UNIT_TABLE.construct()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

@@ -17,12 +17,17 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Iterable, Sequence
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from construct import Bytes, Int8sb, Int16sb, Int32sb, Int64sb, Struct
+if TYPE_CHECKING:
+    import numpy as np
+    from construct import Struct
 
-_INTS = {"b": (Int8sb, ">i1"), "h": (Int16sb, ">i2"), "i": (Int32sb, ">i4"), "q": (Int64sb, ">i8")}
+# numpy and construct are imported when a table's dtype or schema is first used, not when the table is
+# declared: every format module declares its tables at import, and a command that reads one msgId or one
+# index slot should not pay ~0.1 s of numpy start-up for it.
+_INTS = {"b": ("Int8sb", ">i1"), "h": ("Int16sb", ">i2"), "i": ("Int32sb", ">i4"), "q": ("Int64sb", ">i8")}
 _BYTES = re.compile(r"^([0-9]+)s$")
 
 
@@ -34,9 +39,11 @@ def _byte_count(code: str) -> int:
 
 
 def _subcon(code: str):
+    import construct
+
     if code in _INTS:
-        return _INTS[code][0]
-    return Bytes(_byte_count(code))
+        return getattr(construct, _INTS[code][0])
+    return construct.Bytes(_byte_count(code))
 
 
 def _numpy_code(code: str) -> str:
@@ -56,14 +63,22 @@ class FieldTable:
         self.format: str = ">" + "".join(c for _, c in self.fields)
         self.struct: struct.Struct = struct.Struct(self.format)
         self.size: int = self.struct.size
-        self.dtype: np.dtype = np.dtype([(n, _numpy_code(c)) for n, c in self.fields])
         pos = 0
         self.positions: dict[str, int] = {}
         for n, c in self.fields:
             self.positions[n] = pos
             pos += struct.calcsize(">" + c)
-        assert pos == self.size == self.dtype.itemsize
+        assert pos == self.size
         self._schema: Struct | None = None
+
+    @cached_property
+    def dtype(self) -> np.dtype:
+        """A packed numpy dtype with the same field names and positions."""
+        import numpy as np
+
+        dt = np.dtype([(n, _numpy_code(c)) for n, c in self.fields])
+        assert dt.itemsize == self.size
+        return dt
 
     def __len__(self) -> int:
         return len(self.fields)
@@ -92,6 +107,8 @@ class FieldTable:
         return [n / (override[n] if n in override else _subcon(c)) for n, c in self.fields]
 
     def construct(self, **override: Any) -> Struct:
+        from construct import Struct
+
         if override:
             return Struct(*self.subcons(**override))
         if self._schema is None:
