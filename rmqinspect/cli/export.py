@@ -8,7 +8,7 @@ import click
 
 from ..analyses.rows import RowFilter
 from ..store.errors import EXIT_PROBLEMS, RmqInspectError
-from ._params import TIME
+from ._params import TIME, jobs_option
 from .output import emit_document, format_option, handle_errors, print_kv, progress, warn
 
 
@@ -29,9 +29,10 @@ class EngineUnavailableError(RmqInspectError):
 @click.option("--until", type=TIME, help="Store time <= this (epoch ms or ISO date).")
 @click.option("--label", "labels", multiple=True, help="Value of the source column, one per STORE, in order "
                                                        "(default: the store directory names).")
+@jobs_option
 @format_option
 @handle_errors
-def export(stores, out, engine, master, with_body, topics, since, until, labels, fmt):
+def export(stores, out, engine, master, with_body, topics, since, until, labels, jobs, fmt):
     """Write every message of STORE... as rows of a Parquet dataset partitioned by topic and store date
     (hive layout OUT/topic_partition=…/store_date=YYYY-MM-DD/). The schema is in docs/spark.md.
 
@@ -54,7 +55,7 @@ def export(stores, out, engine, master, with_body, topics, since, until, labels,
             total = sum(t.size for t in file_tasks(stores, labels or None))
             with progress(total, "exporting", fmt == "table") as advance:
                 res = export_local(stores, out, labels=labels or None, with_body=with_body, flt=flt,
-                                   advance=advance)
+                                   advance=advance, jobs=jobs)
         else:
             from ..spark.session import SparkUnavailableError
 
