@@ -220,16 +220,28 @@ def walk_batches(store_or_files, start: int | None = None, *, check_crc: bool = 
             for ev in file_events(files[t.index], t.pos, t.file_size, t.check_crc, t.accept_v2,
                                   files[t.index - 1] if t.check_previous else None,
                                   functools.partial(_has_data_after, files, t.index)):
-                if convert is not None and type(ev) is not tuple:
+                if convert is not None and type(ev) is not Held:
                     ev = convert(ev, *convert_args)
                 yield from join.feed(ev)
     yield from join.finish()
 
 
-# file_events' damage events: (ADD, Damage) merges a stale range with the one before it (``_add``), (APPEND,
-# Damage) never merges
+# file_events' damage events: Held(ADD, Damage) merges a stale range with the one before it (``_add``),
+# Held(APPEND, Damage) never merges
 ADD = "add"
 APPEND = "append"
+
+
+class Held:
+    """Damage the walk of one file met, for ``ResyncJoin`` to hold back until a valid record follows."""
+
+    __slots__ = ("how", "damage")
+
+    def __init__(self, how: str, damage: Damage):
+        self.how, self.damage = how, damage
+
+    def __reduce__(self):
+        return Held, (self.how, self.damage)
 
 
 class ResyncJoin:
@@ -241,12 +253,11 @@ class ResyncJoin:
         self.pending: list[Damage] = []
 
     def feed(self, ev) -> list:
-        if type(ev) is tuple:
-            how, d = ev
-            if how == ADD:
-                _add(self.pending, d)
+        if type(ev) is Held:
+            if ev.how == ADD:
+                _add(self.pending, ev.damage)
             else:
-                self.pending.append(d)
+                self.pending.append(ev.damage)
             return []
         if self.pending:
             out = self.pending + [ev]
@@ -319,7 +330,7 @@ def run_walk_task(task: WalkTask) -> list:
         out = []
         for ev in file_events(mapped(task.index), task.pos, task.file_size, task.check_crc, task.accept_v2,
                               mapped(task.index - 1) if task.check_previous else None, has_after):
-            if type(ev) is not tuple:
+            if type(ev) is not Held:
                 ev = task.convert(ev, *task.convert_args) if task.convert is not None else ev
             out.append(ev)
         return out
@@ -343,12 +354,12 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
     then damage)."""
     if prev is not None:
         if f.start > prev.start + fsize:
-            yield APPEND, Damage(MISSING_FILE, prev.start + fsize, f.start, None, None,
-                                 f"no commit-log file covers [{prev.start + fsize}, {f.start}) "
-                                 f"({(f.start - prev.start - fsize) // fsize or 1} file(s) missing)")
+            yield Held(APPEND, Damage(MISSING_FILE, prev.start + fsize, f.start, None, None,
+                                      f"no commit-log file covers [{prev.start + fsize}, {f.start}) "
+                                      f"({(f.start - prev.start - fsize) // fsize or 1} file(s) missing)"))
         elif f.start < prev.start + fsize:
-            yield APPEND, Damage(NOT_CONTIGUOUS, f.start, prev.start + fsize, f.name, 0,
-                                 f"{f.name} overlaps {prev.name}")
+            yield Held(APPEND, Damage(NOT_CONTIGUOUS, f.start, prev.start + fsize, f.name, 0,
+                                      f"{f.name} overlaps {prev.name}"))
     buf = f.buffer
     while pos < f.size:
         resync_from = None
@@ -384,17 +395,17 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                 nxt = find_next_valid(f, p, check_crc, accept_v2, data_end) if data_end > p else None
                 if nxt is None:
                     if data_end > p:
-                        yield APPEND, Damage(GARBAGE, f.start + p, f.start + data_end, f.name, p,
-                                             "zero-filled space followed by unreadable bytes")
+                        yield Held(APPEND, Damage(GARBAGE, f.start + p, f.start + data_end, f.name, p,
+                                                  "zero-filled space followed by unreadable bytes"))
                     elif p < f.size and has_data_after():
-                        yield APPEND, Damage(ZERO_PAGE, f.start + p, f.start + f.size, f.name, p,
-                                             "zeros up to the end of the file where a blank end-of-file "
-                                             "record should be, and later files hold data")
+                        yield Held(APPEND, Damage(ZERO_PAGE, f.start + p, f.start + f.size, f.name, p,
+                                                  "zeros up to the end of the file where a blank end-of-file "
+                                                  "record should be, and later files hold data"))
                     pos = f.size
                     dmg = None
                     break
-                yield APPEND, Damage(ZERO_PAGE, f.start + p, nxt.offset, f.name, p,
-                                     f"{nxt.offset - f.start - p} zero bytes inside the data")
+                yield Held(APPEND, Damage(ZERO_PAGE, f.start + p, nxt.offset, f.name, p,
+                                          f"{nxt.offset - f.start - p} zero bytes inside the data"))
                 pos = nxt.position
                 break
             dmg = Damage(_classify(kind, reason), f.start + p, f.start + p, f.name, p, reason)
@@ -413,15 +424,15 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
             if nxt is not None:
                 dmg.end = nxt.offset
                 _zero_page_check(buf, f.start, dmg)
-                yield ADD, dmg
+                yield Held(ADD, dmg)
                 pos = nxt.position
                 continue
             data_end = max(_data_end(buf, dmg.position, f.size), known_end)
             dmg.end = f.start + data_end
-            yield ADD, dmg
+            yield Held(ADD, dmg)
             if data_end < f.size and has_data_after():
-                yield APPEND, Damage(ZERO_PAGE, f.start + data_end, f.start + f.size, f.name, data_end,
-                                     "no blank end-of-file record after the damage, later files hold data")
+                yield Held(APPEND, Damage(ZERO_PAGE, f.start + data_end, f.start + f.size, f.name, data_end,
+                                          "no blank end-of-file record after the damage, later files hold data"))
             pos = f.size
 
 
