@@ -14,7 +14,7 @@ Design rules:
   other (no worker is started; start-up costs nothing).
 * Workers are forked (``fork`` start method where the platform has it; ``RMQINSPECT_START_METHOD`` chooses
   another) and receive paths, never open maps: every task maps its own file in the worker and closes it.
-* At most ``2 * jobs`` tasks are in flight and results are handed over in file order as soon as the next
+* At most ``jobs + 2`` tasks are in flight or waiting and results are handed over in file order as soon as the next
   one is ready, so the parent holds a bounded number of per-file results (memory flat in the store size).
 * An ``RmqInspectError`` raised in a worker is raised again in the parent with its file, offset and exit code.
 """
@@ -105,19 +105,22 @@ def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None =
     from concurrent.futures import ProcessPoolExecutor
 
     workers = min(jobs, len(items))
-    window = 2 * workers
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
-        pending: deque = deque()
-        nxt = 0
-        try:
-            while nxt < len(items) or pending:
-                while nxt < len(items) and len(pending) < window:
-                    pending.append(pool.submit(_call, fn, items[nxt]))
-                    nxt += 1
-                res = pending.popleft().result()
-                if isinstance(res, _Failure):
-                    raise res.rebuild()
-                yield res
-        finally:
-            for fut in pending:
-                fut.cancel()
+    window = workers + 1  # every worker busy, and the next result ready when the parent asks for it
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=_context())
+    pending: deque = deque()
+    nxt = 0
+    try:
+        while nxt < len(items) or pending:
+            while nxt < len(items) and len(pending) < window:
+                pending.append(pool.submit(_call, fn, items[nxt]))
+                nxt += 1
+            res = pending.popleft().result()
+            if nxt < len(items):  # keep the workers busy while the parent merges this result
+                pending.append(pool.submit(_call, fn, items[nxt]))
+                nxt += 1
+            if isinstance(res, _Failure):
+                raise res.rebuild()
+            yield res
+    finally:
+        # the caller may stop early (the walk ended at damage): tasks not started are dropped
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -499,36 +499,47 @@ class SalvageReport:
                    and (r.cause or r.kind) != GARBAGE)
 
 
+def _decode_run(item, *_) -> list | None:
+    """``walk_batches``' converter for ``salvage``: the decoded messages of a run (None for a blank record)."""
+    if type(item) is not RecordRun:
+        return None
+    f = item.file
+    buf = f.buffer
+    r = item.records
+    return [decode_slot(buf, f.start, p, unpack_header(buf, p), bpos, None if c < 0 else c == 1, f.path)
+            for p, bpos, c in zip(r["position"].tolist(), r["body_pos"].tolist(), r["crc_ok"].tolist())]
+
+
 def salvage(store: Store, truncate_offset: int, *, accept_v2: bool = True,
-            queue_next_offsets: dict[str, int] | None = None) -> SalvageReport:
+            queue_next_offsets: dict[str, int] | None = None, jobs: int | None = None) -> SalvageReport:
     """Intact records at or after ``truncate_offset`` (what the broker would discard) and the damaged
     regions between them. ``queue_next_offsets`` ("topic/queueId" -> next logical offset after recovery)
-    seeds the queue-offset monotonicity check."""
+    seeds the queue-offset monotonicity check. The records are decoded inside each file's walk (worker
+    processes with ``jobs`` > 1, default ``parallel.resolve_jobs``); the check runs in file order."""
     cl = store.commitlog
     nxt_q = dict(queue_next_offsets or {})
     rep = SalvageReport(truncate_offset, [])
     discarded = 0
-    for item in walk_with_resync(cl, truncate_offset, check_crc=True, accept_v2=accept_v2):
+    for item in walk_batches(cl, truncate_offset, check_crc=True, accept_v2=accept_v2, jobs=jobs,
+                             convert=_decode_run):
         if isinstance(item, Damage):
             rep.regions.append(item)
             if item.kind != MISSING_FILE:
                 discarded += item.size
             continue
-        if item.kind == BLANK:
-            continue
-        f = item.file
-        msg = decode_slot(f.buffer, f.start, item.position, item.header, item.body_pos, item.crc_ok, f.path)
-        discarded += item.size
-        if goes_to_consume_queue(msg.sys_flag):
-            key = f"{msg.topic}/{msg.queue_id}"
-            expect = nxt_q.get(key)
-            if expect is not None and msg.queue_offset < expect:
-                rep.suspects.append({"physical_offset": msg.physical_offset, "queue": key,
-                                     "queue_offset": msg.queue_offset,
-                                     "reason": f"queue offset {msg.queue_offset} is below the queue's next offset "
-                                               f"{expect}: an older generation of this queue (stale data)"})
-                continue
-            nxt_q[key] = msg.queue_offset + 1
-        rep.messages.append(msg)
+        for msg in item or ():
+            discarded += msg.total_size
+            if goes_to_consume_queue(msg.sys_flag):
+                key = f"{msg.topic}/{msg.queue_id}"
+                expect = nxt_q.get(key)
+                if expect is not None and msg.queue_offset < expect:
+                    rep.suspects.append({"physical_offset": msg.physical_offset, "queue": key,
+                                         "queue_offset": msg.queue_offset,
+                                         "reason": f"queue offset {msg.queue_offset} is below the queue's next "
+                                                   f"offset {expect}: an older generation of this queue (stale "
+                                                   "data)"})
+                    continue
+                nxt_q[key] = msg.queue_offset + 1
+            rep.messages.append(msg)
     rep.bytes_discarded = discarded
     return rep
