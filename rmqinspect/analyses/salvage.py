@@ -364,7 +364,9 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
     while pos < f.size:
         resync_from = None
         dmg = None
-        for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=_RUN_BATCH):
+        # walked pages are dropped from the map as the walk goes (PageReleaser): RSS stays flat in the file size
+        for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=_RUN_BATCH,
+                            release_pages=True):
             if type(ev) is RecordRun:
                 r = ev.records
                 # a valid-looking record in the wrong place: stale bytes (or a copied file)

@@ -103,10 +103,13 @@ class StandaloneCluster:
                                       f"{self.work_dir}")
 
     def registered_workers(self) -> int:
-        """Workers the master has registered (its log says so once per worker)."""
+        """Distinct workers the master has registered ("Registering worker HOST:PORT with ..." in its log; a
+        worker that re-registers after a missed heartbeat counts once)."""
+        import re
+
         try:
             with open(self.logs[0], encoding="utf-8", errors="replace") as f:
-                return f.read().count("Registering worker")
+                return len(set(re.findall(r"Registering worker (\S+) with", f.read())))
         except OSError:
             return 0
 
