@@ -20,7 +20,8 @@ class EngineUnavailableError(RmqInspectError):
 @click.argument("stores", nargs=-1, required=True, type=click.Path(exists=False))
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="New (or empty) output directory.")
 @click.option("--engine", type=click.Choice(("local", "spark")), default="local", show_default=True,
-              help="local: pyarrow in this process; spark: one Spark task per commitlog file.")
+              help="local: pyarrow, one commitlog file per task on --jobs worker processes; spark: one Spark task "
+                   "per commitlog file.")
 @click.option("--master", default=None, help="Spark master URL (engine spark). Default local[*], or what "
                                              "spark-submit configured.")
 @click.option("--with-body", is_flag=True, help="Add the stored body bytes as a binary column.")

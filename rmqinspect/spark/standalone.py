@@ -54,6 +54,7 @@ class StandaloneCluster:
     def __init__(self, workers: int = 2, cores: int = 1, memory: str = "1g", work_dir: str | None = None):
         self.workers, self.cores, self.memory = workers, cores, memory
         self.work_dir = work_dir or tempfile.mkdtemp(prefix="rmqinspect-spark-cluster-")
+        os.makedirs(self.work_dir, exist_ok=True)
         self.master_url = ""
         self.procs: list[subprocess.Popen] = []
         self.logs: list[str] = []
