@@ -181,5 +181,15 @@ def test_cli_jobs_option_same_output(tmp_path):
         assert outs[0].exit_code == outs[1].exit_code, cmd
         assert outs[0].exit_code in (0, 1), outs[0].output
         assert outs[0].stdout == outs[1].stdout, cmd
+    docs, files = [], []
+    for j in ("1", "2"):
+        out = tmp_path / f"export-cli-{j}"
+        r = runner.invoke(cli, ["export", root, "--out", str(out), "--format", "json", "--jobs", j])
+        assert r.exit_code == 1, r.output  # damaged records are named and skipped
+        d = json.loads(r.stdout)
+        d.pop("out")
+        docs.append(d)
+        files.append(_tree_bytes(out))
+    assert docs[0] == docs[1] and files[0] == files[1] and docs[0]["rows"] > 200
     r = runner.invoke(cli, ["verify", root, "--jobs", "0"])
     assert r.exit_code == 2 and "--jobs" in r.output

@@ -211,7 +211,7 @@ def walk_batches(store_or_files, start: int | None = None, *, check_crc: bool = 
     tasks = walk_tasks(cl, start, check_crc=check_crc, accept_v2=accept_v2, file_size=file_size, convert=convert,
                        convert_args=convert_args)
     join = ResyncJoin()
-    if resolve_jobs(jobs) > 1 and len(tasks) > 1:
+    if convert is not None and resolve_jobs(jobs) > 1 and len(tasks) > 1:  # a RecordRun cannot leave its process
         for events in map_files(run_walk_task, tasks, jobs):
             yield from join.feed_all(events)
     else:
