@@ -107,8 +107,26 @@ def _data_end(buf, lo: int, hi: int) -> int:
             arr = np.frombuffer(buf, dtype=np.uint8, count=end - a, offset=a)
             nz = np.flatnonzero(arr)
             return a + int(nz[-1]) + 1
+        del arr
+        _drop_pages(buf, a, end)
         end = a
     return lo
+
+
+def _drop_pages(buf, lo: int, hi: int) -> None:
+    """Drop the whole pages of ``buf[lo:hi]`` from a read-only map (MADV_DONTNEED): the zero tail just read
+    leaves the process' RSS instead of growing it by the pre-allocated rest of the file."""
+    import mmap
+
+    if not isinstance(buf, mmap.mmap) or not hasattr(buf, "madvise"):
+        return
+    a = -(-lo // mmap.PAGESIZE) * mmap.PAGESIZE
+    b = hi - hi % mmap.PAGESIZE
+    if b > a:
+        try:
+            buf.madvise(mmap.MADV_DONTNEED, a, b - a)
+        except (OSError, ValueError):
+            pass
 
 
 def _zero_run(buf, lo: int, hi: int) -> int:
