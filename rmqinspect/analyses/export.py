@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 
 from ..store.errors import StoreNotFoundError
 from ..store.layout import StoreLayout, ensure_new_directory, ensure_output_outside
+from .parallel import map_files
 from .rows import (
     PARTITION_COLUMNS,
     FileDamage,
@@ -79,10 +80,14 @@ class ExportResult:
     files: int
     rows: int
     damage: list[FileDamage] = field(default_factory=list)
+    scanners: dict[str, int] = field(default_factory=dict)  # Spark engine: tasks per record scanner they ran
 
     def to_dict(self) -> dict:
-        return {"engine": self.engine, "out": self.out, "stores": self.stores, "files": self.files,
-                "rows": self.rows, "damage": [d.to_dict() for d in self.damage]}
+        d = {"engine": self.engine, "out": self.out, "stores": self.stores, "files": self.files,
+             "rows": self.rows, "damage": [d.to_dict() for d in self.damage]}
+        if self.scanners:
+            d["scanners"] = self.scanners
+        return d
 
 
 def write_file_task(number: int, task: FileTask, out: str, *, with_body: bool = False,
@@ -103,16 +108,26 @@ def write_file_task(number: int, task: FileTask, out: str, *, with_body: bool = 
     return result
 
 
+def _write_task(args) -> FileResult:
+    """``write_file_task`` with one argument: the per-file function of the parallel engine."""
+    n, task, out, with_body, flt = args
+    return write_file_task(n, task, out, with_body=with_body, flt=flt)
+
+
 def export_local(stores: Sequence[str], out: str, *, labels: Sequence[str] | None = None, with_body: bool = False,
-                 flt: RowFilter | None = None, advance=None) -> ExportResult:
-    """Write the Parquet dataset with pyarrow, one file after another (hive partitions topic_partition/store_date)."""
+                 flt: RowFilter | None = None, advance=None, jobs: int | None = None) -> ExportResult:
+    """Write the Parquet dataset with pyarrow (hive partitions topic_partition/store_date), one commitlog file
+    per task: ``jobs`` 1 (the library default, ``parallel.resolve_jobs``) in this process, one file after another;
+    more through ``analyses.parallel`` (every task writes its own ``part-<number>-*`` files, so the dataset is
+    the same file for file)."""
     check_output_dir(out, stores)
     tasks = file_tasks(stores, labels)
     os.makedirs(out, exist_ok=True)
     results = []
     done = 0
-    for n, t in enumerate(tasks):
-        results.append(write_file_task(n, t, out, with_body=with_body, flt=flt))
+    for t, r in zip(tasks, map_files(_write_task, [(n, t, out, with_body, flt) for n, t in enumerate(tasks)],
+                                     jobs)):
+        results.append(r)
         done += t.size
         if advance:
             advance(done)

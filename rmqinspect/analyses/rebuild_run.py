@@ -11,6 +11,7 @@ options and renders the result.
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import os
 import shutil
@@ -18,18 +19,25 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 from ..formats.constants import DEFAULT_CQ_FILE_SIZE, DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
+from ..formats.consumequeue import CQ_DTYPE
 from ..sinks.consumequeue import ConsumeQueueSet, round_cq_file_size
 from ..sinks.indexfile import IndexFileSet
 from ..sinks.rocksdb_cq import file_cq_to_rocksdb
 from ..store import Store
 from ..store.broker_conf import BrokerConfigError, Setting, configured, setting
+from ..store.commitlog import CommitLog
 from ..store.consumequeue import list_queues
 from ..store.indexfile import INDEX_GEOMETRY_SETTLE, IndexGeometry, prove_geometry_of
 from ..store.layout import ensure_new_directory, ensure_output_outside, is_offset_file_name
+from ..store.mapped import MappedFile
+from ..store.scanner import describe as describe_scanner
 from ..store.version import BrokerVersion
 from .compare.rebuild_vs_store import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
 from .dispatch import DEFAULT_DELAY_TABLE, DelayTable
+from .parallel import map_files, resolve_jobs
 from .rebuild import RebuildOptions, RebuildReport, dispatch_commitlog
 
 MANIFEST = "rebuild.json"
@@ -43,6 +51,182 @@ PROBLEM_STOPS = ("illegal", "gap")
 
 # dispatch_commitlog's signature: (commitlog, cq, index, options, progress) -> RebuildReport
 Dispatch = Callable[..., RebuildReport]
+
+
+# --- one commitlog file per task (the local parallel engine and the Spark engine) -------------------------
+#
+# Every record carries its own queue offset and every commitlog file starts at a record boundary, so the
+# dispatch of file k needs nothing from the files before it. A task runs ``dispatch_commitlog`` over a one-file
+# CommitLog with recording sinks and returns the consume-queue entries and the index puts (key hashes computed
+# in the task) as numpy arrays; ``join_file_dispatches`` feeds them, in commitlog order, to the real sinks, so
+# the CQ entries land at ``queue offset * 20`` and the index files roll where the broker rolls them. The rules
+# that cross files (stop at the first END/ILLEGAL, a missing file, the record after the last index put) are
+# applied in the join, as the sequential walk applies them.
+
+_NATURAL_END = "end of the last commitlog file"
+
+
+class _RecordingQueue:
+    __slots__ = ("qi", "sink")
+
+    def __init__(self, qi: int, sink: RecordingCQ):
+        self.qi, self.sink = qi, sink
+
+    def put(self, cq_offset, phys, size, tags_code):
+        self.put_many(np.array([cq_offset], np.int64), np.array([phys], np.int64), np.array([size], np.int64),
+                      np.array([tags_code], np.int64))
+
+    def put_many(self, cq_offsets, phys, sizes, tags_codes):
+        self.sink.parts.append((self.qi, np.asarray(cq_offsets, np.int64), np.asarray(phys, np.int64),
+                                np.asarray(sizes, np.int64), np.asarray(tags_codes, np.int64)))
+
+
+class RecordingCQ:
+    """A consume-queue sink that keeps the entries of one file's dispatch, queue by queue (bulk puts)."""
+
+    bulk_puts = True
+
+    def __init__(self):
+        self.keys: list[tuple[str, int]] = []
+        self._q: dict = {}
+        self.parts: list[tuple] = []
+
+    def queue(self, topic, queue_id):
+        q = self._q.get((topic, queue_id))
+        if q is None:
+            q = self._q[(topic, queue_id)] = _RecordingQueue(len(self.keys), self)
+            self.keys.append((topic, queue_id))
+        return q
+
+    def blocks(self) -> list[tuple]:
+        """Per queue, in first-seen order: (topic, queue_id, queue offsets, packed 20-byte entries). Within a
+        queue the entries keep commitlog order; queues are independent files, so their interleaving is moot."""
+        per: list[list[tuple]] = [[] for _ in self.keys]
+        for part in self.parts:
+            per[part[0]].append(part)
+        out = []
+        for (topic, qid), parts in zip(self.keys, per):
+            qoff, phys, size, code = (np.concatenate([p[k] for p in parts]) for k in (1, 2, 3, 4))
+            ent = np.empty(len(qoff), dtype=CQ_DTYPE)
+            ent["physical_offset"] = phys
+            ent["size"] = size
+            ent["tags_code"] = code
+            out.append((topic, qid, qoff, ent.tobytes()))
+        return out
+
+
+class RecordingIndex:
+    """An index sink that keeps the puts of one file's dispatch, in order."""
+
+    def __init__(self):
+        self.h, self.p, self.t = [], [], []
+
+    def put_batch(self, h, p, t):
+        self.h.append(h)
+        self.p.append(p)
+        self.t.append(t)
+
+    def arrays(self) -> dict:
+        def cat(xs):
+            return np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)
+
+        return {"h": cat(self.h), "p": cat(self.p), "t": cat(self.t)}
+
+
+def dispatch_file(args) -> dict:
+    """One task: the dispatch of one commitlog file. ``args`` = (path, start, mapped file size, build_cq,
+    build_index, delay_table). The file is mapped here (in the worker) and closed before returning; the result
+    says which record scanner ran (``scanner``)."""
+    path, start, file_size, build_cq, build_index, delay_table = args
+    cl = CommitLog([MappedFile(path, start)], file_size)
+    cq = RecordingCQ() if build_cq else None
+    ix = RecordingIndex() if build_index else None
+    try:
+        rep = dispatch_commitlog(cl, cq, ix, RebuildOptions(build_cq, build_index, delay_table=delay_table))
+    finally:
+        cl.close()
+    return {"start": start, "report": rep, "cq": cq.blocks() if cq else None, "index": ix.arrays() if ix else None,
+            "scanner": describe_scanner()}
+
+
+def file_dispatch_args(commitlog: CommitLog, cq, index, options: RebuildOptions) -> list[tuple]:
+    """``dispatch_file``'s argument for every file of ``commitlog`` (whole CommitLog: no --from/--to)."""
+    if options.from_offset is not None or options.to_offset is not None:
+        raise ValueError("--from/--to need the sequential walk (one job, local engine)")
+    build_cq, build_index = options.build_cq and cq is not None, options.build_index and index is not None
+    return [(f.path, f.start, commitlog.file_size, build_cq, build_index, options.delay_table)
+            for f in commitlog.files]
+
+
+def join_file_dispatches(results, commitlog: CommitLog, cq, index, options: RebuildOptions,
+                         progress=None) -> RebuildReport:
+    """Feed ``cq`` and ``index`` from ``dispatch_file`` results taken in commitlog order (an iterator: one file's
+    results in memory at a time) and return the report the sequential walk would give. Stops consuming at the
+    first file whose walk did not end naturally, or before a missing file."""
+    build_index = options.build_index and index is not None
+    files = commitlog.files
+    fsize = commitlog.file_size
+    total = RebuildReport(start_offset=commitlog.min_offset)
+    queues: dict = {}
+    after_last_put = None
+    offset = commitlog.min_offset
+    for i, res in enumerate(results):
+        f = files[i]
+        rep: RebuildReport = res["report"]
+        for topic, qid, qoff, packed in res["cq"] or ():
+            w = queues.get((topic, qid))
+            if w is None:
+                w = queues[(topic, qid)] = cq.queue(topic, qid)
+            w.put_packed(qoff, packed)
+        x = res["index"]
+        if x is not None and len(x["h"]):
+            index.put_batch(x["h"], x["p"], x["t"])
+        # join the per-file reports as the sequential walk would have counted them
+        total.messages += rep.messages
+        total.cq_entries += rep.cq_entries
+        total.not_in_cq += rep.not_in_cq
+        total.index_records += rep.index_records
+        total.index_puts += rep.index_puts
+        total.rollback_not_indexed += rep.rollback_not_indexed
+        total.multi_dispatch_records += rep.multi_dispatch_records
+        total.half_records.extend(rep.half_records)
+        for t, n in rep.skipped_topics.items():
+            total.skipped_topics[t] = total.skipped_topics.get(t, 0) + n
+        if rep.index_records:
+            after_last_put = rep.after_last_put_ts
+        elif after_last_put is None:
+            after_last_put = rep.after_last_put_ts
+        offset = rep.end_offset
+        if progress is not None:
+            progress(f.start + f.size - commitlog.min_offset)
+        natural = rep.stop_reason == _NATURAL_END and rep.stop_kind == "end"
+        if not natural:
+            total.stop_kind, total.stop_reason, total.stop_file = rep.stop_kind, rep.stop_reason, rep.stop_file
+            break
+        if i + 1 >= len(files):
+            total.stop_kind, total.stop_reason = "end", _NATURAL_END
+            break
+        nxt = files[i + 1]
+        if nxt.start != f.start + fsize:
+            offset = f.start + fsize
+            total.stop_kind = "gap"
+            total.stop_reason = f"missing commitlog file(s) between {f.start + fsize} and {nxt.start}"
+            total.stop_file = nxt.path
+            break
+    if build_index:
+        total.after_last_put_ts = after_last_put
+    total.end_offset = offset
+    total.bytes_walked = max(offset - total.start_offset, 0)
+    return total
+
+
+def dispatch_parallel(commitlog: CommitLog, cq=None, index=None, options: RebuildOptions | None = None,
+                      progress=None, jobs: int | None = None) -> RebuildReport:
+    """``dispatch_commitlog``'s contract (whole CommitLog) with one file per task on ``jobs`` local worker
+    processes (``analyses.parallel``); the same sink calls in the same order, so the same bytes."""
+    opt = options or RebuildOptions()
+    args = file_dispatch_args(commitlog, cq, index, opt)
+    return join_file_dispatches(map_files(dispatch_file, args, jobs), commitlog, cq, index, opt, progress)
 
 
 @dataclass
@@ -215,7 +399,7 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
             index_slots: int | None = None, index_max: int | None = None,
             broker_version: BrokerVersion | None = None,
             dry_run: bool = False, details: int = 1000, cq_format: str = "file", dispatch: Dispatch | None = None,
-            progress: Callable[[int], None] | None = None) -> RebuildRun:
+            progress: Callable[[int], None] | None = None, jobs: int | None = None) -> RebuildRun:
     """Regenerate ``store``'s ConsumeQueue and IndexFile from its CommitLog into the new directory ``out``
     (``consumequeue/``, ``index/`` and the ``rebuild.json`` manifest), exactly as the broker's dispatcher
     writes them; with ``dry_run``, write nothing and reconcile them with the store's own files instead.
@@ -225,8 +409,10 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
     default 4.9.
     Geometry options left None are inferred (``store_geometry``). ``cq_format`` "rocksdb" writes
     ``out/consumequeue`` as the 5.x RocksDB consume queue. ``dispatch`` replaces ``dispatch_commitlog`` (same
-    signature; e.g. the Spark engine); ``progress(bytes_done)`` is called as the walk advances. The store is
-    not closed.
+    signature; e.g. the Spark engine); ``progress(bytes_done)`` is called as the walk advances. ``jobs`` > 1
+    (default ``parallel.resolve_jobs``) dispatches one commitlog file per local worker process
+    (``dispatch_parallel``, same bytes) when there is more than one file and no --from/--to. The store is not
+    closed.
     """
     if not dry_run and not out:
         raise ValueError("rebuild needs an output directory, or dry_run")
@@ -250,7 +436,11 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
         cq = ConsumeQueueSet(os.path.join(out, "consumequeue"), geo.cq_file_size) if build_cq else None
         index = IndexFileSet(os.path.join(out, "index"), geo.index_slots, geo.index_max, every) \
             if build_index else None
-    rep = (dispatch or dispatch_commitlog)(cl, cq, index, opts, progress=progress)
+    if dispatch is None:
+        dispatch = dispatch_commitlog
+        if resolve_jobs(jobs) > 1 and len(cl.files) > 1 and from_offset is None and to_offset is None:
+            dispatch = functools.partial(dispatch_parallel, jobs=jobs)
+    rep = dispatch(cl, cq, index, opts, progress=progress)
     if cq is not None:
         if dry_run:
             cq.close(whole_commitlog=from_offset is None and to_offset is None)

@@ -13,7 +13,8 @@ Queue-offset monotonicity per queue is checked on what is salvaged.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +39,7 @@ from ..store.commitlog import (
 )
 from ..store.mapped import MappedFile
 from .dispatch import goes_to_consume_queue
+from .parallel import map_files, resolve_jobs
 
 _V1B = MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)
 _V2B = MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
@@ -105,8 +107,26 @@ def _data_end(buf, lo: int, hi: int) -> int:
             arr = np.frombuffer(buf, dtype=np.uint8, count=end - a, offset=a)
             nz = np.flatnonzero(arr)
             return a + int(nz[-1]) + 1
+        del arr
+        _drop_pages(buf, a, end)
         end = a
     return lo
+
+
+def _drop_pages(buf, lo: int, hi: int) -> None:
+    """Drop the whole pages of ``buf[lo:hi]`` from a read-only map (MADV_DONTNEED): the zero tail just read
+    leaves the process' RSS instead of growing it by the pre-allocated rest of the file."""
+    import mmap
+
+    if not isinstance(buf, mmap.mmap) or not hasattr(buf, "madvise"):
+        return
+    a = -(-lo // mmap.PAGESIZE) * mmap.PAGESIZE
+    b = hi - hi % mmap.PAGESIZE
+    if b > a:
+        try:
+            buf.madvise(mmap.MADV_DONTNEED, a, b - a)
+        except (OSError, ValueError):
+            pass
 
 
 def _zero_run(buf, lo: int, hi: int) -> int:
@@ -193,129 +213,247 @@ def walk_with_resync(store_or_files, start: int | None = None, *, check_crc: boo
 
 
 def walk_batches(store_or_files, start: int | None = None, *, check_crc: bool = True, accept_v2: bool = True,
-                 file_size: int | None = None) -> Iterator[RecordRun | Good | Damage]:
+                 file_size: int | None = None, jobs: int | None = 1, convert=None,
+                 convert_args: tuple = ()) -> Iterator[RecordRun | Good | Damage]:
     """``walk_with_resync`` with the valid records in bulk: the ``RecordRun``s of ``walk_file`` (every
     record's stored PHYSICALOFFSET equals file start + position), ``Good`` only for blank end-of-file
     records, ``Damage`` as in ``walk_with_resync``. The resync policy is this module's: the walk reports
-    the first damage of a stretch, ``find_next_valid`` finds where valid records start again."""
+    the first damage of a stretch, ``find_next_valid`` finds where valid records start again.
+
+    The walk is made of one walk per file (``file_events``) joined by ``ResyncJoin`` (the damage held back
+    until a valid record follows, the torn tail at the end). ``convert(item, *convert_args)`` turns every
+    ``RecordRun``/``Good`` into what is yielded instead, inside the file's own walk: with ``jobs`` > 1 the files
+    are walked by worker processes (``analyses.parallel``), ``convert`` must then be a module-level function
+    returning picklable data (the records' maps stay in the worker)."""
     cl = store_or_files.commitlog if isinstance(store_or_files, Store) else store_or_files
+    tasks = walk_tasks(cl, start, check_crc=check_crc, accept_v2=accept_v2, file_size=file_size, convert=convert,
+                       convert_args=convert_args)
+    join = ResyncJoin()
+    if convert is not None and resolve_jobs(jobs) > 1 and len(tasks) > 1:  # a RecordRun cannot leave its process
+        for events in map_files(run_walk_task, tasks, jobs):
+            yield from join.feed_all(events)
+    else:
+        files = cl.files
+        for t in tasks:
+            for ev in file_events(files[t.index], t.pos, t.file_size, t.check_crc, t.accept_v2,
+                                  files[t.index - 1] if t.check_previous else None,
+                                  functools.partial(_has_data_after, files, t.index)):
+                if convert is not None and type(ev) is not Held:
+                    ev = convert(ev, *convert_args)
+                yield from join.feed(ev)
+    yield from join.finish()
+
+
+# file_events' damage events: Held(ADD, Damage) merges a stale range with the one before it (``_add``),
+# Held(APPEND, Damage) never merges
+ADD = "add"
+APPEND = "append"
+
+
+class Held:
+    """Damage the walk of one file met, for ``ResyncJoin`` to hold back until a valid record follows."""
+
+    __slots__ = ("how", "damage")
+
+    def __init__(self, how: str, damage: Damage):
+        self.how, self.damage = how, damage
+
+    def __reduce__(self):
+        return Held, (self.how, self.damage)
+
+
+class ResyncJoin:
+    """The rules of the resynchronising walk that cross files, applied to the per-file events in file order:
+    damage is held back until a valid record follows it (adjacent stale ranges merged), and the damage with
+    nothing valid after it is re-labelled ``torn_tail`` at the end."""
+
+    def __init__(self):
+        self.pending: list[Damage] = []
+
+    def feed(self, ev) -> list:
+        if type(ev) is Held:
+            if ev.how == ADD:
+                _add(self.pending, ev.damage)
+            else:
+                self.pending.append(ev.damage)
+            return []
+        if self.pending:
+            out = self.pending + [ev]
+            self.pending = []
+            return out
+        return [ev]
+
+    def feed_all(self, events) -> Iterator:
+        for ev in events:
+            yield from self.feed(ev)
+
+    def finish(self) -> list[Damage]:
+        # nothing valid after these: the torn tail
+        for d in self.pending:
+            if d.kind in (CRC, HALF_RECORD, GARBAGE, STALE):
+                d.cause = d.kind
+                d.kind = TORN_TAIL
+        out, self.pending = self.pending, []
+        return out
+
+
+@dataclass(frozen=True)
+class WalkTask:
+    """One file's part of ``walk_batches``, as data a worker process can take: the files as (start, path) so
+    the worker maps them itself, and the converter of its records."""
+
+    files: tuple[tuple[int, str], ...]
+    index: int
+    pos: int
+    file_size: int
+    check_crc: bool
+    accept_v2: bool
+    check_previous: bool  # the missing / overlapping file check against the file before (not for the first)
+    convert: Callable | None = None
+    convert_args: tuple = ()
+
+
+def walk_tasks(cl, start: int | None = None, *, check_crc: bool = True, accept_v2: bool = True,
+               file_size: int | None = None, convert=None, convert_args: tuple = ()) -> list[WalkTask]:
     files = cl.files
     fsize = file_size or cl.file_size
     if start is None:
         start = files[0].start
-    pending: list[Damage] = []  # damage seen since the last valid record
-
-    def flush():
-        out = list(pending)
-        pending.clear()
-        return out
-
-    def has_data_after(i: int) -> bool:
-        for g in files[i + 1:]:
-            if g.size >= 8 and any(bytes(g.buffer[0:8])):
-                return True
-        return False
-
-    first = True
+    paths = tuple((f.start, f.path) for f in files)
+    tasks = []
     for i, f in enumerate(files):
         if f.start + f.size <= start:
             continue
-        if i > 0 and not first:
-            prev = files[i - 1]
-            if f.start > prev.start + fsize:
-                pending.append(Damage(MISSING_FILE, prev.start + fsize, f.start, None, None,
+        first = not tasks
+        tasks.append(WalkTask(paths, i, max(0, start - f.start) if first else 0, fsize, check_crc, accept_v2,
+                              i > 0 and not first, convert, convert_args))
+    return tasks
+
+
+def run_walk_task(task: WalkTask) -> list:
+    """A worker's walk of one file: its events, records converted (``task.convert``), the maps closed."""
+    own: dict[int, MappedFile] = {}
+
+    def mapped(i: int) -> MappedFile:
+        f = own.get(i)
+        if f is None:
+            start, path = task.files[i]
+            f = own[i] = MappedFile(path, start)
+        return f
+
+    def has_after() -> bool:
+        return _has_data_after([mapped(j) for j in range(task.index + 1, len(task.files))], -1)
+
+    try:
+        out = []
+        for ev in file_events(mapped(task.index), task.pos, task.file_size, task.check_crc, task.accept_v2,
+                              mapped(task.index - 1) if task.check_previous else None, has_after):
+            if type(ev) is not Held:
+                ev = task.convert(ev, *task.convert_args) if task.convert is not None else ev
+            out.append(ev)
+        return out
+    finally:
+        for f in own.values():
+            f.close()
+
+
+def _has_data_after(files, i: int) -> bool:
+    for g in files[i + 1:]:
+        if g.size >= 8 and any(bytes(g.buffer[0:8])):
+            return True
+    return False
+
+
+def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2: bool, prev: MappedFile | None,
+                has_data_after: Callable[[], bool]) -> Iterator:
+    """The resynchronising walk of one file from ``pos``: ``RecordRun``s, ``Good`` blank records, and damage
+    as (ADD|APPEND, Damage) events for ``ResyncJoin``. ``prev``: the file before, to report a missing or
+    overlapping file; ``has_data_after()``: whether a later file holds data (zeros up to this file's end are
+    then damage)."""
+    if prev is not None:
+        if f.start > prev.start + fsize:
+            yield Held(APPEND, Damage(MISSING_FILE, prev.start + fsize, f.start, None, None,
                                       f"no commit-log file covers [{prev.start + fsize}, {f.start}) "
                                       f"({(f.start - prev.start - fsize) // fsize or 1} file(s) missing)"))
-            elif f.start < prev.start + fsize:
-                pending.append(Damage(NOT_CONTIGUOUS, f.start, prev.start + fsize, f.name, 0,
+        elif f.start < prev.start + fsize:
+            yield Held(APPEND, Damage(NOT_CONTIGUOUS, f.start, prev.start + fsize, f.name, 0,
                                       f"{f.name} overlaps {prev.name}"))
-        pos = max(0, start - f.start) if first else 0
-        first = False
-        buf = f.buffer
-        while pos < f.size:
-            resync_from = None
-            dmg = None
-            for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=_RUN_BATCH):
-                if type(ev) is RecordRun:
-                    r = ev.records
-                    # a valid-looking record in the wrong place: stale bytes (or a copied file)
-                    stale = np.flatnonzero(r["physical_offset_field"] != r["position"] + f.start)
-                    good = ev[:int(stale[0])] if stale.size else ev
-                    if len(good):
-                        if pending:
-                            yield from flush()
-                        yield good
-                        pos = good.end
-                    if stale.size:
-                        bad = r[int(stale[0])]
-                        p, size = int(bad["position"]), int(bad["total_size"])
-                        claimed = int(bad["physical_offset_field"])
-                        dmg = Damage(STALE, f.start + p, f.start + p + size, f.name, p,
-                                     f"record claims PHYSICALOFFSET {claimed} but lies at {f.start + p}")
-                        resync_from = p + 1
-                        break
-                    continue
-                kind, p, size, reason = ev.kind, ev.position, ev.size, ev.reason
-                if kind == BLANK:
-                    if pending:
-                        yield from flush()
-                    yield Good(BLANK, f.start + p, size, f, p, None, 0, None)
-                    pos = f.size
+    buf = f.buffer
+    while pos < f.size:
+        resync_from = None
+        dmg = None
+        # walked pages are dropped from the map as the walk goes (PageReleaser): RSS stays flat in the file size
+        for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=_RUN_BATCH,
+                            release_pages=True):
+            if type(ev) is RecordRun:
+                r = ev.records
+                # a valid-looking record in the wrong place: stale bytes (or a copied file)
+                stale = np.flatnonzero(r["physical_offset_field"] != r["position"] + f.start)
+                good = ev[:int(stale[0])] if stale.size else ev
+                if len(good):
+                    yield good
+                    pos = good.end
+                if stale.size:
+                    bad = r[int(stale[0])]
+                    p, size = int(bad["position"]), int(bad["total_size"])
+                    claimed = int(bad["physical_offset_field"])
+                    dmg = Damage(STALE, f.start + p, f.start + p + size, f.name, p,
+                                 f"record claims PHYSICALOFFSET {claimed} but lies at {f.start + p}")
+                    resync_from = p + 1
                     break
-                if kind == FILE_END:
-                    pos = f.size
-                    break
-                if kind == END:
-                    data_end = _data_end(buf, p, f.size)
-                    nxt = find_next_valid(f, p, check_crc, accept_v2, data_end) if data_end > p else None
-                    if nxt is None:
-                        if data_end > p:
-                            dmg = Damage(GARBAGE, f.start + p, f.start + data_end, f.name, p,
-                                         "zero-filled space followed by unreadable bytes")
-                            pending.append(dmg)
-                        elif has_data_after(i) and p < f.size:
-                            pending.append(Damage(ZERO_PAGE, f.start + p, f.start + f.size, f.name, p,
+                continue
+            kind, p, size, reason = ev.kind, ev.position, ev.size, ev.reason
+            if kind == BLANK:
+                yield Good(BLANK, f.start + p, size, f, p, None, 0, None)
+                pos = f.size
+                break
+            if kind == FILE_END:
+                pos = f.size
+                break
+            if kind == END:
+                data_end = _data_end(buf, p, f.size)
+                nxt = find_next_valid(f, p, check_crc, accept_v2, data_end) if data_end > p else None
+                if nxt is None:
+                    if data_end > p:
+                        yield Held(APPEND, Damage(GARBAGE, f.start + p, f.start + data_end, f.name, p,
+                                                  "zero-filled space followed by unreadable bytes"))
+                    elif p < f.size and has_data_after():
+                        yield Held(APPEND, Damage(ZERO_PAGE, f.start + p, f.start + f.size, f.name, p,
                                                   "zeros up to the end of the file where a blank end-of-file "
                                                   "record should be, and later files hold data"))
-                        pos = f.size
-                        dmg = None
-                        break
-                    pending.append(Damage(ZERO_PAGE, f.start + p, nxt.offset, f.name, p,
-                                          f"{nxt.offset - f.start - p} zero bytes inside the data"))
-                    pos = nxt.position
+                    pos = f.size
+                    dmg = None
                     break
-                dmg = Damage(_classify(kind, reason), f.start + p, f.start + p, f.name, p, reason)
-                resync_from = p + 1
+                yield Held(APPEND, Damage(ZERO_PAGE, f.start + p, nxt.offset, f.name, p,
+                                          f"{nxt.offset - f.start - p} zero bytes inside the data"))
+                pos = nxt.position
                 break
+            dmg = Damage(_classify(kind, reason), f.start + p, f.start + p, f.name, p, reason)
+            resync_from = p + 1
+            break
+        else:
+            pos = f.size
+        if dmg is not None:
+            if dmg.kind in (CRC, HALF_RECORD):
+                known_end = dmg.position + _record_size(buf, dmg.position, f.size)
+            elif dmg.kind == STALE:
+                known_end = dmg.end - f.start
             else:
-                pos = f.size
-            if dmg is not None:
-                if dmg.kind in (CRC, HALF_RECORD):
-                    known_end = dmg.position + _record_size(buf, dmg.position, f.size)
-                elif dmg.kind == STALE:
-                    known_end = dmg.end - f.start
-                else:
-                    known_end = dmg.position + 1
-                nxt = find_next_valid(f, resync_from, check_crc, accept_v2)
-                if nxt is not None:
-                    dmg.end = nxt.offset
-                    _zero_page_check(buf, f.start, dmg)
-                    _add(pending, dmg)
-                    pos = nxt.position
-                    continue
-                data_end = max(_data_end(buf, dmg.position, f.size), known_end)
-                dmg.end = f.start + data_end
-                _add(pending, dmg)
-                if has_data_after(i) and data_end < f.size:
-                    pending.append(Damage(ZERO_PAGE, f.start + data_end, f.start + f.size, f.name, data_end,
+                known_end = dmg.position + 1
+            nxt = find_next_valid(f, resync_from, check_crc, accept_v2)
+            if nxt is not None:
+                dmg.end = nxt.offset
+                _zero_page_check(buf, f.start, dmg)
+                yield Held(ADD, dmg)
+                pos = nxt.position
+                continue
+            data_end = max(_data_end(buf, dmg.position, f.size), known_end)
+            dmg.end = f.start + data_end
+            yield Held(ADD, dmg)
+            if data_end < f.size and has_data_after():
+                yield Held(APPEND, Damage(ZERO_PAGE, f.start + data_end, f.start + f.size, f.name, data_end,
                                           "no blank end-of-file record after the damage, later files hold data"))
-                pos = f.size
-    # nothing valid after these: the torn tail
-    for d in pending:
-        if d.kind in (CRC, HALF_RECORD, GARBAGE, STALE):
-            d.cause = d.kind
-            d.kind = TORN_TAIL
-        yield d
+            pos = f.size
 
 
 ZERO_PAGE_MIN = 4096
@@ -381,36 +519,47 @@ class SalvageReport:
                    and (r.cause or r.kind) != GARBAGE)
 
 
+def _decode_run(item, *_) -> list | None:
+    """``walk_batches``' converter for ``salvage``: the decoded messages of a run (None for a blank record)."""
+    if type(item) is not RecordRun:
+        return None
+    f = item.file
+    buf = f.buffer
+    r = item.records
+    return [decode_slot(buf, f.start, p, unpack_header(buf, p), bpos, None if c < 0 else c == 1, f.path)
+            for p, bpos, c in zip(r["position"].tolist(), r["body_pos"].tolist(), r["crc_ok"].tolist())]
+
+
 def salvage(store: Store, truncate_offset: int, *, accept_v2: bool = True,
-            queue_next_offsets: dict[str, int] | None = None) -> SalvageReport:
+            queue_next_offsets: dict[str, int] | None = None, jobs: int | None = None) -> SalvageReport:
     """Intact records at or after ``truncate_offset`` (what the broker would discard) and the damaged
     regions between them. ``queue_next_offsets`` ("topic/queueId" -> next logical offset after recovery)
-    seeds the queue-offset monotonicity check."""
+    seeds the queue-offset monotonicity check. The records are decoded inside each file's walk (worker
+    processes with ``jobs`` > 1, default ``parallel.resolve_jobs``); the check runs in file order."""
     cl = store.commitlog
     nxt_q = dict(queue_next_offsets or {})
     rep = SalvageReport(truncate_offset, [])
     discarded = 0
-    for item in walk_with_resync(cl, truncate_offset, check_crc=True, accept_v2=accept_v2):
+    for item in walk_batches(cl, truncate_offset, check_crc=True, accept_v2=accept_v2, jobs=jobs,
+                             convert=_decode_run):
         if isinstance(item, Damage):
             rep.regions.append(item)
             if item.kind != MISSING_FILE:
                 discarded += item.size
             continue
-        if item.kind == BLANK:
-            continue
-        f = item.file
-        msg = decode_slot(f.buffer, f.start, item.position, item.header, item.body_pos, item.crc_ok, f.path)
-        discarded += item.size
-        if goes_to_consume_queue(msg.sys_flag):
-            key = f"{msg.topic}/{msg.queue_id}"
-            expect = nxt_q.get(key)
-            if expect is not None and msg.queue_offset < expect:
-                rep.suspects.append({"physical_offset": msg.physical_offset, "queue": key,
-                                     "queue_offset": msg.queue_offset,
-                                     "reason": f"queue offset {msg.queue_offset} is below the queue's next offset "
-                                               f"{expect}: an older generation of this queue (stale data)"})
-                continue
-            nxt_q[key] = msg.queue_offset + 1
-        rep.messages.append(msg)
+        for msg in item or ():
+            discarded += msg.total_size
+            if goes_to_consume_queue(msg.sys_flag):
+                key = f"{msg.topic}/{msg.queue_id}"
+                expect = nxt_q.get(key)
+                if expect is not None and msg.queue_offset < expect:
+                    rep.suspects.append({"physical_offset": msg.physical_offset, "queue": key,
+                                         "queue_offset": msg.queue_offset,
+                                         "reason": f"queue offset {msg.queue_offset} is below the queue's next "
+                                                   f"offset {expect}: an older generation of this queue (stale "
+                                                   "data)"})
+                    continue
+                nxt_q[key] = msg.queue_offset + 1
+            rep.messages.append(msg)
     rep.bytes_discarded = discarded
     return rep

@@ -11,7 +11,8 @@ from ..store import Store
 from ..formats.commitlog import body_position
 from ..store.commitlog import RecordRun, topic_and_properties, unpack_header
 from ..store.detect import detect_store
-from .salvage import CRC, HALF_RECORD, TORN_TAIL, Good, walk_batches
+from .rows import topic_ids
+from .salvage import CRC, HALF_RECORD, TORN_TAIL, walk_batches
 
 
 @dataclass
@@ -65,8 +66,81 @@ class StoreSummary:
     damage: list[dict] = field(default_factory=list)  # damaged ranges the count resynchronised past
 
 
+@dataclass
+class RunCounts:
+    """What ``summarize`` counts in one run of valid records of one file (in the file's own walk)."""
+
+    name: str
+    records: int
+    bytes: int
+    end: int  # physical offset after the run's last record
+    first_ts: int
+    last_ts: int
+    min_ts: int
+    max_ts: int
+    v2: int
+    v6: int
+    prop_crc: int
+    # ((topic, queue id), messages, bytes, min queue offset, max queue offset) per queue, in first-seen order;
+    # the offsets are None when every record of the queue is a PREPARED/ROLLBACK one
+    queues: list[tuple]
+
+
+_IPV6 = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6)
+# PREPARED/ROLLBACK records carry queue offset 0, not a position in the queue
+_NOT_IN_QUEUE = (int(TransactionType.PREPARED), int(TransactionType.ROLLBACK))
+_CRC_PROPERTY = b"__CRC32#"
+
+
+def _count_run(ev, *_):
+    """``walk_batches``' converter for ``summarize``: the counts of a run, or (file name, offset, size) of a
+    blank end-of-file record."""
+    if type(ev) is not RecordRun:
+        return (ev.file.name, ev.offset, ev.size)
+    import numpy as np
+
+    buf = ev.file.buffer
+    base = ev.base
+    r = ev.records
+    ts = r["store_timestamp"]
+    size = r["total_size"]
+    sf = r["sys_flag"]
+    last = r[-1]
+    prop = sum(1 for pp, pl in zip(r["properties_pos"].tolist(), r["properties_len"].tolist())
+               if _CRC_PROPERTY in bytes(buf[pp:pp + pl]))
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    topics: dict[str, int] = {}
+    tids = topic_ids(u8, r, topics)
+    names = list(topics)
+    key = (tids.astype(np.int64) << 32) | (r["queue_id"] & 0xFFFFFFFF)
+    uk, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    nq = len(uk)
+    n = np.bincount(inv, minlength=nq)
+    by = np.zeros(nq, dtype=np.int64)
+    np.add.at(by, inv, size)
+    inq = ~np.isin(sf & TRANSACTION_MASK, _NOT_IN_QUEUE)
+    qoff = r["queue_offset"]
+    lo = np.full(nq, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(nq, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, inv[inq], qoff[inq])
+    np.maximum.at(hi, inv[inq], qoff[inq])
+    has = np.zeros(nq, dtype=bool)
+    has[inv[inq]] = True
+    queues = []
+    for g in np.argsort(first, kind="stable").tolist():
+        j = int(first[g])
+        queues.append(((names[int(tids[j])], int(r["queue_id"][j])), int(n[g]), int(by[g]),
+                       int(lo[g]) if has[g] else None, int(hi[g]) if has[g] else None))
+    return RunCounts(ev.file.name, len(r), int(size.sum()), base + int(last["position"] + last["total_size"]),
+                     int(ts[0]), int(ts[-1]), int(ts.min()), int(ts.max()),
+                     int(np.count_nonzero(r["magic_version"] != 1)), int(np.count_nonzero(sf & _IPV6)), prop, queues)
+
+
 def summarize(store: Store, progress: Callable[[int], None] | None = None,
-              broker_version: str | None = None) -> StoreSummary:
+              broker_version: str | None = None, jobs: int | None = None) -> StoreSummary:
+    """What is in ``store``. The commit-log walk runs one file per task: ``jobs`` (default
+    ``parallel.resolve_jobs``) > 1 walks and counts the files in worker processes; the summary is the same."""
     cl = store.commitlog
     files: dict[str, FileSummary] = {f.name: FileSummary(f.name, f.start, f.size) for f in cl.files}
     queues: dict[tuple[str, int], QueueSummary] = {}
@@ -114,25 +188,42 @@ def summarize(store: Store, progress: Callable[[int], None] | None = None,
     # The same records decode-commitlog, export and verify see: every structurally sound record, those whose
     # body CRC fails included (flagged, as the broker would refuse them on recovery), and past any damage the
     # walk resynchronises on the next valid record (analyses.salvage) instead of giving up the rest of the file.
+    # Runs of valid records are counted inside the file's walk (a worker process with jobs > 1, _count_run).
     by_name = {f.name: f for f in cl.files}
     damage: list[dict] = []
-    for ev in walk_batches(cl):
-        if type(ev) is RecordRun:
-            fs = files[ev.file.name]
-            buf = ev.file.buffer
-            base = ev.base
-            r = ev.records
-            for pos, size, ts, ver, sf, qid, qoff, tp, tl, pp, pl in zip(
-                    *(r[n].tolist() for n in ("position", "total_size", "store_timestamp", "magic_version", "sys_flag",
-                                              "queue_id", "queue_offset", "topic_pos", "topic_len", "properties_pos",
-                                              "properties_len"))):
-                record(fs, base + pos, size, ts, ver, sf, qid, qoff, bytes(buf[tp:tp + tl]).decode("utf-8", "replace"),
-                       bytes(buf[pp:pp + pl]))
+    for ev in walk_batches(cl, jobs=jobs, convert=_count_run):
+        if type(ev) is RunCounts:
+            fs = files[ev.name]
+            fs.records += ev.records
+            fs.bytes_in_records += ev.bytes
+            fs.data_end = ev.end
+            if fs.first_store_timestamp is None:
+                fs.first_store_timestamp = ev.first_ts
+            fs.last_store_timestamp = ev.last_ts
+            first_ts = ev.min_ts if first_ts is None or ev.min_ts < first_ts else first_ts
+            last_ts = ev.max_ts if last_ts is None or ev.max_ts > last_ts else last_ts
+            messages += ev.records
+            message_bytes += ev.bytes
+            max_phys = max(max_phys, ev.end)
+            v2 += ev.v2
+            v6 += ev.v6
+            prop_crc += ev.prop_crc
+            for key, n, size, lo, hi in ev.queues:
+                q = queues.get(key)
+                if q is None:
+                    q = queues[key] = QueueSummary(*key)
+                q.messages += n
+                q.bytes += size
+                if lo is not None:
+                    q.min_queue_offset = lo if q.min_queue_offset is None else min(q.min_queue_offset, lo)
+                    q.max_queue_offset = hi if q.max_queue_offset is None else max(q.max_queue_offset, hi)
+            if progress:
+                progress(ev.end - cl.min_offset)
             continue
-        if type(ev) is Good:  # a blank end-of-file record
-            fs = files[ev.file.name]
-            fs.blank_at, fs.blank_size = ev.offset, ev.size
-            fs.data_end = ev.offset
+        if type(ev) is tuple:  # a blank end-of-file record
+            fs = files[ev[0]]
+            fs.blank_at, fs.blank_size = ev[1], ev[2]
+            fs.data_end = ev[1]
             continue
         d = ev
         damage.append(d.to_dict())

@@ -113,9 +113,9 @@ class _Records:
         self.damaged = array("q")  # starts of damaged ranges
         self.damaged_end = array("q")
 
-    def append(self, base: int, r: np.ndarray, tids: np.ndarray) -> None:
-        self._cols.append((r["position"] + base, r["total_size"].astype(np.int32), r["queue_id"].astype(np.int32),
-                           r["queue_offset"].copy(), tids.astype(np.int32), r["sys_flag"].astype(np.int32)))
+    def add_columns(self, cols: tuple[np.ndarray, ...]) -> None:
+        """(offset, size, queue id, queue offset, topic id, sys flag) of a run of records (``_check_run``)."""
+        self._cols.append(cols)
 
     def finish(self):
         cols = list(zip(*self._cols)) if self._cols else [()] * 6
@@ -177,8 +177,81 @@ class _StoreTimeOutliers:
         return out
 
 
+# The columns of a walked run the store-time outlier check needs (it runs in the parent, in file order: a
+# record's neighbours may lie in the file before or after).
+_OUTLIER_DTYPE = np.dtype([("position", np.int64), ("total_size", np.int64), ("store_timestamp", np.int64)])
+
+
+@dataclass
+class _RunChecked:
+    """What the walk's side of ``verify`` found in one run of valid records (in the file's own walk, a worker
+    process with ``jobs`` > 1): picklable, no map. Topic ids are the run's own (``topics`` in order of first
+    appearance); the parent maps them to the store's."""
+
+    name: str
+    start: int
+    records: int
+    max_ts: int
+    property_crc: list[tuple[int, int, int, int]]  # (position, end, stored, actual) of every __CRC32# mismatch
+    outlier_cols: np.ndarray | None  # _OUTLIER_DTYPE, when the structure check runs
+    cols: tuple | None  # _Records columns (topic ids local to the run), when cq/index/checkpoint run
+    topics: list[str] = field(default_factory=list)
+
+
+def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool):
+    """``walk_batches``' converter for ``verify``: the per-run work that needs the file's bytes."""
+    if type(item) is not RecordRun:
+        return None  # a blank end-of-file record
+    r = item.records
+    f = item.file
+    buf = f.buffer
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    bad = []
+    if do_crc:
+        # 5.2.0+ __CRC32#: the last 20 bytes of the record are the trailer
+        starts = r["position"]
+        ends = starts + r["total_size"]
+        has = np.flatnonzero((u8[ends[:, None] + _TRAILER] == _NEEDLE).all(axis=1))
+        for j in has.tolist():
+            end = int(ends[j])
+            pos = int(starts[j])
+            digits = bytes(buf[end - 11:end - 1]).decode("ascii", "replace")
+            stored = decode_crc32_property(digits)
+            actual = zlib.crc32(buf[pos:end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+            if stored != actual:
+                bad.append((pos, end, stored, actual))
+    oc = None
+    if do_struct:
+        oc = np.empty(len(r), dtype=_OUTLIER_DTYPE)
+        for n in _OUTLIER_DTYPE.names:
+            oc[n] = r[n]
+    cols = None
+    topics: dict[str, int] = {}
+    if need_records:
+        tids = topic_ids(u8, item.rows, topics)
+        cols = (r["position"] + f.start, r["total_size"].astype(np.int32), r["queue_id"].astype(np.int32),
+                r["queue_offset"].copy(), tids.astype(np.int32), r["sys_flag"].astype(np.int32))
+    return _RunChecked(f.name, f.start, len(r), int(r["store_timestamp"].max()), bad, oc, cols, list(topics))
+
+
+_NEEDLE = np.frombuffer(_CRC_NEEDLE, dtype=np.uint8)
+_TRAILER = np.arange(len(_CRC_NEEDLE), dtype=np.int64) - CRC32_RESERVED_LEN
+
+
+class _FileName:
+    """The two attributes of a commitlog file ``_StoreTimeOutliers.feed`` reads."""
+
+    __slots__ = ("name", "start")
+
+    def __init__(self, name: str, start: int):
+        self.name, self.start = name, start
+
+
 def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, accept_v2: bool = True,
-           progress=None, index_slots: int | None = None, index_max: int | None = None) -> VerifyReport:
+           progress=None, index_slots: int | None = None, index_max: int | None = None,
+           jobs: int | None = None) -> VerifyReport:
+    """Every selected check over ``store``. The commit-log walk runs one file per task: ``jobs`` (default
+    ``parallel.resolve_jobs``) > 1 walks the files in worker processes; the report is the same."""
     checks = tuple(c for c in ALL_CHECKS if c in checks)
     rep = VerifyReport(store.root, checks, max_errors=max_errors)
     cl = store.commitlog
@@ -195,11 +268,9 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     n_msgs = 0
     max_ts = None
     last_file = None
-    needle = np.frombuffer(_CRC_NEEDLE, dtype=np.uint8)
-    trailer = np.arange(len(_CRC_NEEDLE), dtype=np.int64) - CRC32_RESERVED_LEN
-    u8 = None
     outliers = _StoreTimeOutliers()
-    for item in walk_batches(cl, None, check_crc=do_crc, accept_v2=accept_v2):
+    for item in walk_batches(cl, None, check_crc=do_crc, accept_v2=accept_v2, jobs=jobs, convert=_check_run,
+                             convert_args=(do_crc, do_struct, need_records)):
         if type(item) is Damage:
             recs.damaged.append(item.start)
             recs.damaged_end.append(item.end)
@@ -211,43 +282,29 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
                             item.reason + (f" ({item.cause})" if item.cause and item.cause not in item.reason else "")),
                     merge=False)
             continue
-        if type(item) is not RecordRun:
+        if item is None:
             continue  # a blank end-of-file record
-        r = item.records
-        f = item.file
-        n_msgs += len(r)
-        if f is not last_file:
+        n_msgs += item.records
+        if item.start != last_file:
             if progress is not None:
-                progress(f.start)
-            last_file = f
-            buf = f.buffer
-            u8 = np.frombuffer(buf, dtype=np.uint8)
-        if do_crc:
-            # 5.2.0+ __CRC32#: the last 20 bytes of the record are the trailer
-            starts = r["position"]
-            ends = starts + r["total_size"]
-            has = np.flatnonzero((u8[ends[:, None] + trailer] == needle).all(axis=1))
-            for j in has.tolist():
-                end = int(ends[j])
-                pos = int(starts[j])
-                digits = bytes(buf[end - 11:end - 1]).decode("ascii", "replace")
-                stored = decode_crc32_property(digits)
-                actual = zlib.crc32(buf[pos:end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
-                if stored != actual:
-                    rep.add(Problem("crc", "property_crc", f.start + pos, f.start + end,
-                                    os.path.join(cl_dir, f.name), pos,
-                                    f"__CRC32# says {stored}, the record's CRC is {actual}"), merge=False)
+                progress(item.start)
+            last_file = item.start
+        for pos, end, stored, actual in item.property_crc:
+            rep.add(Problem("crc", "property_crc", item.start + pos, item.start + end,
+                            os.path.join(cl_dir, item.name), pos,
+                            f"__CRC32# says {stored}, the record's CRC is {actual}"), merge=False)
         if do_struct:
-            for t, name, pos, size, start, why in outliers.feed(f, r):
+            for t, name, pos, size, start, why in outliers.feed(_FileName(item.name, item.start), item.outlier_cols):
                 rep.add(Problem("structure", "store_time_outlier", start + pos, start + pos + size,
                                 os.path.join(cl_dir, name), pos,
                                 f"STORETIMESTAMP {t} is {why}: a damaged header field (the body CRC does not "
                                 "cover it), not a store time"), merge=False)
-        ts = int(r["store_timestamp"].max())
-        if max_ts is None or ts > max_ts:
-            max_ts = ts
+        if max_ts is None or item.max_ts > max_ts:
+            max_ts = item.max_ts
         if need_records:
-            recs.append(f.start, r, topic_ids(u8, item.rows, topics))
+            lut = np.array([topics.setdefault(t, len(topics)) for t in item.topics], dtype=np.int32)
+            cols = item.cols
+            recs.add_columns((*cols[:4], lut[cols[4]] if len(lut) else cols[4], cols[5]))
     rep.counts["records"] = n_msgs
     if do_struct and store.dledger is not None:  # DLedger mode: the entry rules (analyses.dledger)
         from .dledger import entry_problems

@@ -315,3 +315,12 @@ def max_body_option(fn):
 
     return click.option("--max-body-bytes", type=click.IntRange(0, JAVA_INT_MAX), default=DEFAULT_BODY_LIMIT,
                         show_default=True, help="Cut decompressed bodies at this many bytes (with a note).")(fn)
+
+
+def jobs_option(fn):
+    """``--jobs N``: worker processes of the local parallel engine (analyses.parallel), one commitlog file per
+    task; default the number of cores (``RMQINSPECT_JOBS`` overrides); 1 runs the files one after another in
+    this process. The output is the same for every N."""
+    return click.option("--jobs", "jobs", type=POSITIVE_INT, default=None, metavar="N",
+                        help="Worker processes, one commitlog file per task (default: the number of cores; "
+                             "1 = one file after another in this process). Output is the same for any N.")(fn)

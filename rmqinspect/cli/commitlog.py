@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..analyses.parallel import default_jobs
 from ..analyses.rows import RowFilter
 from ..analyses.summary import summarize
 from ..store import Store
@@ -19,6 +20,7 @@ from ._params import (
     TIME_FORMS,
     accepts_v2,
     broker_version_option_for,
+    jobs_option,
     max_body_option,
     store_argument,
 )
@@ -201,14 +203,15 @@ def _output_messages(msgs, fmt, body, cl, body_limit: int) -> int:
 @store_argument
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "ndjson")), default="table", show_default=True)
 @broker_version_option_for("Override the detected RocketMQ version (e.g. 4.9.8, 5.3.3).")
+@jobs_option
 @handle_errors
-def summary(store, fmt, broker_version):
+def summary(store, fmt, broker_version, jobs):
     """File map, offsets, per-topic and per-queue counts, time range, checkpoint, abort file, and what the
     files say about the RocketMQ version that wrote them (4.x / 5.x evidence)."""
     st = Store.open(store)
     cl = st.commitlog
     with progress(cl.end_offset - cl.min_offset, "scanning commitlog", fmt == "table") as advance:
-        s = summarize(st, advance, broker_version)
+        s = summarize(st, advance, broker_version, jobs=jobs or default_jobs())
     emit_document(s, fmt, _render_summary)
 
 

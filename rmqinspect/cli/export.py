@@ -8,7 +8,7 @@ import click
 
 from ..analyses.rows import RowFilter
 from ..store.errors import EXIT_PROBLEMS, RmqInspectError
-from ._params import TIME
+from ._params import TIME, jobs_option
 from .output import emit_document, format_option, handle_errors, print_kv, progress, warn
 
 
@@ -20,7 +20,8 @@ class EngineUnavailableError(RmqInspectError):
 @click.argument("stores", nargs=-1, required=True, type=click.Path(exists=False))
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="New (or empty) output directory.")
 @click.option("--engine", type=click.Choice(("local", "spark")), default="local", show_default=True,
-              help="local: pyarrow in this process; spark: one Spark task per commitlog file.")
+              help="local: pyarrow, one commitlog file per task on --jobs worker processes; spark: one Spark task "
+                   "per commitlog file.")
 @click.option("--master", default=None, help="Spark master URL (engine spark). Default local[*], or what "
                                              "spark-submit configured.")
 @click.option("--with-body", is_flag=True, help="Add the stored body bytes as a binary column.")
@@ -29,9 +30,10 @@ class EngineUnavailableError(RmqInspectError):
 @click.option("--until", type=TIME, help="Store time <= this (epoch ms or ISO date).")
 @click.option("--label", "labels", multiple=True, help="Value of the source column, one per STORE, in order "
                                                        "(default: the store directory names).")
+@jobs_option
 @format_option
 @handle_errors
-def export(stores, out, engine, master, with_body, topics, since, until, labels, fmt):
+def export(stores, out, engine, master, with_body, topics, since, until, labels, jobs, fmt):
     """Write every message of STORE... as rows of a Parquet dataset partitioned by topic and store date
     (hive layout OUT/topic_partition=…/store_date=YYYY-MM-DD/). The schema is in docs/spark.md.
 
@@ -50,11 +52,12 @@ def export(stores, out, engine, master, with_body, topics, since, until, labels,
             except ImportError as e:
                 raise EngineUnavailableError("pyarrow is not installed: pip install 'rmqinspect[parquet]'") from e
             from ..analyses.export import export_local, file_tasks
+            from ..analyses.parallel import default_jobs
 
             total = sum(t.size for t in file_tasks(stores, labels or None))
             with progress(total, "exporting", fmt == "table") as advance:
                 res = export_local(stores, out, labels=labels or None, with_body=with_body, flt=flt,
-                                   advance=advance)
+                                   advance=advance, jobs=jobs or default_jobs())
         else:
             from ..spark.session import SparkUnavailableError
 

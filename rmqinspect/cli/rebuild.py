@@ -10,7 +10,8 @@ import click
 from ..analyses.rebuild_run import PROBLEM_STOPS, rebuild
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
-from ._params import CQ_FILE_SIZE, check_index_geometry, INDEX_MAX, INDEX_SLOTS, NON_NEGATIVE_LONG, OFFSET, broker_version_option_for, store_argument
+from ..analyses.parallel import default_jobs
+from ._params import CQ_FILE_SIZE, check_index_geometry, INDEX_MAX, INDEX_SLOTS, NON_NEGATIVE_LONG, OFFSET, broker_version_option_for, jobs_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, note, print_kv, progress, warn
 
 QUEUE_COLUMNS = ("topic", "queue_id", "rebuilt_entries", "store_entries", "matching", "missing", "extra", "wrong",
@@ -43,10 +44,11 @@ DIFF_COLUMNS = ("topic", "queue_id", "queue_offset", "index_file", "item", "kind
 @click.option("--cq-format", type=click.Choice(("file", "rocksdb")), default="file", show_default=True,
               help="rocksdb: write OUT/consumequeue as the 5.x RocksDB consume queue (storeType=defaultRocksDB) "
                    "instead of files; same dispatch, entries carry the record's store timestamp.")
+@jobs_option
 @format_option
 @handle_errors
 def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_max, broker_version, dry_run,
-                details, engine, master, cq_format, fmt):
+                details, engine, master, cq_format, jobs, fmt):
     """Regenerate ConsumeQueue and IndexFile from the CommitLog exactly as the broker's dispatcher writes them
     (ReputMessageService), into a new directory; or, with --dry-run, reconcile them with STORE's files.
 
@@ -91,7 +93,7 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
             run = rebuild(st, out, build_cq="cq" in parts, build_index="index" in parts, from_offset=from_,
                           to_offset=to, cq_file_size=cq_file_size, index_slots=index_slots, index_max=index_max,
                           broker_version=broker_version, dry_run=dry_run, details=details, cq_format=cq_format,
-                          dispatch=dispatch, progress=advance)
+                          dispatch=dispatch, progress=advance, jobs=jobs or default_jobs())
     rep = run.report
     geo = run.geometry
     doc = run.to_dict()

@@ -8,12 +8,14 @@ import sys
 import click
 
 from ..analyses.offsets import lost_window
+from ..analyses.parallel import default_jobs
 from ..analyses.recovery import RecoveryOptions, plan_recovery
 from ..analyses.salvage import salvage
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE
 from ..store.layout import ensure_output_outside
-from ._params import CQ_FILE_SIZE, broker_version_option_for, max_body_option, offsets_file_option, store_argument
+from ._params import (CQ_FILE_SIZE, broker_version_option_for, jobs_option, max_body_option, offsets_file_option,
+                      store_argument)
 from .output import dumps, emit, emit_document, format_option, handle_errors, print_kv, warn
 
 version_option = broker_version_option_for(
@@ -25,11 +27,12 @@ mode_option = click.option("--mode", type=click.Choice(("auto", "normal", "abnor
 
 
 def _plan(store, broker_version, check_crc=True, index_safe=False, mode="auto", keep_redispatch=False,
-          cq_file_size=None):
+          cq_file_size=None, jobs=None):
     st = Store.open(store)
     plan = plan_recovery(st, RecoveryOptions(version=broker_version, check_crc=check_crc, index_safe=index_safe,
                                              force_mode=None if mode == "auto" else mode,
-                                             keep_redispatch=keep_redispatch, cq_file_size=cq_file_size))
+                                             keep_redispatch=keep_redispatch, cq_file_size=cq_file_size,
+                                             jobs=jobs or default_jobs()))
     return st, plan
 
 
@@ -52,10 +55,11 @@ def _after(plan) -> dict[str, int]:
 @click.option("--redispatch", is_flag=True, help="List every re-dispatched record (JSON output).")
 @click.option("--consumers", is_flag=True, help="Add the per-consumer-group lost window (consumerOffset.json).")
 @offsets_file_option
+@jobs_option
 @format_option
 @handle_errors
 def recover_cmd(store, dry_run, broker_version, check_crc, message_index_safe, mode, cq_file_size, redispatch,
-                consumers, fmt, offsets_file=None):
+                consumers, jobs, fmt, offsets_file=None):
     """The recovery RocketMQ runs when it loads STORE, reproduced offline (never writes).
 
     Normal or abnormal mode (abort file), start file by version, the record scan and where it stops
@@ -73,7 +77,7 @@ def recover_cmd(store, dry_run, broker_version, check_crc, message_index_safe, m
                    err=True)
         sys.exit(EXIT_USAGE)
     st, plan = _plan(store, broker_version, check_crc, message_index_safe, mode, keep_redispatch=redispatch,
-                     cq_file_size=cq_file_size)
+                     cq_file_size=cq_file_size, jobs=jobs)
     doc = plan.to_dict(with_redispatch=redispatch)
     doc["totals"] = _totals(plan)
     lw = None
@@ -196,9 +200,10 @@ def consumer_lag_cmd(store, broker_version, mode, fmt, offsets_file=None):
 @click.option("--body", type=click.Choice(("base64", "hex", "text")), default="base64", show_default=True,
               help="Body encoding in the export (decompressed when the record says so).")
 @max_body_option
+@jobs_option
 @format_option
 @handle_errors
-def salvage_cmd(store, out_path, broker_version, body, max_body_bytes, fmt):
+def salvage_cmd(store, out_path, broker_version, body, max_body_bytes, jobs, fmt):
     """Find the intact messages the broker would discard: past the truncation point, resynchronise on magic
     codes, keep candidates that are self-consistent (size bounds, stored physical offset, CRC, queue-offset
     monotonicity), classify each damaged region (torn tail, zero page, CRC mismatch, stale data, missing
@@ -206,8 +211,10 @@ def salvage_cmd(store, out_path, broker_version, body, max_body_bytes, fmt):
     st = Store.open(store)
     if out_path is not None:
         ensure_output_outside(st, out_path)
-    plan = plan_recovery(st, RecoveryOptions(version=broker_version, with_salvage=False, keep_redispatch=False))
-    rep = salvage(st, plan.truncate_offset, queue_next_offsets=plan.consume_queue_max_offsets)
+    jobs = jobs or default_jobs()
+    plan = plan_recovery(st, RecoveryOptions(version=broker_version, with_salvage=False, keep_redispatch=False,
+                                             jobs=jobs))
+    rep = salvage(st, plan.truncate_offset, queue_next_offsets=plan.consume_queue_max_offsets, jobs=jobs)
     if out_path is not None:
         with open(out_path, "w", encoding="utf-8") as fh:
             for m in rep.messages:

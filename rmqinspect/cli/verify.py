@@ -6,10 +6,11 @@ import sys
 
 import click
 
+from ..analyses.parallel import default_jobs
 from ..analyses.verify import ALL_CHECKS, verify
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
-from ._params import POSITIVE_LONG, accepts_v2, broker_version_option_for, store_argument
+from ._params import POSITIVE_LONG, accepts_v2, broker_version_option_for, jobs_option, store_argument
 from .output import dumps, emit, format_option, handle_errors, print_kv, progress
 
 PROBLEM_COLUMNS = ("check", "kind", "start", "end", "count", "file", "position", "reason")
@@ -36,9 +37,10 @@ def _checks(ctx, param, value):
 @click.option("--index-slots", type=int, default=None,
               help="maxHashSlotNum (default: --broker-config's, else proven from each index file).")
 @click.option("--index-max", type=int, default=None, help="maxIndexNum (default: as --index-slots).")
+@jobs_option
 @format_option
 @handle_errors
-def verify_cmd(store, checks, max_errors, broker_version, index_slots, index_max, fmt):
+def verify_cmd(store, checks, max_errors, broker_version, index_slots, index_max, jobs, fmt):
     """Check every record (layout, body CRC, __CRC32#, stored physical offset), consecutive file names,
     every consume-queue entry and index item against its record, and the checkpoint against the data.
 
@@ -56,7 +58,7 @@ def verify_cmd(store, checks, max_errors, broker_version, index_slots, index_max
     with progress(cl.end_offset - cl.min_offset, "verifying", fmt == "table") as advance:
         rep = verify(st, checks, max_errors=max_errors, accept_v2=accepts_v2(broker_version),
                      progress=lambda off: advance(off - cl.min_offset), index_slots=index_slots,
-                     index_max=index_max)
+                     index_max=index_max, jobs=jobs or default_jobs())
     if fmt == "ndjson":
         for p in rep.problems:
             sys.stdout.write(dumps(p.to_dict()) + "\n")

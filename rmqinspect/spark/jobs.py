@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ..analyses.export import ExportResult, check_output_dir, file_tasks, write_file_task
 from ..analyses.fileverify import verify_file
 from ..analyses.rows import RowFilter
+from .session import ScannerTally
 
 
 def messages_df(spark, stores: Sequence[str], *, labels: Sequence[str] | None = None, with_body: bool = False,
@@ -44,13 +45,18 @@ def export_spark(spark, stores: Sequence[str], out: str, *, labels=None, with_bo
         os.makedirs(target, exist_ok=True)
 
     def run(item):
+        from rmqinspect.store.scanner import describe
+
         n, task = item
         r = write_file_task(n, task, target, with_body=with_body, flt=flt)
-        return r.rows, r.damage
+        return {"rows": r.rows, "damage": r.damage, "scanner": describe()}
 
-    done = spark.sparkContext.parallelize(list(enumerate(tasks)), max(len(tasks), 1)).map(run).collect()
+    tally = ScannerTally("export")
+    done = list(tally.watch(spark.sparkContext.parallelize(list(enumerate(tasks)), max(len(tasks), 1)).map(run)
+                            .collect()))
+    tally.warn()
     return ExportResult("spark", target, [t.store_path for t in tasks if t.index == 0], len(tasks),
-                        sum(rows for rows, _ in done), [d for _, dmg in done for d in dmg])
+                        sum(d["rows"] for d in done), [x for d in done for x in d["damage"]], dict(tally.counts))
 
 
 # --- stats ----------------------------------------------------------------------------------------
@@ -136,14 +142,22 @@ def verify(spark, stores: Sequence[str], *, labels=None) -> dict:
 
     tasks = file_tasks(stores, labels)
     rdd = spark.sparkContext.parallelize(tasks, max(len(tasks), 1))
-    files = rdd.map(verify_file).collect()
+    tally = ScannerTally("spark verify")
+    files = [d["file"] for d in tally.watch(rdd.map(_verify_task).collect())]
+    tally.warn()
     problems = []
     for first in (t for t in tasks if t.index == 0):
         problems.extend(store_level_problems([t for t in tasks if t.store_path == first.store_path]))
     for f in files:
         problems.extend(f.problems)
     return {"files": [f.to_dict() for f in files], "problems": problems,
-            "messages": sum(f.messages for f in files), "ok": not problems}
+            "messages": sum(f.messages for f in files), "ok": not problems, "scanners": dict(tally.counts)}
+
+
+def _verify_task(task) -> dict:
+    from rmqinspect.store.scanner import describe
+
+    return {"file": verify_file(task), "scanner": describe()}
 
 
 # --- diff -----------------------------------------------------------------------------------------

@@ -44,6 +44,40 @@ def _zip_package() -> str:
     return path
 
 
+class ScannerTally:
+    """Which record scanner every task of a job ran (each per-file task returns ``store.scanner.describe()``
+    under ``"scanner"``). ``warn()`` raises a ``RuntimeWarning`` naming the tasks that ran pure Python: an
+    executor that received the package without a loadable compiled extension gives the same results, slower,
+    and must not do so silently."""
+
+    def __init__(self, job: str):
+        self.job = job
+        self.counts: dict[str, int] = {}
+
+    def add(self, scanner: str) -> None:
+        self.counts[scanner] = self.counts.get(scanner, 0) + 1
+
+    def watch(self, results):
+        """Pass ``results`` (dicts with a ``"scanner"`` key) through, counting their scanners."""
+        for r in results:
+            self.add(r["scanner"])
+            yield r
+
+    @property
+    def fell_back(self) -> int:
+        return sum(n for k, n in self.counts.items() if k != "compiled")
+
+    def warn(self) -> None:
+        if self.fell_back:
+            import warnings
+
+            other = "; ".join(f"{n} task(s): {k}" for k, n in sorted(self.counts.items()) if k != "compiled")
+            warnings.warn(f"rmqinspect {self.job}: {self.fell_back} of {sum(self.counts.values())} Spark task(s) "
+                          f"ran the pure-Python record scanner ({other}); ship the compiled scanner to the "
+                          "executors (docs/spark.md, 'Executors and the compiled scanner')", RuntimeWarning,
+                          stacklevel=3)
+
+
 def _executor_scanner(spark) -> str:
     """Which record scanner a Python worker runs (``store.scanner.describe()`` on an executor)."""
 

@@ -36,8 +36,10 @@ from ...formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_HEADER_T
 from ...store import Store
 from ...store.commitlog import BLANK, END, FILE_END, ILLEGAL, RecordRun, walk_file
 from ...store.consumequeue import ConsumeQueue, list_queues
+from ...store.mapped import MappedFile
 from ...store.version import BrokerVersion
 from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
+from ..parallel import map_files, resolve_jobs
 from .batch import BatchQueueModel, batch_queue_topics, load_batch_queues
 from .queues import ConsumeQueueModel, QueueRecovery, QueueSet, default_cq_file_size
 from .redispatch import (
@@ -75,6 +77,7 @@ class RecoveryOptions:
     keep_redispatch: bool = True  # list every re-dispatched record (else only count them)
     cq_file_size: int | None = None  # mappedFileSizeConsumeQueue for queues the recovery creates
     model_start: bool = True  # step 6: start()'s ReputMessageService
+    jobs: int | None = None  # worker processes of the scan and the salvage walk (analyses.parallel.resolve_jobs)
 
 
 @dataclass
@@ -443,11 +446,12 @@ def scan_commitlog(rec: Recovery, idx: int) -> Scan:
         dispatch_from = None
     delay_table = rec.options.delay_table if bv.delay_levels_at_recovery else DelayTable({})
     i = idx
+    walks = file_walks(files, idx, rec.options.check_crc, bv.accepts_v2, rec.options.jobs)
     while start_file is not None:
         f = files[i]
         moved = False
         u8 = None
-        for ev in walk_file(f, 0, f.size, check_crc=rec.options.check_crc, accept_v2=bv.accepts_v2, batch=RUN_BATCH):
+        for ev in next(walks):
             if type(ev) is RecordRun:
                 if u8 is None:
                     u8 = np.frombuffer(f.buffer, dtype=np.uint8)
@@ -476,11 +480,51 @@ def scan_commitlog(rec: Recovery, idx: int) -> Scan:
         if files[i].start != f.start + rec.store.commitlog.file_size:
             rec.notes.append(f"commit-log files are not contiguous after {f.name}: the broker continues with "
                              f"{files[i].name}")
+    walks.close()
     if scan.saw_v2 and not bv.accepts_v2:
         rec.notes.append("V2 records exist but this version does not accept them")
     if scan.saw_crc32_property and not bv.writes_crc32_property:
         rec.notes.append("__CRC32# properties found: the store was written by 5.2.0+")
     return scan
+
+
+class FileStop:
+    """What ended one file's walk, as a worker hands it back (a ``Record`` without its map)."""
+
+    __slots__ = ("kind", "position", "reason")
+
+    def __init__(self, kind: str, position: int, reason: str):
+        self.kind, self.position, self.reason = kind, position, reason
+
+    def __reduce__(self):
+        return FileStop, (self.kind, self.position, self.reason)
+
+
+def scan_file(args) -> list:
+    """checkMessageAndReturnSize over one whole file, in a worker: the record arrays of its runs and what
+    ended the walk. ``args`` = (path, start, check_crc, accept_v2); the file is mapped here and closed."""
+    path, start, check_crc, accept_v2 = args
+    f = MappedFile(path, start)
+    try:
+        return [ev.records if type(ev) is RecordRun else FileStop(ev.kind, ev.position, ev.reason)
+                for ev in walk_file(f, 0, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=RUN_BATCH)]
+    finally:
+        f.close()
+
+
+def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: int | None):
+    """The walk of each file from ``files[idx]`` on, in order, one iterator of events per file: ``walk_file``
+    in this process, or with ``jobs`` > 1 (``parallel.resolve_jobs``) the files checked by worker processes
+    ahead of the scan (``scan_file``), their runs handed over as ``RecordRun``s of this process' maps. The
+    scan takes the next file only after a blank record, so files past its stop are checked in vain but
+    never looked at."""
+    if resolve_jobs(jobs) > 1 and len(files) - idx > 1:
+        args = [(f.path, f.start, check_crc, accept_v2) for f in files[idx:]]
+        for f, events in zip(files[idx:], map_files(scan_file, args, jobs)):
+            yield (RecordRun(f, e) if type(e) is np.ndarray else e for e in events)
+        return
+    for f in files[idx:]:
+        yield walk_file(f, 0, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=RUN_BATCH)
 
 
 def scan_run(rec: Recovery, scan: Scan, run: RecordRun, u8: np.ndarray, dispatch_all: bool,
@@ -673,12 +717,13 @@ def index_files_loaded(rec: Recovery) -> tuple[list[str], list[str]]:
 # 8. what is lost past T
 
 
-def messages_lost(store: Store, plan: RecoveryPlan) -> None:
+def messages_lost(store: Store, plan: RecoveryPlan, jobs: int | None = None) -> None:
     """Salvage past T: intact and damaged records the broker discards, per topic (consume-queue entries cut
     count for their queue's topic), and the damaged regions. Fills ``plan.messages_lost`` and ``plan.salvage``."""
     from ..salvage import salvage
 
-    rep = salvage(store, plan.truncate_offset, accept_v2=True, queue_next_offsets=plan.consume_queue_max_offsets)
+    rep = salvage(store, plan.truncate_offset, accept_v2=True, queue_next_offsets=plan.consume_queue_max_offsets,
+                  jobs=jobs)
     lost = rep.lost_summary(rep.damaged_records())
     lost["cq_entries_cut"] = {q.key: q.entries_cut for q in plan.queues if q.entries_cut}
     owner = {off: q.topic for q in plan.queues for off in q.cut_offsets}
@@ -732,7 +777,7 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
         queue_models={m.rec.key: m for m in models},
     )
     if options.with_salvage:
-        messages_lost(store, plan)
+        messages_lost(store, plan, rec.options.jobs)
     return plan
 
 

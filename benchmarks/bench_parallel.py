@@ -1,0 +1,172 @@
+"""Benchmark: the local parallel engine (``--jobs``) for ``verify`` and ``rebuild``, end to end, against one
+zlib.crc32 pass over the same bytes in the same run.
+
+    python benchmarks/bench_parallel.py                   # 256 MiB in 64 MiB files (4 files), jobs 1 and 2
+    python benchmarks/bench_parallel.py --anchor          # issue 17's anchor: 1.24 GB, 1 M messages, 1 GiB files
+    python benchmarks/bench_parallel.py --mib 1270 --file-mib 128 --jobs 1,2,4
+
+The store is written with the project's writer in the anchor's shape: ~1.2 KiB records (1 KiB bodies), 4 topics x
+8 queues, two KEYS and a UNIQ_KEY each. Every measurement is the command as a user runs it (``rmqinspect verify
+--checks structure,crc`` and ``rmqinspect rebuild --out``), each in a fresh child process, so the time includes
+the command's start-up (``in cmd``: without the interpreter start and imports) and the peak RSS is the
+command's own: ``rss`` the main process, ``worker_rss`` the
+largest worker process. The baseline is one zlib.crc32 pass over the commit log's data bytes, in the same run;
+``vs_crc`` = crc32 time / command time (1.0 = as fast as one CRC pass). Parallel speed-ups need an idle
+machine with at least as many cores as jobs: ``uptime`` is printed with the results. Data is deleted unless
+--keep. One commitlog file is one task: with 1 GiB files a 1.24 GB store is two tasks of unequal size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.join(HERE, "..")
+sys.path.insert(0, REPO)
+
+ANCHOR_MESSAGES = 1_000_000
+BODY = 1024
+TOPICS = ("OrderTopic", "PayTopic", "LogTopic", "AuditTopic")
+
+# run one command in this (fresh) process and report its own peak RSS and its largest worker's
+_CHILD = r"""
+import json, resource, sys, time
+from click.testing import CliRunner
+from rmqinspect.cli.main import cli
+t0 = time.perf_counter()
+r = CliRunner().invoke(cli, sys.argv[1:], catch_exceptions=False)
+dt = time.perf_counter() - t0
+kib = 1024
+print(json.dumps({"seconds": dt, "exit_code": r.exit_code,
+                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kib,
+                  "worker_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kib}))
+"""
+
+
+def generate(root: str, messages: int | None, target_bytes: int | None, file_size: int) -> dict:
+    from rmqinspect.formats.commitlog import encode_properties
+    from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
+
+    body = bytearray(os.urandom(BODY))
+    ts = 1_795_000_000_000
+    n = 0
+    with CommitLogWriter(os.path.join(root, "commitlog"), file_size) as w:
+        while (messages is None or n < messages) and (target_bytes is None or w.write_offset < target_bytes):
+            body[0:8] = n.to_bytes(8, "big")
+            props = encode_properties([("KEYS", f"order-{n} user-{n % 100_000}"),
+                                       ("UNIQ_KEY", "7F00000100002A9F%016X" % n), ("CLUSTER", "DefaultCluster"),
+                                       ("TAGS", f"Tag{n % 8}"), ("WAIT", "true")])
+            w.append(MessageSpec(TOPICS[n % 4], (n // 4) % 8, body=bytes(body), properties=props,
+                                 born_timestamp=ts + n // 10, store_timestamp=ts + n // 10 + 1))
+            n += 1
+        end = w.write_offset
+    return {"messages": n, "bytes": end, "files": len(os.listdir(os.path.join(root, "commitlog")))}
+
+
+def crc_pass(root: str, data_end: int) -> float:
+    """One zlib.crc32 pass over the commit log's data bytes (read(), page cache warm)."""
+    d = os.path.join(root, "commitlog")
+    t0 = time.perf_counter()
+    left = data_end
+    for name in sorted(os.listdir(d)):
+        with open(os.path.join(d, name), "rb") as f:
+            c = 0
+            while left > 0:
+                chunk = f.read(min(64 << 20, left))
+                if not chunk:
+                    break
+                c = zlib.crc32(chunk, c)
+                left -= len(chunk)
+    return time.perf_counter() - t0
+
+
+def run(args: list[str]) -> dict:
+    """The command in a fresh interpreter: ``seconds`` end to end (interpreter start and imports included),
+    ``in_cmd`` the command itself."""
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, cwd=REPO)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed:\n{p.stderr[-3000:]}")
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r["in_cmd"] = r.pop("seconds")
+    r["seconds"] = wall
+    return r
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--anchor", action="store_true", help="issue 17's anchor: 1 M messages (1.24 GB), 1 GiB files")
+    ap.add_argument("--mib", type=float, default=256, help="commit log size when not --anchor (default 256)")
+    ap.add_argument("--file-mib", type=int, default=None, help="mapped file size (default 64; 1024 with --anchor)")
+    ap.add_argument("--jobs", default="1,2", help="comma-separated --jobs values (default 1,2)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each measurement (the best is kept)")
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    file_size = (a.file_mib or (1024 if a.anchor else 64)) << 20
+    jobs = [int(j) for j in a.jobs.split(",")]
+    base = a.dir or tempfile.mkdtemp(prefix="rmqinspect-bench-parallel-")
+    root = os.path.join(base, "store")
+    try:
+        t0 = time.perf_counter()
+        meta = generate(root, ANCHOR_MESSAGES if a.anchor else None, None if a.anchor else int(a.mib * (1 << 20)),
+                        file_size)
+        meta["write_seconds"] = round(time.perf_counter() - t0, 1)
+        from rmqinspect.store.scanner import describe
+
+        print(f"store: {meta['bytes'] / 1e9:.3f} GB, {meta['messages']:,} messages in {meta['files']} file(s) of "
+              f"{file_size >> 20} MiB; scanner {describe()}; cores {os.cpu_count()}")
+        rows = []
+        for rep in range(a.repeat):
+            crc = crc_pass(root, meta["bytes"])
+            rows.append({"what": "crc32", "jobs": 1, "seconds": crc, "rep": rep})
+            for j in jobs:
+                for what, cmd in (("verify", ["verify", root, "--checks", "structure,crc", "--format", "json"]),
+                                  ("rebuild", ["rebuild", root, "--format", "json"])):
+                    out = os.path.join(base, f"rebuild-{j}-{rep}")
+                    r = run(cmd + (["--out", out] if what == "rebuild" else []) + ["--jobs", str(j)])
+                    shutil.rmtree(out, ignore_errors=True)
+                    if r["exit_code"] not in (0, 1):
+                        raise SystemExit(f"{what} --jobs {j}: exit code {r['exit_code']}")
+                    rows.append({"what": what, "jobs": j, "rep": rep, "crc_seconds": crc, **r})
+        best: dict = {}
+        for r in rows:
+            k = (r["what"], r["jobs"])
+            if k not in best or r["seconds"] < best[k]["seconds"]:
+                best[k] = r
+        crc = best[("crc32", 1)]["seconds"]
+        print(f"{'command':<10}{'jobs':>5}{'seconds':>10}{'in cmd':>8}{'GB/s':>8}{'vs crc32':>10}{'speed-up':>10}"
+              f"{'rss MiB':>9}{'worker MiB':>12}")
+        print(f"{'crc32':<10}{1:>5}{crc:>10.2f}{crc:>8.2f}{meta['bytes'] / crc / 1e9:>8.2f}{1.0:>10.2f}")
+        result = {"store": meta, "file_size": file_size, "crc32_seconds": crc, "commands": []}
+        for what in ("verify", "rebuild"):
+            one = best[(what, jobs[0])]["seconds"]
+            for j in jobs:
+                r = best[(what, j)]
+                vs = r["crc_seconds"] / r["seconds"]  # against the crc pass of the same repetition
+                print(f"{what:<10}{j:>5}{r['seconds']:>10.2f}{r['in_cmd']:>8.2f}"
+                      f"{meta['bytes'] / r['seconds'] / 1e9:>8.2f}{vs:>10.2f}"
+                      f"{one / r['seconds']:>10.2f}{r['rss_mib']:>9.0f}{r['worker_rss_mib']:>12.0f}")
+                result["commands"].append({
+                    "command": what, "jobs": j, "seconds": round(r["seconds"], 3), "in_command": round(r["in_cmd"], 3),
+                    "vs_crc32": round(vs, 3), "speedup_vs_first": round(one / r["seconds"], 3),
+                    "rss_mib": round(r["rss_mib"]), "worker_rss_mib": round(r["worker_rss_mib"])})
+        result["uptime"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+        print("uptime:", result["uptime"])
+        print(json.dumps(result))
+    finally:
+        if not a.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The local parallel engine: one commitlog file per task, worker processes, results in file order.
+
+Every command that walks the commit log (``verify``, ``rebuild``, ``recover``'s scan, ``salvage``,
+``summary``, ``export``) can split its work at file boundaries, because the broker's walk restarts at every
+file (a blank end-of-file record, or the file's end, ends a file's records). Each command supplies a
+*per-file function* (the heavy part: scanning, CRCs, decoding, all in the worker) that returns a small
+picklable result, and a *merge* that takes the results in file order and applies the rules that cross files
+(stop at the first damage, a missing file, the torn tail, queue-offset monotonicity), the same code the
+sequential walk runs. ``map_files`` is the only place processes are made.
+
+Design rules:
+
+* ``jobs`` <= 1, or fewer than two tasks: the per-file function runs in this process, one task after the
+  other (no worker is started; start-up costs nothing).
+* Workers are forked (``fork`` start method where the platform has it; ``RMQINSPECT_START_METHOD`` chooses
+  another) and receive paths, never open maps: every task maps its own file in the worker and closes it.
+* At most ``jobs + 2`` tasks are in flight or waiting and results are handed over in file order as soon as the next
+  one is ready, so the parent holds a bounded number of per-file results (memory flat in the store size).
+* An ``RmqInspectError`` raised in a worker is raised again in the parent with its file, offset and exit code.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+START_METHOD_ENV = "RMQINSPECT_START_METHOD"
+JOBS_ENV = "RMQINSPECT_JOBS"
+
+
+def cores() -> int:
+    """CPUs this process may run on (the affinity mask where the platform has one)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return max(os.cpu_count() or 1, 1)
+
+
+def _env_jobs() -> int | None:
+    v = os.environ.get(JOBS_ENV, "").strip()
+    return int(v) if v.isdigit() and int(v) > 0 else None
+
+
+def default_jobs() -> int:
+    """The commands' ``--jobs`` when not given: ``RMQINSPECT_JOBS`` if set, else the number of cores."""
+    return _env_jobs() or cores()
+
+
+def resolve_jobs(jobs: int | None) -> int:
+    """A library call's ``jobs``: as given; None means ``RMQINSPECT_JOBS`` if set, else 1 (a library call
+    starts no process unless asked to; the commands ask for every core)."""
+    if jobs is not None and jobs > 0:
+        return jobs
+    return _env_jobs() or 1
+
+
+class _Failure:
+    """An exception raised in a worker, carried back as plain data (RmqInspectError's constructor takes more
+    than the message, so the default exception pickling would lose the file and offset)."""
+
+    __slots__ = ("cls", "message", "attrs")
+
+    def __init__(self, exc: BaseException):
+        self.cls = type(exc)
+        self.message = str(exc.args[0]) if exc.args else str(exc)
+        self.attrs = dict(getattr(exc, "__dict__", {}))
+
+    def rebuild(self) -> BaseException:
+        try:
+            exc = self.cls.__new__(self.cls)
+            Exception.__init__(exc, self.message)
+            exc.__dict__.update(self.attrs)
+            return exc
+        except Exception:  # an exception type that cannot be rebuilt this way: its text is kept
+            return RuntimeError(f"{self.cls.__name__}: {self.message}")
+
+
+def _call(fn: Callable[[Any], Any], item: Any) -> Any:
+    try:
+        return fn(item)
+    except Exception as e:  # carried to the parent and raised there (see _Failure)
+        return _Failure(e)
+
+
+def _context():
+    import multiprocessing as mp
+
+    method = os.environ.get(START_METHOD_ENV) or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    return mp.get_context(method)
+
+
+def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = 1) -> Iterator[Any]:
+    """``fn(item)`` for every item (one commitlog file's task each), results yielded in item order.
+
+    ``fn`` must be a module-level function and items and results picklable when more than one worker runs.
+    Workers are started only when ``jobs`` > 1 and there are at least two items, at most one per item."""
+    items = list(items)
+    jobs = resolve_jobs(jobs)
+    if jobs <= 1 or len(items) < 2:
+        for it in items:
+            yield fn(it)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(jobs, len(items))
+    window = workers + 1  # every worker busy, and the next result ready when the parent asks for it
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=_context())
+    pending: deque = deque()
+    nxt = 0
+    try:
+        while nxt < len(items) or pending:
+            while nxt < len(items) and len(pending) < window:
+                pending.append(pool.submit(_call, fn, items[nxt]))
+                nxt += 1
+            res = pending.popleft().result()
+            if nxt < len(items):  # keep the workers busy while the parent merges this result
+                pending.append(pool.submit(_call, fn, items[nxt]))
+                nxt += 1
+            if isinstance(res, _Failure):
+                raise res.rebuild()
+            yield res
+    finally:
+        # the caller may stop early (the walk ended at damage): tasks not started are dropped
+        pool.shutdown(wait=True, cancel_futures=True)
