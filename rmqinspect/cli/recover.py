@@ -14,8 +14,14 @@ from ..analyses.salvage import salvage
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE
 from ..store.layout import ensure_output_outside
-from ._params import (CQ_FILE_SIZE, broker_version_option_for, jobs_option, max_body_option, offsets_file_option,
-                      store_argument)
+from ._params import (
+    CQ_FILE_SIZE,
+    broker_version_option_for,
+    jobs_option,
+    max_body_option,
+    offsets_file_option,
+    store_argument,
+)
 from .output import dumps, emit, emit_document, format_option, handle_errors, print_kv, warn
 
 version_option = broker_version_option_for(
