@@ -422,7 +422,8 @@ def find_msg_id(store, svc: IndexService, msg_id: str, topic: str | None = None,
     fate = None
     try:
         o = decode_offset_msg_id(msg_id)
-        fate = offset_fate(o.physical_offset, view) if o.physical_offset >= 0 else None
+        # an offset no commit-log file holds has no fate (a UNIQ_KEY read as an offsetMsgId gives absurd ones)
+        fate = offset_fate(o.physical_offset, view) if cl.min_offset <= o.physical_offset < cl.end_offset else None
         if as_recovered and fate == "beyond_truncation":
             assert view is not None
             rep.as_offset_msg_id = {"error": beyond_truncation_text(o.physical_offset, view), "fate": fate}

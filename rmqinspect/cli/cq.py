@@ -109,9 +109,12 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
         raise StoreNotFoundError(f"no consume queue for {topic!r} queue {queue_id}", d)
     q = ConsumeQueue.open(d, topic, queue_id, cq_file_size) if queues.kind == "file" else queues.get(topic, queue_id)
     if not join:
+        entries = list(q.entries(from_, count))
+        fates = _entry_fates(st, d, topic, queue_id, cq_file_size, entries)
         rows = ({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c,
-                 "tags_code": t} for a, b, c, t in q.entries(from_, count))
-        emit(rows, fmt, COLUMNS)
+                 "tags_code": t} | ({"fate": fates[i]} if fates else {})
+                for i, (a, b, c, t) in enumerate(entries))
+        emit(rows, fmt, COLUMNS + (("fate",) if fates else ()))
         return
     cl = st.commitlog
     bad = [0]
@@ -134,10 +137,43 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
         sys.exit(EXIT_PROBLEMS)
 
 
-def _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt) -> None:
-    from ..analyses.recovery import RecoveryOptions, plan_recovery
+def _entry_fates(st, d, topic, queue_id, cq_file_size, entries) -> list[str] | None:
+    """Each on-disk entry's fate once the broker has recovered the directory (ENTRY_FATES); None when the
+    queue is read from another directory (--cq-dir) or the recovery cannot be modelled (said on stderr)."""
+    from ..analyses.recovery.queues import entry_fates
+    from ..analyses.recovery.rocksdb import queue_entries_after_recovery
+    from ..store.errors import RmqInspectError
 
-    plan = plan_recovery(st, RecoveryOptions(with_salvage=False, keep_redispatch=False, cq_file_size=cq_file_size))
+    if not entries or os.path.abspath(d) != os.path.abspath(st.layout.consumequeue_dir):
+        return None
+    try:
+        plan = _plan(st, cq_file_size)
+        after = queue_entries_after_recovery(st, plan, f"{topic}/{queue_id}")
+    except RmqInspectError as e:
+        warn(f"recovery not modelled ({e}): entries carry no fate after restart")
+        return None
+    fates = entry_fates(entries, after or [], plan.truncate_offset)
+    gone = len(fates) - fates.count("survives")
+    if gone:
+        warn(f"{gone} of {len(fates)} entries shown do not survive the broker's recovery of this directory "
+             f"(truncation offset {plan.truncate_offset}): see the fate column, or --as-recovered")
+    return fates
+
+
+def _plan(st, cq_file_size):
+    from ..analyses.recovery import RecoveryOptions, plan_recovery
+    from ..store.broker_conf import configured
+
+    crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
+    return plan_recovery(st, RecoveryOptions(check_crc=crc.value if crc else True,
+                                             index_safe=safe.value if safe else False, with_salvage=False,
+                                             keep_redispatch=False, cq_file_size=cq_file_size))
+
+
+def _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt) -> None:
+    from ..analyses.recovery.rocksdb import queue_entries_after_recovery
+
+    plan = _plan(st, cq_file_size)
     if all_:
         before = plan.consume_queue_max_offsets_before or {}
         after = plan.consume_queue_max_offsets_after_start or plan.consume_queue_max_offsets
@@ -149,10 +185,10 @@ def _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt) ->
         return
     if topic is None or queue_id is None:
         raise click.UsageError("give --topic and --queue, or --all")
-    entries = plan.consume_queue_entries(f"{topic}/{queue_id}")
+    entries = queue_entries_after_recovery(st, plan, f"{topic}/{queue_id}")
     if entries is None:
-        raise click.UsageError(f"{topic}/{queue_id}: the recovery model holds no file consume queue for it (absent, "
-                               "RocksDB or BatchCQ: `cq --all --as-recovered` gives their bounds)")
+        raise click.UsageError(f"{topic}/{queue_id}: the recovery model holds no consume queue for it (absent, "
+                               "or BatchCQ: `cq --all --as-recovered` gives their bounds)")
     lo = from_ or 0
     sel = [e for e in entries if e[0] >= lo][: count if count is not None else None]
     emit(({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c, "tags_code": t}
