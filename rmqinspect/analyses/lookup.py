@@ -298,18 +298,49 @@ class RecoveryView:
     redispatch_last: int | None
 
 
-def recovery_view(store) -> RecoveryView:
+_VIEWS: dict[tuple, RecoveryView] = {}  # per process: a key look-up loop pays for the recovery scan once
+_VIEWS_MAX = 16
+
+
+def _store_identity(store) -> tuple:
+    """What the recovery's answer depends on, cheaply: every commit-log file's name, size and mtime, the abort
+    file and the checkpoint (a store that changes between two look-ups is scanned again)."""
+    def stamp(path: str):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_size, st.st_mtime_ns
+
+    root = store.root
+    files = tuple((f.name, f.size, stamp(f.path)) for f in store.commitlog.files)
+    return (os.path.realpath(root), files, store.abort_present, stamp(os.path.join(root, "checkpoint")))
+
+
+def recovery_view(store, cache: bool = True) -> RecoveryView:
     """Where the broker's recovery of this directory truncates the commit log (analyses.recovery, with the
     broker.conf in effect for checkCRCOnRecover / messageIndexSafe): records at or past it are gone after a
-    restart, whatever the index files on disk still say."""
+    restart, whatever the index files on disk still say.
+
+    Only the truncation offset and the re-dispatch range are computed (the scan's records are not dispatched
+    into queue models: neither depends on them), and the answer is kept per process for an unchanged store."""
     from ..store.broker_conf import configured
     from .recovery import RecoveryOptions, plan_recovery
 
     crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
-    plan = plan_recovery(store, RecoveryOptions(check_crc=crc.value if crc else True,
-                                                index_safe=safe.value if safe else False, with_salvage=False,
-                                                keep_redispatch=False, model_start=False))
-    return RecoveryView(plan.truncate_offset, plan.redispatch_first, plan.redispatch_last)
+    check_crc = crc.value if crc else True
+    index_safe = safe.value if safe else False
+    key = (_store_identity(store), check_crc, index_safe) if cache else None
+    if key is not None and key in _VIEWS:
+        return _VIEWS[key]
+    plan = plan_recovery(store, RecoveryOptions(check_crc=check_crc, index_safe=index_safe, with_salvage=False,
+                                                keep_redispatch=False, model_start=False, dispatch=False))
+    view = RecoveryView(plan.truncate_offset, plan.redispatch_first, plan.redispatch_last)
+    if key is not None:
+        if len(_VIEWS) >= _VIEWS_MAX:
+            _VIEWS.pop(next(iter(_VIEWS)))
+        _VIEWS[key] = view
+    return view
 
 
 def mark_fates(result: QueryMessageResult, view: RecoveryView | None) -> None:
