@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from .errors import StoreNotFoundError, UnsafeOutputError
+from .fileset_checks import check_commitlog_dir
 
 # exactly 20 ASCII digits (``\d`` would also take Arabic-Indic digits, which int() accepts), and a Java long:
 # UtilAll.offset2FileName writes %020d of a long, so anything else is no broker's file
@@ -92,11 +93,12 @@ class StoreLayout:
             return [(start, self.single_file)]
         out = []
         for d in self.commitlog_dirs:
+            check_commitlog_dir(self, d, os.listdir(d), is_offset_file_name)  # dirs/links in a file's place, conf paths
             for name in os.listdir(d):
                 p = os.path.join(d, name)
                 if is_offset_file_name(name) and os.path.isfile(p):
                     out.append((int(name), p))
-                elif looks_like_offset_file_name(name):
+                elif looks_like_offset_file_name(name) and not is_offset_file_name(name):
                     note = (f"{p}: file name is not a commitlog offset (20 ASCII digits <= Long.MAX_VALUE); "
                             f"file ignored")
                     if note not in self.notes:
