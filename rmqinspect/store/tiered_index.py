@@ -180,7 +180,9 @@ def prove_unsealed_geometry(buf, size: int, n: int, hash_slot_count: int) -> Tie
     lo = max(1, -(-(last + 1 - INDEX_ITEM_SIZE * (n + 1)) // HASH_SLOT_SIZE))
     first = lo + (r - lo) % 4
     cands = range(first, hi + 1, 4)
-    if n == 0:
+    if n == 0 and (hash_slot_count != 0 or last >= 0):
+        cands = range(0)  # no item, yet used slots or data: self-consistent under no geometry
+    elif n == 0:
         pick = next((c for c in (DEFAULT_HASH_SLOTS,) if c in cands), cands[0] if cands else None)
         if pick is None:
             return TieredGeometry(None, None, "ambiguous", (), f"no geometry fits; pass {TIERED_GEOMETRY_SETTLE}")
@@ -199,8 +201,8 @@ def prove_unsealed_geometry(buf, size: int, n: int, hash_slot_count: int) -> Tie
                               f"{c} slots / {m} items: the only geometry under which the file is self-consistent")
     if not survivors:
         return TieredGeometry(None, None, "ambiguous", (),
-                              f"size {size} matches no self-consistent unsealed geometry for indexItemCount {n} "
-                              f"(damaged, or not an index file); pass {TIERED_GEOMETRY_SETTLE}")
+                              f"size {size} matches neither layout for indexItemCount {n} (no unsealed geometry "
+                              f"is self-consistent: damaged, or not an index file); pass {TIERED_GEOMETRY_SETTLE}")
     return TieredGeometry(None, None, "ambiguous", tuple(survivors),
                           f"{len(survivors)} geometries fit and are self-consistent "
                           f"({', '.join(f'{c}/{m}' for c, m in survivors[:5])}); pass {TIERED_GEOMETRY_SETTLE}")
