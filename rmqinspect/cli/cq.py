@@ -144,9 +144,18 @@ def _entry_fates(st, d, topic, queue_id, cq_file_size, entries) -> list[str] | N
     from ..analyses.recovery.rocksdb import queue_entries_after_recovery
     from ..store.errors import RmqInspectError
 
+    from ..analyses.lookup import recovery_view
+
     if not entries or os.path.abspath(d) != os.path.abspath(st.layout.consumequeue_dir):
         return None
     try:
+        # the truncation offset and the re-dispatch range first (no queue model): entries whose records lie
+        # before both are left as they are by every step of the recovery; only otherwise is the queue modelled
+        view = recovery_view(st)
+        bound = min(view.truncate_offset, view.redispatch_first if view.redispatch_first is not None else
+                    view.truncate_offset)
+        if max(e[1] for e in entries) < bound:
+            return ["survives"] * len(entries)
         plan = _plan(st, cq_file_size)
         after = queue_entries_after_recovery(st, plan, f"{topic}/{queue_id}")
     except RmqInspectError as e:
