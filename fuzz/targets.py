@@ -193,7 +193,7 @@ def t_tiered(data: bytes) -> None:
         for key in ("k1", "key-0"):
             tf.lookup("TopicTest", key)
         for i, _ in enumerate(tf.all_items()):
-            if i > 100_000:
+            if i > 64:  # the same per-item code; a longer walk only slowed the instrumented harness (600 cases/s)
                 break
     finally:
         tf.close()
