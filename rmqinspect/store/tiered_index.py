@@ -159,9 +159,12 @@ def _first_bad_slot(pairs: np.ndarray, n: int) -> int:
 
 def _last_nonzero_byte(b: np.ndarray) -> int:
     for e in range(len(b), 0, -_CHUNK):
-        nz = np.flatnonzero(b[max(e - _CHUNK, 0):e])
-        if nz.size:
-            return max(e - _CHUNK, 0) + int(nz[-1])
+        c = b[max(e - _CHUNK, 0):e]
+        whole = len(c) - len(c) % 8
+        if not c[len(c) - whole:].view(np.uint64).any() and not c[:len(c) - whole].any():
+            continue  # a zero chunk (the unused tail of a preallocated file) is skipped 8 bytes at a time
+        nz = np.flatnonzero(c)
+        return max(e - _CHUNK, 0) + int(nz[-1])
     return -1
 
 
