@@ -10,7 +10,6 @@ and from stores the project's writer makes (``seed_corpus``).
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -133,12 +132,8 @@ def t_config(data: bytes) -> None:
     from rmqinspect.store.brokerconfig import read_broker_config
 
     d = os.path.join(scratch(), "config")
-    if os.path.isdir(d):
-        shutil.rmtree(d)
-    os.makedirs(d)
     for name in ("consumerOffset.json", "topics.json", "subscriptionGroup.json", "delayOffset.json"):
-        with open(os.path.join(d, name), "wb") as f:
-            f.write(data)
+        _write(os.path.join("config", name), data)  # the same four names every case: overwritten, not re-made
     cfg = read_broker_config(d)
     for attr in ("topics", "subscription_groups", "consumer_offsets", "delay_offsets"):
         getattr(cfg, attr, None)
