@@ -157,7 +157,8 @@ def test_cli_cq_entries_and_from_count():
     rows = [json.loads(x) for x in r.stdout.splitlines()]
     assert [[x["queue_offset"], x["physical_offset"], x["size"], x["tags_code"]] for x in rows] == \
         exp["consumeQueues"]["OrderTopic"]["1"]["entries"][58:63]  # crosses the 60-entry file boundary
-    assert set(rows[0]) == {"topic", "queue_id", "queue_offset", "physical_offset", "size", "tags_code"}
+    assert set(rows[0]) == {"topic", "queue_id", "queue_offset", "physical_offset", "size", "tags_code", "fate"}
+    assert {x["fate"] for x in rows} == {"survives"}  # a clean shutdown: every entry survives the restart
     r = CliRunner().invoke(cli, ["cq", str(store), "--topic", "OrderTopic", "--queue", "1", "--count", "2"])
     assert r.exit_code == 0 and "physical_offset" in r.output
     r = CliRunner().invoke(cli, ["cq", str(store), "--topic", "OrderTopic", "--queue", "1", "--count", "2",

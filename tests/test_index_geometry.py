@@ -145,3 +145,47 @@ def test_oracle_index_files_are_proven_with_the_brokers_geometry(scenario):
         g = _prove(str(idir / n))
         assert (g.source, g.slots, g.max_items) == ("inferred", conf.get("maxHashSlotNum", DEFAULT_INDEX_SLOTS),
                                                     conf.get("maxIndexNum", DEFAULT_INDEX_MAX)), (n, g)
+
+
+def _numpy_index(path: str, slots: int, items: int, used: int) -> None:
+    """A full-size index file of ``used`` items chained as putKey chains them, built with numpy (fast enough for
+    files past the size where the sampled rules alone settle the geometry)."""
+    import numpy as np
+
+    from rmqinspect.formats.indexfile import HASH_SLOT_DTYPE, INDEX_ITEM_DTYPE
+
+    rng = np.random.default_rng(7)
+    h = rng.integers(0, 2**31 - 1, used, dtype=np.int64)
+    slot = h % slots
+    it = np.zeros(items, dtype=INDEX_ITEM_DTYPE)
+    n = np.arange(1, used)
+    it["key_hash"][1:used], it["phy_offset"][1:used], it["time_diff"][1:used] = h[1:], n * 100, n // 1000
+    order = np.lexsort((n, slot[1:]))
+    idx, sl = n[order], slot[1:][order]
+    same = np.r_[False, sl[1:] == sl[:-1]]
+    prev = np.zeros(items, dtype=np.int64)
+    prev[idx[same]] = idx[np.r_[same[1:], False]]
+    it["prev_index"] = prev
+    table = np.zeros(slots, dtype=HASH_SLOT_DTYPE)
+    last = np.r_[sl[1:] != sl[:-1], True]
+    table[sl[last]] = idx[last]
+    with open(path, "wb") as f:
+        f.write(INDEX_HEADER.pack(1, 2, 0, 1, int(last.sum()), used))
+        f.write(table.tobytes())
+        f.write(it.tobytes())
+
+
+@pytest.mark.parametrize("slots,items", [(100_000, 400_000), (100_005, 399_999)])
+def test_large_file_settled_by_the_sampled_rules(tmp_path, slots, items):
+    """Past 262,144 items the whole-table chain count runs only when the sampled rules leave more than one
+    geometry: two geometries of the same file size (5 slots = 1 item apart) are each told apart, and the answer
+    equals the one with the whole-table rule forced."""
+    from rmqinspect.store.indexfile import prove_geometry_of
+
+    p = str(tmp_path / "20240101000000000")
+    _numpy_index(p, slots, items, used=300_000)
+    assert os.path.getsize(p) == index_file_size(100_000, 400_000)
+    g, full = prove_geometry_of(p), prove_geometry_of(p, whole_table=True)
+    assert (g.source, g.slots, g.max_items) == ("inferred", slots, items)
+    assert "settled without the whole-table chain count" in g.detail
+    assert (full.slots, full.max_items) == (slots, items) and "settled" not in full.detail

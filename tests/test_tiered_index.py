@@ -201,3 +201,33 @@ def test_index_lookup_command_reads_tiered_index(tmp_path):
     assert json.loads(a.stdout) == json.loads(b.stdout) == json.loads(c.stdout)
     assert [x["offset"] for x in json.loads(a.stdout)] == expected(model, "OrderTopic", "order-3")
     assert tree_hashes(store) == before
+
+
+@pytest.mark.parametrize("slots,max_items,n", [(16, 66, 20), (4, 69, 30), (1, 50, 10), (7, 33, 12), (1000, 50, 40),
+                                               (16, 2000, 300)])
+def test_unsealed_geometry_is_proven(tmp_path, slots, max_items, n):
+    """16 slots / 66 items and 4 / 69 are both 2,268 bytes: each opens as written (16/66 opened as 4/69 before),
+    with no flag, and every key is found."""
+    with TieredIndexWriter(str(tmp_path), BEGIN, slots, max_items) as w:
+        for k in range(n):
+            assert w.put_key("T", 1, 0, {f"k{k}"}, 100 * k, 10, BEGIN + k) == "SUCCESS"
+    f = TieredIndexFile(w.path)
+    assert (f.hash_slots, f.max_items, f.geometry.source) == (slots, max_items, "inferred"), f.geometry
+    assert f.header_dict()["geometry"]["value"] == {"slots": slots, "max_items": max_items}
+    assert all([it.offset for it in f.lookup("T", f"k{k}")] == [100 * k] for k in range(n))
+    g = TieredIndexFile(w.path, hash_slots=slots)
+    assert (g.hash_slots, g.max_items, g.geometry.source) == (slots, max_items, "flag")
+    with pytest.raises(CorruptDataError, match="does not fit"):  # a flag the size cannot hold is refused
+        TieredIndexFile(w.path, hash_slots=slots + 1)
+
+
+def test_unsealed_geometry_damage_is_said_with_the_flags(tmp_path):
+    with TieredIndexWriter(str(tmp_path), BEGIN, 16, 66) as w:
+        for k in range(20):
+            w.put_key("T", 1, 0, {f"k{k}"}, 100 * k, 10, BEGIN + k)
+    with open(w.path, "r+b") as fh:  # item 5's prev pointing forward: no geometry is self-consistent
+        fh.seek(F.item_position(16, 5) + 28)
+        fh.write((9).to_bytes(4, "big"))
+    with pytest.raises(CorruptDataError, match="--hash-slots/--max-items"):
+        TieredIndexFile(w.path)
+    assert TieredIndexFile(w.path, hash_slots=16, max_items=66).hash_slots == 16  # the flag settles it

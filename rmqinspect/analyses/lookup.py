@@ -230,6 +230,7 @@ class QueryMessageResult:
     rounds: list[QueryOffsetResult] = field(default_factory=list)
     hits: list[Hit] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unreadable: list[tuple[int, int, str]] = field(default_factory=list)  # (round, offset, index file) skipped
 
     @property
     def verified(self) -> list[Hit]:
@@ -272,6 +273,7 @@ def query_message(svc: IndexService, commitlog, topic: str, key: str, max_num: i
             except RmqInspectError as e:
                 # lookMessageByOffset failed: the broker logs and skips this offset
                 out.notes.append(f"round {rnd + 1}: offset {off} (from {fname}) is not readable: {e}")
+                out.unreadable.append((rnd + 1, off, fname))
                 continue
             if m == 0:
                 last_query_time = msg.store_timestamp
@@ -296,21 +298,52 @@ class RecoveryView:
     redispatch_last: int | None
 
 
-def recovery_view(store) -> RecoveryView:
+_VIEWS: dict[tuple, RecoveryView] = {}  # per process: a key look-up loop pays for the recovery scan once
+_VIEWS_MAX = 16
+
+
+def _store_identity(store) -> tuple:
+    """What the recovery's answer depends on, cheaply: every commit-log file's name, size and mtime, the abort
+    file and the checkpoint (a store that changes between two look-ups is scanned again)."""
+    def stamp(path: str):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_size, st.st_mtime_ns
+
+    root = store.root
+    files = tuple((f.name, f.size, stamp(f.path)) for f in store.commitlog.files)
+    return (os.path.realpath(root), files, store.abort_present, stamp(os.path.join(root, "checkpoint")))
+
+
+def recovery_view(store, cache: bool = True) -> RecoveryView:
     """Where the broker's recovery of this directory truncates the commit log (analyses.recovery, with the
     broker.conf in effect for checkCRCOnRecover / messageIndexSafe): records at or past it are gone after a
-    restart, whatever the index files on disk still say."""
+    restart, whatever the index files on disk still say.
+
+    Only the truncation offset and the re-dispatch range are computed (the scan's records are not dispatched
+    into queue models: neither depends on them), and the answer is kept per process for an unchanged store."""
     from ..store.broker_conf import configured
     from .recovery import RecoveryOptions, plan_recovery
 
     crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
-    plan = plan_recovery(store, RecoveryOptions(check_crc=crc.value if crc else True,
-                                                index_safe=safe.value if safe else False, with_salvage=False,
-                                                keep_redispatch=False, model_start=False))
+    check_crc = crc.value if crc else True
+    index_safe = safe.value if safe else False
+    key = (_store_identity(store), check_crc, index_safe) if cache else None
+    if key is not None and key in _VIEWS:
+        return _VIEWS[key]
+    plan = plan_recovery(store, RecoveryOptions(check_crc=check_crc, index_safe=index_safe, with_salvage=False,
+                                                keep_redispatch=False, model_start=False, dispatch=False))
     # DLedger mode: nothing on disk before the data end is cut (a leader commits it again), whatever the
     # checkpoint's committed position (recovery.dledger)
     cut = plan.dledger.data_end if plan.dledger is not None else plan.truncate_offset  # type: ignore[attr-defined]
-    return RecoveryView(cut, plan.redispatch_first, plan.redispatch_last)
+    view = RecoveryView(cut, plan.redispatch_first, plan.redispatch_last)
+    if key is not None:
+        if len(_VIEWS) >= _VIEWS_MAX:
+            _VIEWS.pop(next(iter(_VIEWS)))
+        _VIEWS[key] = view
+    return view
 
 
 def mark_fates(result: QueryMessageResult, view: RecoveryView | None) -> None:
@@ -393,27 +426,61 @@ def uniq_key_timestamp(uniq: str, born_timestamp: int) -> dict:
             "implied_month_start": born_timestamp - u.millis_since_month_start}
 
 
+def offset_fate(offset: int, view: RecoveryView | None) -> str | None:
+    """The fate after restart of the record at ``offset`` read directly (an offsetMsgId, a located record): only
+    the truncation matters, the index plays no part."""
+    if view is None:
+        return None
+    return "beyond_truncation" if offset >= view.truncate_offset else "survives"
+
+
+def beyond_truncation_text(offset: int, view: RecoveryView) -> str:
+    return (f"offset {offset} is at or past {view.truncate_offset}, where the broker's recovery of this directory "
+            "truncates the commit log: the broker no longer has this record once it restarts")
+
+
 def find_msg_id(store, svc: IndexService, msg_id: str, topic: str | None = None,
-                max_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH) -> MsgIdReport:
+                max_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH, view: RecoveryView | None = None,
+                as_recovered: bool = False) -> MsgIdReport:
     """Look ``msg_id`` up in ``store`` both ways: as an offsetMsgId (decode the record at its physical offset and
     say whether that record's offsetMsgId is this id) and as a UNIQ_KEY (the index look-up of ``topic#id`` in
-    ``topic``, or in every topic that has a consume queue, keeping the hits whose record carries the key)."""
+    ``topic``, or in every topic that has a consume queue, keeping the hits whose record carries the key).
+
+    With a recovery ``view`` every answer carries its ``fate`` after restart; ``as_recovered`` keeps only what
+    the broker serves once it has recovered the directory (the record at the offset must lie before the
+    truncation; UNIQ_KEY hits must survive or be re-dispatched, as ``index-lookup --as-recovered``)."""
+    if as_recovered and view is None:
+        raise ValueError("as_recovered needs the recovery view")
     rep = MsgIdReport(msg_id, decode_msg_id(msg_id))
     cl = store.commitlog
+    fate = None
     try:
         o = decode_offset_msg_id(msg_id)
-        msg = cl.read_message(o.physical_offset)
-        rep.as_offset_msg_id = {"record_offset_msg_id": msg.offset_msg_id,
-                                "matches": msg.offset_msg_id == msg_id.strip().upper(), "message": msg.to_dict()}
+        # an offset no commit-log file holds has no fate (a UNIQ_KEY read as an offsetMsgId gives absurd ones)
+        fate = offset_fate(o.physical_offset, view) if cl.min_offset <= o.physical_offset < cl.end_offset else None
+        if as_recovered and fate == "beyond_truncation":
+            assert view is not None
+            rep.as_offset_msg_id = {"error": beyond_truncation_text(o.physical_offset, view), "fate": fate}
+        else:
+            msg = cl.read_message(o.physical_offset)
+            rep.as_offset_msg_id = {"record_offset_msg_id": msg.offset_msg_id,
+                                    "matches": msg.offset_msg_id == msg_id.strip().upper(), "message": msg.to_dict()}
+            if fate is not None:
+                rep.as_offset_msg_id["fate"] = fate
     except (ValueError, RmqInspectError) as e:
-        rep.as_offset_msg_id = {"error": str(e)}
+        rep.as_offset_msg_id = {"error": str(e)} | ({"fate": fate} if fate is not None else {})
     topics = [topic] if topic else sorted({q.topic for q in list_queues(store.layout.consumequeue_dir)})
     hits = []
     for t in topics:
         q = query_message(svc, cl, t, msg_id.strip(), max_batch, 0, JAVA_LONG_MAX, max_batch)
+        mark_fates(q, view)
+        if as_recovered:
+            restore_as_recovered(q)
         for h in q.verified:
             d = {"topic": t, "physical_offset": h.physical_offset, "index_file": h.index_file,
                  "message": h.message.to_dict()}
+            if view is not None:
+                d["fate"] = h.fate
             try:
                 d["uniq_key_time"] = uniq_key_timestamp(msg_id.strip(), h.message.born_timestamp)
             except ValueError:
@@ -443,6 +510,7 @@ class Located:
     keys: list[str]
     uniq_key: str | None
     index_items: list[dict] = field(default_factory=list)
+    fate: str | None = None  # after restart (offset_fate), with a recovery view
 
 
 @dataclass
@@ -459,6 +527,10 @@ class MissingReport:
     scanned: tuple[int, int] = (0, 0)
     scan_complete: bool = True
     index_files: list[IndexFileInfo] = field(default_factory=list)
+    # with a recovery view: the truncation offset, and each broker_result offset's fate after restart
+    recovery_truncate_offset: int | None = None
+    fates: dict[int, str] = field(default_factory=dict)
+    as_recovered: bool = False
 
 
 def find_index_items(svc: IndexService, key_hash: int, phy_offset: int) -> list[dict]:
@@ -498,13 +570,39 @@ def _reachable(f: IndexFile, slot: int, target: int) -> bool:
 def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = "key", begin: int = 0,
                     end: int = JAVA_LONG_MAX, max_num: int = DEFAULT_MAX_MSGS_NUM_BATCH,
                     max_msgs_num_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH,
-                    scan_bytes: int | None = None) -> MissingReport:
+                    scan_bytes: int | None = None, view: RecoveryView | None = None,
+                    as_recovered: bool = False) -> MissingReport:
+    """Why the broker's look-up does not return a message. With a recovery ``view`` the broker's result carries
+    each offset's fate after restart; ``as_recovered`` explains the answer of the broker once it has recovered
+    this directory (hits beyond the truncation or from a deleted, not re-dispatched index file are gone, and a
+    message found on disk past the truncation is said to be lost to the recovery)."""
+    if as_recovered and view is None:
+        raise ValueError("as_recovered needs the recovery view")
     cl = store.commitlog
-    rep = MissingReport(topic, key, kind, begin, end, index_files=svc.infos)
+    rep = MissingReport(topic, key, kind, begin, end, index_files=svc.infos, as_recovered=as_recovered,
+                        recovery_truncate_offset=view.truncate_offset if view else None)
     if kind == "msg_id":
-        return _explain_msg_id(store, rep)
+        return _explain_msg_id(store, rep, view)
     q = query_message(svc, cl, topic, key, max_num, begin, end, max_msgs_num_batch)
+    mark_fates(q, view)
+    if view is not None:
+        rep.fates = {h.physical_offset: h.fate for h in q.hits}
+    if as_recovered:
+        lost = [h for h in q.hits if h.has_key and h.fate not in FATES_AFTER_RESTART]
+        restore_as_recovered(q)
+        for h in lost:
+            rep.reasons.append(Reason("lost_to_recovery", f"on-disk hit {h.physical_offset} ({h.index_file}) is "
+                                                          f"{h.fate.replace('_', ' ')}: the recovered broker does "
+                                                          "not return it"))
     rep.query = q
+    # an unreadable (torn) record the index still points to, past the truncation: the recovery is what removes it
+    gone = {off for rnd, off, _ in q.unreadable if view is not None and rnd == 1 and off >= view.truncate_offset}
+    for off in sorted(gone):
+        assert view is not None
+        rep.fates.setdefault(off, "beyond_truncation")
+        if as_recovered:
+            rep.reasons.append(Reason("beyond_truncation", f"the index points to {off}, whose record is not readable "
+                                      "(torn or damaged); " + beyond_truncation_text(off, view)))
     if q.verified:
         rep.found_by_index = True
         if q.collisions:
@@ -524,6 +622,8 @@ def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = 
                                                     "same hash (topic#key collision), none is the message"))
     dropped = {i.name for i in svc.infos if i.dropped_on_abnormal_restart}
     for n in q.notes:
+        if as_recovered and any(n.startswith(f"round 1: offset {off} ") for off in gone):
+            continue  # explained above as the recovery's truncation
         if n.startswith("round 1:") and "not readable" in n:
             extra = ""
             if svc.abort_present and any(d in n for d in dropped):
@@ -548,8 +648,13 @@ def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = 
                                                       "listed (narrow with --scan-bytes or a rarer key)"))
             break
         loc = Located(msg.physical_offset, msg.topic, msg.queue_id, msg.queue_offset, msg.store_timestamp,
-                      msg.keys, msg.uniq_key)
+                      msg.keys, msg.uniq_key, fate=offset_fate(msg.physical_offset, view))
         rep.located.append(loc)
+        if as_recovered and loc.fate == "beyond_truncation":
+            assert view is not None
+            rep.reasons.append(Reason("beyond_truncation", f"the message (topic {msg.topic!r}) is on disk, but "
+                                      + beyond_truncation_text(msg.physical_offset, view)))
+            continue
         _diagnose_located(rep, svc, msg, loc, topic, key, key_hash, q, max_msgs_num_batch)
     if not rep.located:
         where = f"[{start}, {stop})"
@@ -639,7 +744,7 @@ def _file_consulted(q: QueryMessageResult, name: str) -> bool:
     return any(w.file == name and w.consulted for r in q.rounds for w in r.walks)
 
 
-def _explain_msg_id(store, rep: MissingReport) -> MissingReport:
+def _explain_msg_id(store, rep: MissingReport, view: RecoveryView | None) -> MissingReport:
     cl = store.commitlog
     try:
         o = decode_offset_msg_id(rep.key)
@@ -647,7 +752,13 @@ def _explain_msg_id(store, rep: MissingReport) -> MissingReport:
         rep.reasons.append(Reason("bad_msg_id", str(e)))
         return rep
     off = o.physical_offset
-    if off < cl.min_offset:
+    fate = offset_fate(off, view)
+    if fate is not None:
+        rep.fates[off] = fate
+    if rep.as_recovered and fate == "beyond_truncation" and off < cl.end_offset:
+        assert view is not None
+        rep.reasons.append(Reason("beyond_truncation", beyond_truncation_text(off, view)))
+    elif off < cl.min_offset:
         rep.reasons.append(Reason("commitlog_expired", f"offset {off} is below the first commitlog file "
                                                        f"({cl.files[0].name}): expired and deleted"))
     elif off >= cl.end_offset:
@@ -661,7 +772,7 @@ def _explain_msg_id(store, rep: MissingReport) -> MissingReport:
             rep.reasons.append(Reason("no_record_there", str(e)))
         else:
             rep.located.append(Located(msg.physical_offset, msg.topic, msg.queue_id, msg.queue_offset,
-                                       msg.store_timestamp, msg.keys, msg.uniq_key))
+                                       msg.store_timestamp, msg.keys, msg.uniq_key, fate=fate))
             rep.found_by_index = True
             if msg.topic != rep.topic:
                 rep.reasons.append(Reason("other_topic", f"the record at {off} belongs to topic {msg.topic!r}"))

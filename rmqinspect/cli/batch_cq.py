@@ -81,6 +81,9 @@ def batch_cq(store, topic, queue_id, expand, get_offset, max_msg_nums, broker_ro
     if expand:
         cols = ("topic", "queue_id", "queue_offset", "physical_offset", "inner_index", "body_size", "properties")
     emit(rows(), fmt, cols)
+    for t, q, d in qs:  # mapperFileSizeBatchConsumeQueue (--broker-config, else the files' length) vs the files
+        for note in BatchConsumeQueue(t, q, d).file_notes():
+            warn(note)
 
 
 COMMANDS = [batch_cq]

@@ -113,9 +113,12 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
     except StoreNotFoundError as e:
         raise StoreNotFoundError(e.message + nearest_topics(topic, st.root), e.path, e.offset) from None
     if not join:
+        entries = list(q.entries(from_, count))
+        fates = _entry_fates(st, d, topic, queue_id, cq_file_size, entries)
         rows = ({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c,
-                 "tags_code": t} for a, b, c, t in q.entries(from_, count))
-        if emit(rows, fmt, COLUMNS) == 0 and count != 0:
+                 "tags_code": t} | ({"fate": fates[i]} if fates else {})
+                for i, (a, b, c, t) in enumerate(entries))
+        if emit(rows, fmt, COLUMNS + (("fate",) if fates else ())) == 0 and count != 0:
             _no_entries(topic, queue_id, from_)
         return
     cl = st.commitlog
@@ -178,10 +181,52 @@ def _no_entries(topic: str, queue_id: int, from_: int | None):
     no_match(f"{topic}/{queue_id}: no consume-queue entry {where} (`cq --all` gives each queue's offsets)")
 
 
-def _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt) -> None:
-    from ..analyses.recovery import RecoveryOptions, plan_recovery
+def _entry_fates(st, d, topic, queue_id, cq_file_size, entries) -> list[str] | None:
+    """Each on-disk entry's fate once the broker has recovered the directory (ENTRY_FATES); None when the
+    queue is read from another directory (--cq-dir) or the recovery cannot be modelled (said on stderr)."""
+    from ..analyses.recovery.queues import entry_fates
+    from ..analyses.recovery.rocksdb import queue_entries_after_recovery
+    from ..store.errors import RmqInspectError
 
-    plan = plan_recovery(st, RecoveryOptions(with_salvage=False, keep_redispatch=False, cq_file_size=cq_file_size))
+    from ..analyses.lookup import recovery_view
+
+    if not entries or os.path.abspath(d) != os.path.abspath(st.layout.consumequeue_dir):
+        return None
+    try:
+        # the truncation offset and the re-dispatch range first (no queue model): entries whose records lie
+        # before both are left as they are by every step of the recovery; only otherwise is the queue modelled
+        view = recovery_view(st)
+        bound = min(view.truncate_offset, view.redispatch_first if view.redispatch_first is not None else
+                    view.truncate_offset)
+        if max(e[1] for e in entries) < bound:
+            return ["survives"] * len(entries)
+        plan = _plan(st, cq_file_size)
+        after = queue_entries_after_recovery(st, plan, f"{topic}/{queue_id}")
+    except RmqInspectError as e:
+        warn(f"recovery not modelled ({e}): entries carry no fate after restart")
+        return None
+    fates = entry_fates(entries, after or [], plan.truncate_offset)
+    gone = len(fates) - fates.count("survives")
+    if gone:
+        warn(f"{gone} of {len(fates)} entries shown do not survive the broker's recovery of this directory "
+             f"(truncation offset {plan.truncate_offset}): see the fate column, or --as-recovered")
+    return fates
+
+
+def _plan(st, cq_file_size):
+    from ..analyses.recovery import RecoveryOptions, plan_recovery
+    from ..store.broker_conf import configured
+
+    crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
+    return plan_recovery(st, RecoveryOptions(check_crc=crc.value if crc else True,
+                                             index_safe=safe.value if safe else False, with_salvage=False,
+                                             keep_redispatch=False, cq_file_size=cq_file_size))
+
+
+def _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt) -> None:
+    from ..analyses.recovery.rocksdb import queue_entries_after_recovery
+
+    plan = _plan(st, cq_file_size)
     if all_:
         before = plan.consume_queue_max_offsets_before or {}
         after = plan.consume_queue_max_offsets_after_start or plan.consume_queue_max_offsets
@@ -193,10 +238,10 @@ def _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt) ->
         return
     if topic is None or queue_id is None:
         raise click.UsageError("give --topic and --queue, or --all")
-    entries = plan.consume_queue_entries(f"{topic}/{queue_id}")
+    entries = queue_entries_after_recovery(st, plan, f"{topic}/{queue_id}")
     if entries is None:
-        raise click.UsageError(f"{topic}/{queue_id}: the recovery model holds no file consume queue for it (absent, "
-                               "RocksDB or BatchCQ: `cq --all --as-recovered` gives their bounds)")
+        raise click.UsageError(f"{topic}/{queue_id}: the recovery model holds no consume queue for it (absent, "
+                               "or BatchCQ: `cq --all --as-recovered` gives their bounds)")
     lo = from_ or 0
     sel = [e for e in entries if e[0] >= lo][: count if count is not None else None]
     emit(({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c, "tags_code": t}

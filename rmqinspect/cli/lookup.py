@@ -57,10 +57,12 @@ def _max_batch(flag) -> int:
     return conf_setting(flag, "maxMsgsNumBatch", default=DEFAULT_MAX_MSGS_NUM_BATCH).value
 
 
-def _recovery_view(st: Store):
+def _recovery_view(st: Store, required: bool = False):
     try:
         return recovery_view(st)
     except RmqInspectError as e:  # the fate is then unknown, the hits are still listed
+        if required:  # --as-recovered cannot answer without the model
+            raise
         warn(f"recovery not modelled ({e}): hits carry no fate after restart")
         return None
 
@@ -196,10 +198,14 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
 @click.option("--store", "store", type=click.Path(exists=False), default=None, callback=resolve_store_callback,
               help="Store to decode the record from / search the UNIQ_KEY in.")
 @click.option("--topic", help="Topic for the UNIQ_KEY look-up (default: every topic with a consume queue).")
+@click.option("--as-recovered", is_flag=True,
+              help="What the broker serves once it has recovered this directory (needs --store): the record at the "
+                   "offset only before the recovery's truncation, UNIQ_KEY hits only if they survive or are "
+                   "re-dispatched. Without it each answer carries its fate after restart.")
 @_index_options
 @format_option
 @handle_errors
-def msgid(msg_id, store, topic, index_dir, index_slots, index_max, max_batch, fmt):
+def msgid(msg_id, store, topic, as_recovered, index_dir, index_slots, index_max, max_batch, fmt):
     """Decode a message id: offsetMsgId (store host + physical offset, IPv4/IPv6) and UNIQ_KEY (client ip, pid,
     time since month start, counter). With --store, decode the record at the offset and find the UNIQ_KEY
     through the index (topic#uniqkey).
@@ -213,7 +219,11 @@ def msgid(msg_id, store, topic, index_dir, index_slots, index_max, max_batch, fm
     rep = MsgIdReport(msg_id, interpretations)
     if store:
         st = Store.open(store)
-        rep = find_msg_id(st, _service(st, index_dir, index_slots, index_max), msg_id, topic, _max_batch(max_batch))
+        view = _recovery_view(st, required=as_recovered)
+        rep = find_msg_id(st, _service(st, index_dir, index_slots, index_max), msg_id, topic, _max_batch(max_batch),
+                          view, as_recovered)
+    elif as_recovered:
+        raise click.UsageError("--as-recovered needs --store")
     doc = rep.to_dict()
     if fmt == "table":
         _render_msgid(doc)
@@ -229,17 +239,20 @@ def _render_msgid(doc) -> None:
     a = doc.get("as_offset_msg_id")
     if a:
         if "error" in a:
-            print_kv("Record at the offset", [("error", a["error"])])
+            print_kv("Record at the offset", [("error", a["error"])]
+                     + ([("fate after restart", a["fate"])] if "fate" in a else []))
         else:
             m = a["message"]
             print_kv("Record at the offset", [("matches offsetMsgId", a["matches"]), ("topic", m["topic"]),
                                               ("queue", f"{m['queue_id']} @ {m['queue_offset']}"),
                                               ("store time", ms_to_iso(m["store_timestamp"])),
-                                              ("keys", m["keys"]), ("uniq_key", m["uniq_key"])])
+                                              ("keys", m["keys"]), ("uniq_key", m["uniq_key"])]
+                     + ([("fate after restart", a["fate"])] if "fate" in a else []))
     u = doc.get("as_uniq_key")
     if u is not None:
         emit(({"topic": h["topic"], "physical_offset": h["physical_offset"], "index_file": h["index_file"],
                "store_time": ms_to_iso(h["message"]["store_timestamp"]), "keys": h["message"]["keys"]}
+              | ({"fate": h["fate"]} if "fate" in h else {})
               for h in u["hits"]), "table",
              title=f"UNIQ_KEY hits through the index (topics: {len(u['topics_searched'])})")
 
@@ -256,11 +269,15 @@ def _render_msgid(doc) -> None:
               help="maxNum of the query.")
 @click.option("--scan-bytes", type=NON_NEGATIVE_LONG, default=None,
               help="Bound the commitlog fall-back scan to this many bytes from the first file (default: all).")
+@click.option("--as-recovered", is_flag=True,
+              help="Explain the answer of the broker once it has recovered this directory (hits beyond the "
+                   "truncation or from a deleted, not re-dispatched index file are gone). Without it the broker "
+                   "result carries each offset's fate after restart.")
 @_index_options
 @format_option
 @handle_errors
-def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num, scan_bytes, index_dir, index_slots,
-                        index_max, max_batch, fmt):
+def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num, scan_bytes, as_recovered, index_dir,
+                        index_slots, index_max, max_batch, fmt):
     """Why can't a message be found? Runs the broker's look-up; when it finds nothing, says why (time window,
     index file destroyed or never written, key never indexed, other topic, delayed message, hash collisions,
     result cap) and falls back to a bounded commitlog scan to show where the message really is.
@@ -275,9 +292,12 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
     kind, value = given[0]
     st = Store.open(store)
     svc = _service(st, index_dir, index_slots, index_max)
-    rep = explain_missing(st, svc, topic, value, kind, begin, end, max_num, _max_batch(max_batch), scan_bytes)
+    rep = explain_missing(st, svc, topic, value, kind, begin, end, max_num, _max_batch(max_batch), scan_bytes,
+                          _recovery_view(st, required=as_recovered), as_recovered)
     doc = {"topic": topic, kind: value, "found_by_index": rep.found_by_index,
-           "broker_result": rep.query.phy_offsets if rep.query else None,
+           "broker_result": rep.query.phy_offsets if rep.query else None, "as_recovered": as_recovered,
+           "recovery_truncate_offset": rep.recovery_truncate_offset,
+           "broker_result_fates": {str(o): f for o, f in rep.fates.items()},
            "reasons": [dataclasses.asdict(r) for r in rep.reasons],
            "located": [dataclasses.asdict(x) for x in rep.located],
            "scanned": list(rep.scanned), "scan_complete": rep.scan_complete,
@@ -289,9 +309,11 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
                    "NOT found by the broker's look-up" + ("; on disk at " + ", ".join(
                        str(x.physical_offset) for x in rep.located) if rep.located else "; not on disk"))
         print_kv("Verdict", [("looked for", f"{kind} {value!r} in topic {topic!r}"), ("verdict", verdict),
-                             ("broker result", doc["broker_result"])])
+                             ("broker result", doc["broker_result"])]
+                 + [("view", "as recovered (after the broker restarts on this directory)" if as_recovered
+                     else "on disk"), ("fates after restart", doc["broker_result_fates"] or None)])
         emit(doc["reasons"], "table", ("code", "detail"), title="Reasons", cell_width=400)
-        emit(({k: x[k] for k in ("physical_offset", "topic", "queue_id", "queue_offset", "store_timestamp",
+        emit(({k: x[k] for k in ("physical_offset", "fate", "topic", "queue_id", "queue_offset", "store_timestamp",
                                  "keys", "uniq_key")} | {"indexed_in": [f"{i['file']}#{i['item']}"
                                                                         for i in x["index_items"]]}
               for x in doc["located"]), "table", title="Where the message really is")

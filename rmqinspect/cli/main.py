@@ -113,9 +113,11 @@ def cli(debug: bool) -> None:
     Every command opens the store read-only and never writes into it. Point STORE at a store root
     (the directory holding commitlog/, consumequeue/, index/, checkpoint) or at one commitlog file.
     """
-    from .output import set_debug
+    from ..store.fileset_checks import set_notice_sink
+    from .output import set_debug, warn
 
     set_debug(debug)
+    set_notice_sink(warn)  # notes on the store's files (a link leaving the store, a directory in a file's place)
 
 
 def _add_broker_config(cmd: click.Command) -> None:

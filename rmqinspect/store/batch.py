@@ -15,12 +15,14 @@ from ..formats.batch import (
     BCQ_STORE_UNIT_SIZE,
     CQ_EXT_HEAD,
     CQ_EXT_MIN_UNIT_SIZE,
+    DEFAULT_BCQ_FILE_SIZE,
     INNER_FIXED_SIZE,
     INNER_HEAD,
     INNER_PROPERTIES_LENGTH,
 )
 from ..formats.consumequeue import CQ_EXT_MAX_ADDR, ext_real_offset
 from ..formats.properties import parse_properties
+from .broker_conf import Setting, configured
 from .errors import CorruptDataError, StoreNotFoundError
 from .layout import is_offset_file_name, is_queue_dir_name
 from .mapped import MappedFile
@@ -45,6 +47,42 @@ def list_batch_queues(root: str) -> list[tuple[str, int, str]]:
 _ENTRY_COLUMNS = tuple(n for n, _ in BCQ_FIELDS if n != "reserved")
 
 
+def batch_file_size(files: list[MappedFile]) -> Setting:
+    """mapperFileSizeBatchConsumeQueue of one queue's files: the broker.conf's (--broker-config); else the files'
+    common length (the broker creates every mapped file at its full size, so a copied queue's files all have
+    it); else ambiguous, with the lengths seen and the key that settles it."""
+    conf = configured("mapperFileSizeBatchConsumeQueue")
+    if conf is not None:
+        return conf
+    sizes = sorted({f.size for f in files})
+    if len(sizes) == 1 and sizes[0] > 0 and sizes[0] % BCQ_STORE_UNIT_SIZE == 0:
+        return Setting(sizes[0], "inferred", f"the common length of {len(files)} file(s)")
+    if not files:
+        return Setting(DEFAULT_BCQ_FILE_SIZE, "default", "broker default for mapperFileSizeBatchConsumeQueue")
+    return Setting(None, "ambiguous", f"files of {len(sizes)} different lengths; give mapperFileSizeBatchConsumeQueue "
+                                      "in --broker-config", tuple(sizes))
+
+
+def batch_file_notes(files: list[MappedFile], size: Setting) -> list[str]:
+    """Where a queue's files disagree with its mapped file size: a name not a multiple of it, a length that
+    differs from it, a range of units no file covers (one line each, naming the file)."""
+    if size.value is None:
+        return [f"{files[0].path if files else '?'}: BatchConsumeQueue file size ambiguous: {size.detail}"]
+    s = size.value
+    how = f"mapperFileSizeBatchConsumeQueue {s} ({size.source})"
+    out = []
+    for f in files:
+        if f.start % s:
+            out.append(f"{f.path}: file name {f.name} is not a multiple of {how}")
+        if f.size != s:
+            out.append(f"{f.path}: length {f.size} differs from {how}")
+    for a, b in zip(files, files[1:]):
+        if a.start + s < b.start:
+            out.append(f"{a.path}: units [{(a.start + s) // BCQ_STORE_UNIT_SIZE}, {b.start // BCQ_STORE_UNIT_SIZE}) "
+                       f"are in no file (bytes [{a.start + s}, {b.start}) missing before {b.name})")
+    return out
+
+
 class BatchConsumeQueue:
     """One BatchConsumeQueue: 46-byte entries, each covering ``batch_size`` logical messages."""
 
@@ -56,6 +94,15 @@ class BatchConsumeQueue:
         self.topic, self.queue_id, self.directory = topic, queue_id, directory
         names = sorted(n for n in os.listdir(directory) if is_offset_file_name(n))
         self.files = [MappedFile(os.path.join(directory, n), int(n)) for n in names]
+
+    @property
+    def file_size(self) -> Setting:
+        """mapperFileSizeBatchConsumeQueue (``batch_file_size``)."""
+        return batch_file_size(self.files)
+
+    def file_notes(self) -> list[str]:
+        """``batch_file_notes`` under ``file_size``."""
+        return batch_file_notes(self.files, self.file_size)
 
     def chunks(self) -> Iterator[tuple[int, np.ndarray]]:
         """(entry index of the first row, rows) per file, up to the first invalid entry

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ..formats.dledger import CHECKPOINT_FILE, CURRTERM_FILE, DATA_DIR, INDEX_DIR, MEMBER_DIR_PREFIX
 from .broker_conf import configured
 from .errors import StoreNotFoundError, UnsafeOutputError
+from .fileset_checks import check_commitlog_dir
 
 # exactly 20 ASCII digits (``\d`` would also take Arabic-Indic digits, which int() accepts), and a Java long:
 # UtilAll.offset2FileName writes %020d of a long, so anything else is no broker's file
@@ -197,11 +198,12 @@ class StoreLayout:
             return [(start, self.single_file)]
         out = []
         for d in self.commitlog_dirs:
+            check_commitlog_dir(self, d, os.listdir(d), is_offset_file_name)  # dirs/links in a file's place, conf paths
             for name in os.listdir(d):
                 p = os.path.join(d, name)
                 if is_offset_file_name(name) and os.path.isfile(p):
                     out.append((int(name), p))
-                elif looks_like_offset_file_name(name):
+                elif looks_like_offset_file_name(name) and not is_offset_file_name(name):
                     note = (f"{p}: file name is not a commitlog offset (20 ASCII digits <= Long.MAX_VALUE); "
                             f"file ignored")
                     if note not in self.notes:

@@ -19,7 +19,6 @@ from ..formats.tiered_index import (
     COMPACT_READ_MAX_ITEMS,
     COMPACT_SLOT_DTYPE,
     DEFAULT_HASH_SLOTS,
-    DEFAULT_MAX_ITEMS,
     END_MAGIC,
     HASH_SLOT_SIZE,
     HEADER,
@@ -30,7 +29,6 @@ from ..formats.tiered_index import (
     ITEM,
     MAX_QUERY_COUNT,
     SLOT,
-    UNSEALED_SLOT,
     UNSEALED_SLOT_DTYPE,
     item_position,
     slot_position,
@@ -88,6 +86,131 @@ class ReadStats:
         return sum(ln for _, ln in self.reads)
 
 
+# --- unsealed geometry -------------------------------------------------------------------------------------
+# An unsealed file is 28 + 8*slots + 32*maxItems bytes: 4 more slots make one item fewer, so the size fits many
+# (slots, maxItems) pairs (16/66 and 4/69 are both 2,268 bytes). As for IndexFiles (store.indexfile), a candidate
+# is kept only when the file is self-consistent under it; every rule is something IndexStoreFile.putKey
+# guarantees:
+#   size    indexItemCount < maxItems
+#   slots   each 8-byte slot holds an item number in [0, indexItemCount] and a zero second int
+#   zeros   nothing non-zero past item indexItemCount; item 0 all zero (numbering starts at 1)
+#   heads   a used slot's item hashes to that slot (hashCode >= 0, hashCode % slots)
+#   chains  every item's prev is an earlier item of the same slot, each item the prev of at most one other,
+#           used slots == the header's hashSlotCount and used slots + links == indexItemCount
+# The slot and zero rules bound the slot count in one pass; the few candidates left are checked in full.
+TIERED_GEOMETRY_SETTLE = ("--hash-slots/--max-items (the broker's tieredStoreIndexFileMaxHashSlotNum/"
+                          "tieredStoreIndexFileMaxIndexNum)")
+_TIERED_MAX_CHECKS = 64
+_ITEM_DTYPE = np.dtype([("hash_code", ">i4"), ("topic_id", ">i4"), ("queue_id", ">i4"), ("offset", ">i8"),
+                       ("size", ">i4"), ("time_diff", ">i4"), ("prev", ">i4")])
+assert _ITEM_DTYPE.itemsize == INDEX_ITEM_SIZE
+
+
+@dataclass(frozen=True)
+class TieredGeometry:
+    """Proven (slots, maxItems) of one tiered index file, or why it could not be proven."""
+
+    slots: int | None
+    max_items: int | None
+    source: str  # flag | inferred | ambiguous | compacted (set by the layout check)
+    candidates: tuple[tuple[int, int], ...] = ()
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        value = None if self.slots is None else {"slots": self.slots, "max_items": self.max_items}
+        return {"value": value, "source": self.source,
+                "candidates": [{"slots": s, "max_items": m} for s, m in self.candidates], "detail": self.detail}
+
+
+def _unsealed_consistent(buf, size: int, s: int, n: int, hash_slot_count: int) -> bool:
+    base = HEADER_SIZE + s * HASH_SLOT_SIZE
+    items = np.frombuffer(buf, dtype=_ITEM_DTYPE, count=n + 1, offset=base)
+    if items[0].tobytes() != bytes(INDEX_ITEM_SIZE):
+        return False
+    h = items["hash_code"].astype(np.int64)
+    prev = items["prev"][1:].astype(np.int64)
+    k = np.arange(1, n + 1)
+    if (h[1:] < 0).any() or (prev < 0).any() or (prev >= k).any():
+        return False
+    linked = prev > 0
+    if (h[prev[linked]] % s != h[1:][linked] % s).any():
+        return False
+    if np.unique(prev[linked]).size != int(linked.sum()):
+        return False
+    table = np.frombuffer(buf, dtype=UNSEALED_SLOT_DTYPE, count=s, offset=HEADER_SIZE)["item_index"].astype(np.int64)
+    used = np.flatnonzero(table)
+    if used.size != hash_slot_count or used.size + int(linked.sum()) != n:
+        return False
+    return bool((h[table[used]] % s == used).all())
+
+
+_CHUNK = 1 << 22  # elements per pass: bounded memory on a 680 MB default-size file
+
+
+def _first_bad_slot(pairs: np.ndarray, n: int) -> int:
+    """Index of the first 8-byte word that cannot be an unsealed slot; len(pairs) if none."""
+    for a in range(0, len(pairs), _CHUNK):
+        c = pairs[a:a + _CHUNK]
+        bad = np.flatnonzero((c[:, 0] < 0) | (c[:, 0] > n) | (c[:, 1] != 0))
+        if bad.size:
+            return a + int(bad[0])
+    return len(pairs)
+
+
+def _last_nonzero_byte(b: np.ndarray) -> int:
+    for e in range(len(b), 0, -_CHUNK):
+        c = b[max(e - _CHUNK, 0):e]
+        whole = len(c) - len(c) % 8
+        if not c[len(c) - whole:].view(np.uint64).any() and not c[:len(c) - whole].any():
+            continue  # a zero chunk (the unused tail of a preallocated file) is skipped 8 bytes at a time
+        nz = np.flatnonzero(c)
+        return max(e - _CHUNK, 0) + int(nz[-1])
+    return -1
+
+
+def prove_unsealed_geometry(buf, size: int, n: int, hash_slot_count: int) -> TieredGeometry:
+    """Every (slots, maxItems) the size allows, kept only if the unsealed file is self-consistent under it;
+    the answer when exactly one survives, else ``source="ambiguous"`` naming what settles it."""
+    rest = size - HEADER_SIZE
+    if rest <= 0 or rest % HASH_SLOT_SIZE or n < 0:
+        return TieredGeometry(None, None, "ambiguous", (),
+                              f"size {size} fits no unsealed geometry (28 + 8*slots + 32*maxItems); pass "
+                              f"{TIERED_GEOMETRY_SETTLE}")
+    r = rest // HASH_SLOT_SIZE  # = slots + 4 * maxItems
+    pairs = np.frombuffer(buf, dtype=">i4", count=r * 2, offset=HEADER_SIZE).reshape(r, 2)
+    hi = min(_first_bad_slot(pairs, n), r - 4 * (n + 1))  # rules slots and size
+    last = _last_nonzero_byte(np.frombuffer(buf, dtype=np.uint8, count=rest, offset=HEADER_SIZE))  # rule zeros
+    lo = max(1, -(-(last + 1 - INDEX_ITEM_SIZE * (n + 1)) // HASH_SLOT_SIZE))
+    first = lo + (r - lo) % 4
+    cands = range(first, hi + 1, 4)
+    if n == 0 and (hash_slot_count != 0 or last >= 0):
+        cands = range(0)  # no item, yet used slots or data: self-consistent under no geometry
+    elif n == 0:
+        pick = next((c for c in (DEFAULT_HASH_SLOTS,) if c in cands), cands[0] if cands else None)
+        if pick is None:
+            return TieredGeometry(None, None, "ambiguous", (), f"no geometry fits; pass {TIERED_GEOMETRY_SETTLE}")
+        return TieredGeometry(pick, (r - pick) // 4, "inferred", (),
+                              f"empty file: {len(cands)} geometries fit, none is needed to read it")
+    survivors = []
+    for checked, c in enumerate(cands):
+        if checked >= _TIERED_MAX_CHECKS:
+            return TieredGeometry(None, None, "ambiguous", tuple(survivors),
+                                  f"more than {_TIERED_MAX_CHECKS} slot counts fit; pass {TIERED_GEOMETRY_SETTLE}")
+        if _unsealed_consistent(buf, size, c, n, hash_slot_count):
+            survivors.append((c, (r - c) // 4))
+    if len(survivors) == 1:
+        c, m = survivors[0]
+        return TieredGeometry(c, m, "inferred", tuple(survivors),
+                              f"{c} slots / {m} items: the only geometry under which the file is self-consistent")
+    if not survivors:
+        return TieredGeometry(None, None, "ambiguous", (),
+                              f"size {size} matches neither layout for indexItemCount {n} (no unsealed geometry "
+                              f"is self-consistent: damaged, or not an index file); pass {TIERED_GEOMETRY_SETTLE}")
+    return TieredGeometry(None, None, "ambiguous", tuple(survivors),
+                          f"{len(survivors)} geometries fit and are self-consistent "
+                          f"({', '.join(f'{c}/{m}' for c, m in survivors[:5])}); pass {TIERED_GEOMETRY_SETTLE}")
+
+
 class TieredIndexFile:
     """One file in ``tiered_index_file/`` (or a compacted segment), either layout, read-only."""
 
@@ -105,6 +228,7 @@ class TieredIndexFile:
                                    path, 0)
         if self.index_item_count < 0:
             raise CorruptDataError(f"negative indexItemCount {self.index_item_count}", path, INDEX_ITEM_COUNT_POSITION)
+        self.geometry = TieredGeometry(None, None, "compacted")
         self.layout, self.hash_slots, self.max_items = self._geometry(hash_slots, max_items)
 
     def _geometry(self, hash_slots, max_items):
@@ -115,53 +239,22 @@ class TieredIndexFile:
             if rest > 0 and rest % HASH_SLOT_SIZE == 0 and (hash_slots is None or rest // HASH_SLOT_SIZE == hash_slots):
                 s = rest // HASH_SLOT_SIZE
                 if self._compacted_plausible(s):
+                    self.geometry = TieredGeometry(s, n, "inferred", ((s, n),),
+                                                   "compacted: the slot runs add up to the items")
                     return COMPACTED, s, n
-        cands = []
         if hash_slots:
             m = max_items or (size - HEADER_SIZE - hash_slots * HASH_SLOT_SIZE) // INDEX_ITEM_SIZE
-            cands.append((hash_slots, m))
-        cands.append((DEFAULT_HASH_SLOTS, DEFAULT_MAX_ITEMS))
-        per_slot = HASH_SLOT_SIZE + 4 * INDEX_ITEM_SIZE
-        if (size - HEADER_SIZE) % per_slot == 0:  # the default ratio: maxItems = 4 x slots
-            cands.append(((size - HEADER_SIZE) // per_slot, 4 * ((size - HEADER_SIZE) // per_slot)))
-        for s, m in cands:
-            if s > 0 and unsealed_file_size(s, m) == size and n < m:
-                return UNSEALED, s, m
-        # no hint fits: search slot counts whose chains are self-consistent (bounded work)
-        if hash_slots is None:
-            smax = min((size - HEADER_SIZE) // HASH_SLOT_SIZE, 1 << 21)
-            # the slot table of s slots is a prefix of the largest one: count its non-empty slots once (prefix
-            # sums), not once per candidate (that was quadratic: a 2 MiB file took 37 s)
-            used = np.cumsum(np.frombuffer(self.mf.buffer, dtype=UNSEALED_SLOT_DTYPE, count=max(smax, 0),
-                                           offset=HEADER_SIZE)["item_index"] != 0)
-            for s in range(1, smax + 1):
-                rest = size - HEADER_SIZE - s * HASH_SLOT_SIZE
-                if rest % INDEX_ITEM_SIZE or rest // INDEX_ITEM_SIZE <= n:
-                    continue
-                if self._unsealed_plausible(s, int(used[s - 1])):
-                    return UNSEALED, s, rest // INDEX_ITEM_SIZE
-        raise CorruptDataError(f"size {size} matches neither layout for indexItemCount {n}; pass the broker's "
-                               "tieredStoreIndexFileMaxHashSlotNum/MaxIndexNum (--hash-slots/--max-items)",
-                               self.path)
-
-    def _unsealed_plausible(self, s: int, used_slots: int | None = None) -> bool:
-        """Items 1..16 must hash to slots whose newest item is at least their own number, link backwards,
-        and the non-empty slot count (``used_slots`` when the caller counted it) must equal the header's
-        hashSlotCount."""
-        buf, n = self.mf.buffer, self.index_item_count
-        if used_slots is not None and used_slots != self.hash_slot_count:
-            return False
-        for k in range(1, min(n, 16) + 1):
-            h, *_rest, prev = ITEM.unpack_from(buf, item_position(s, k))
-            if h < 0 or not 0 <= prev < k:
-                return False
-            head = UNSEALED_SLOT.unpack_from(buf, slot_position(h % s))[0]
-            if not k <= head <= n:
-                return False
-        if used_slots is not None:
-            return True
-        table = np.frombuffer(buf, dtype=UNSEALED_SLOT_DTYPE, count=s, offset=HEADER_SIZE)["item_index"]
-        return int(np.count_nonzero(table)) == self.hash_slot_count
+            if unsealed_file_size(hash_slots, m) == size and n < m:
+                self.geometry = TieredGeometry(hash_slots, m, "flag")
+                return UNSEALED, hash_slots, m
+            raise CorruptDataError(f"size {size} does not fit --hash-slots {hash_slots} / --max-items {m} "
+                                   f"(28 + 8*slots + 32*maxItems, indexItemCount {n} < maxItems)", self.path)
+        # the size fits many (slots, maxItems) pairs (4 slots = 1 item): prove which one, as for IndexFiles
+        g = prove_unsealed_geometry(self.mf.buffer, size, n, self.hash_slot_count)
+        self.geometry = g
+        if g.slots is None or g.max_items is None:
+            raise CorruptDataError(g.detail, self.path)
+        return UNSEALED, g.slots, g.max_items
 
     def _compacted_plausible(self, s: int) -> bool:
         buf = self.mf.buffer
@@ -181,7 +274,8 @@ class TieredIndexFile:
         return {"file": self.name, "layout": self.layout, "magic": f"0x{self.magic & 0xFFFFFFFF:08X}",
                 "begin_timestamp": self.begin_timestamp, "end_timestamp": self.end_timestamp,
                 "hash_slot_count": self.hash_slot_count, "index_item_count": self.index_item_count,
-                "hash_slots": self.hash_slots, "max_items": self.max_items, "size": self.mf.size}
+                "hash_slots": self.hash_slots, "max_items": self.max_items, "size": self.mf.size,
+                "geometry": self.geometry.to_dict()}
 
     # -- reading --------------------------------------------------------------------------------
     def slot_value(self, slot: int, stats: ReadStats | None = None) -> tuple[int, int]:

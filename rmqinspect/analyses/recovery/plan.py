@@ -78,6 +78,9 @@ class RecoveryOptions:
     cq_file_size: int | None = None  # mappedFileSizeConsumeQueue for queues the recovery creates
     model_start: bool = True  # step 6: start()'s ReputMessageService
     jobs: int | None = None  # worker processes of the scan and the salvage walk (analyses.parallel.resolve_jobs)
+    # re-dispatched records reach the queue models (False: only T and the re-dispatch range are wanted, as by a
+    # key look-up's fates; neither depends on the queue models)
+    dispatch: bool = True
 
 
 @dataclass
@@ -207,7 +210,7 @@ class Recovery:
     @property
     def dispatches(self) -> bool:
         """Whether dispatched records reach a queue model (not with an unreadable RocksDB database)."""
-        return not self.rocksdb or self.rocksdb_table is not None
+        return self.options.dispatch and (not self.rocksdb or self.rocksdb_table is not None)
 
     def queue(self, topic: str, queue_id: int):
         """findConsumeQueue: the queue's model, created on the first record dispatched to it (an empty file

@@ -291,4 +291,29 @@ class QueueSet:
         return sorted(self.models, key=lambda m: (m.cq.topic, m.cq.queue_id))
 
 
-__all__ = ["ConsumeQueueModel", "QueueRecovery", "QueueSet", "default_cq_file_size"]
+
+
+# What becomes of an on-disk consume-queue entry once the broker has recovered the directory:
+ENTRY_FATES = (
+    "survives",  # the queue still holds this entry at this queue offset
+    "replaced",  # the recovery's re-dispatch wrote another entry at this queue offset
+    "beyond_truncation",  # truncateDirtyLogicFiles cut it: its record lies at or past the truncation offset T
+    "dropped",  # gone for another reason (the queue's files were deleted, or the queue is not modelled)
+)
+
+
+def entry_fates(on_disk, recovered, truncate_offset: int) -> list[str]:
+    """The fate (``ENTRY_FATES``) of each on-disk entry (queue offset, physical offset, size, tagsCode), given
+    the queue after recovery ``recovered`` (same tuples) and the truncation offset."""
+    after = {e[0]: tuple(e[:4]) for e in recovered}
+    out = []
+    for e in on_disk:
+        now = after.get(e[0])
+        if now is None:
+            out.append("beyond_truncation" if e[1] >= truncate_offset else "dropped")
+        else:
+            out.append("survives" if now == tuple(e[:4]) else "replaced")
+    return out
+
+
+__all__ = ["ENTRY_FATES", "ConsumeQueueModel", "QueueRecovery", "QueueSet", "default_cq_file_size", "entry_fates"]

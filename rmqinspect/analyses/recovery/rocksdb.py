@@ -64,6 +64,11 @@ class RocksDBQueueModel:
         self.max_phys = max_phys
         self.max_off = max_offset
         self.rec = QueueRecovery(topic, queue_id, 0, [], max_offset_on_disk=max_offset, max_physic_offset=max_phys)
+        # the rows recovery puts (queue offset, physical offset, size, tagsCode), in dispatch order: a RocksDB put
+        # replaces the row of the same queue offset; ``rows_cut_from`` is where truncateDirtyLogicFiles cut the
+        # database's own rows (None: not cut)
+        self.puts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.rows_cut_from: int | None = None
 
     def max_offset(self) -> int:
         return self.max_off
@@ -72,12 +77,41 @@ class RocksDBQueueModel:
         if len(phys):
             self.max_off = int(cq_offset[-1]) + 1
             self.max_phys = int(phys[-1])
+            self.puts.append((np.array(cq_offset, dtype=np.int64), np.array(phys, dtype=np.int64),
+                              np.array(size, dtype=np.int64), np.array(tags_code, dtype=np.int64)))
         return len(phys)
 
     def truncate_to(self, max_offset: int) -> None:
         self.rec.entries_cut = max(0, self.max_off - max_offset)
         self.max_off = max_offset
         self.rec.max_offset_after_truncate = max_offset
+        self.rows_cut_from = max_offset if self.rows_cut_from is None else min(self.rows_cut_from, max_offset)
+        kept = []
+        for q, p, z, t in self.puts:
+            k = q < max_offset
+            if k.any():
+                kept.append((q[k], p[k], z[k], t[k]))
+        self.puts = kept
+
+    def entries(self, db_rows) -> list[tuple[int, int, int, int]]:
+        """(queue offset, physical offset, size, tagsCode) of the queue after recovery, in queue order: the
+        database's rows ``db_rows`` (queue offset, physical offset, size, tagsCode), cut where
+        truncateDirtyLogicFiles cut them, overwritten by the rows recovery put, up to the queue's max offset."""
+        out: dict[int, tuple[int, int, int, int]] = {}
+        for e in db_rows:
+            if self.rows_cut_from is None or e[0] < self.rows_cut_from:
+                out[e[0]] = e
+        for q, p, z, t in self.puts:
+            for e in zip(q.tolist(), p.tolist(), z.tolist(), t.tolist(), strict=True):
+                out[e[0]] = e
+        return [out[k] for k in sorted(out) if k < self.max_off]
+
+
+def rocksdb_queue_entries(store: Store, model: RocksDBQueueModel) -> list[tuple[int, int, int, int]]:
+    """A RocksDB queue as the broker holds it after recovery (``RocksDBQueueModel.entries``), its rows read from
+    a private snapshot of the database."""
+    with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+        return model.entries(db.queue(model.cq.topic, model.cq.queue_id).entries())
 
 
 def truncate_rocksdb_queues(store: Store, models: list[RocksDBQueueModel], t: int) -> str | None:
@@ -101,5 +135,15 @@ def truncate_rocksdb_queues(store: Store, models: list[RocksDBQueueModel], t: in
     return None
 
 
-__all__ = ["RocksDBQueueModel", "RocksDBQueues", "has_rocksdb_consume_queue", "read_rocksdb_queues",
-           "truncate_rocksdb_queues"]
+def queue_entries_after_recovery(store: Store, plan, key: str) -> list[tuple[int, int, int, int]] | None:
+    """Queue ``key`` ("topic/queueId") as the broker holds it after load() and start() of ``plan``
+    (a RecoveryPlan): file queues from the plan's model, RocksDB queues from the database's rows with what the
+    recovery put and cut; None for a queue the plan does not model (absent or BatchCQ)."""
+    m = plan.queue_models.get(key)
+    if isinstance(m, RocksDBQueueModel):
+        return rocksdb_queue_entries(store, m)
+    return plan.consume_queue_entries(key)
+
+
+__all__ = ["RocksDBQueueModel", "RocksDBQueues", "has_rocksdb_consume_queue", "queue_entries_after_recovery",
+           "read_rocksdb_queues", "rocksdb_queue_entries", "truncate_rocksdb_queues"]
