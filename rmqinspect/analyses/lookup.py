@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..formats.constants import PROPERTY_REAL_TOPIC, RMQ_SYS_SCHEDULE_TOPIC
 from ..formats.javahash import build_index_key, index_key_hash
 from ..formats.msgid import decode_offset_msg_id, decode_uniq_key
-from ..store.consumequeue import list_queues
 from ..store.errors import CorruptDataError, RmqInspectError
-from ..store.indexfile import FileLookup, IndexFile, IndexGeometryError, prove_geometry_of
-from .dispatch import goes_to_index, index_keys
+
+if TYPE_CHECKING:
+    from ..store.indexfile import FileLookup, IndexFile
+
+# The index and consume-queue readers (numpy, construct) are imported where a look-up first needs them:
+# decoding a message id (msgid without --store) reads no file and should start as fast as --help.
 
 JAVA_LONG_MAX = (1 << 63) - 1
 DEFAULT_MAX_MSGS_NUM_BATCH = 64  # MessageStoreConfig.maxMsgsNumBatch
@@ -53,6 +55,8 @@ class IndexService:
 
     def __init__(self, index_dir: str, slots: int | None = None, max_items: int | None = None,
                  index_msg_timestamp: int | None = None, abort_present: bool = False):
+        from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
+
         self.index_dir = index_dir
         self.abort_present = abort_present
         self.index_msg_timestamp = index_msg_timestamp
@@ -449,6 +453,8 @@ def find_msg_id(store, svc: IndexService, msg_id: str, topic: str | None = None,
     With a recovery ``view`` every answer carries its ``fate`` after restart; ``as_recovered`` keeps only what
     the broker serves once it has recovered the directory (the record at the offset must lie before the
     truncation; UNIQ_KEY hits must survive or be re-dispatched, as ``index-lookup --as-recovered``)."""
+    from ..store.consumequeue import list_queues
+
     if as_recovered and view is None:
         raise ValueError("as_recovered needs the recovery view")
     rep = MsgIdReport(msg_id, decode_msg_id(msg_id))
@@ -535,6 +541,8 @@ class MissingReport:
 
 def find_index_items(svc: IndexService, key_hash: int, phy_offset: int) -> list[dict]:
     """Every item (any file) whose keyHash and phyOffset are these: vectorised over the item area."""
+    import numpy as np
+
     out = []
     for f in svc.files:
         items = f.items()
@@ -671,6 +679,8 @@ def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = 
 
 
 def _diagnose_located(rep, svc, msg, loc, topic, key, key_hash, q, max_batch) -> None:
+    from .dispatch import goes_to_index, index_keys
+
     at = f"message at {msg.physical_offset} (topic {msg.topic!r}, store time {msg.store_timestamp})"
     if msg.topic != topic:
         real = msg.properties.get(PROPERTY_REAL_TOPIC)

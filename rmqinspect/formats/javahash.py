@@ -6,7 +6,10 @@ Java hashes UTF-16 code units; characters outside the BMP count as two units (a 
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _MASK = 0xFFFFFFFF
 # 31**k mod 2**32 for the chunked evaluation below.
@@ -53,12 +56,14 @@ def index_key_hash(key_string: str) -> int:
 
 
 def _pow31(n: int) -> np.ndarray:
+    import numpy as np
+
     p = np.full(max(n, 1), 31, dtype=np.uint32)
     p[0] = 1
     return np.cumprod(p, dtype=np.uint32)  # wraps mod 2**32, as Java int arithmetic does
 
 
-_POW = _pow31(1 << 12)
+_POW: np.ndarray | None = None  # powers of 31 mod 2**32, made on first bulk use
 
 
 def java_string_hashes(keys: list[bytes]) -> np.ndarray:
@@ -67,6 +72,8 @@ def java_string_hashes(keys: list[bytes]) -> np.ndarray:
     ASCII strings are hashed vectorised (UTF-16 code units == bytes); others fall back to the scalar hash
     of the UTF-8-decoded string (Python's replacement rule), which is what the rest of rmqinspect hashes.
     """
+    import numpy as np  # only the bulk forms need numpy; one key's hash (a look-up) does not
+
     global _POW
     n = len(keys)
     if n == 0:
@@ -89,8 +96,8 @@ def java_string_hashes(keys: list[bytes]) -> np.ndarray:
         flat = b"".join(keys)
         ends = np.cumsum(lens)
         starts = ends - lens
-        if width > len(_POW):
-            _POW = _pow31(width)
+        if _POW is None or width > len(_POW):
+            _POW = _pow31(max(width, 1 << 12))
         codes = np.frombuffer(flat, dtype=np.uint8).astype(np.uint32)
         # exponent of each byte: distance to the end of its key minus one
         expo = np.repeat(ends, lens) - 1 - np.arange(len(flat), dtype=np.int64)
@@ -104,6 +111,8 @@ def java_string_hashes(keys: list[bytes]) -> np.ndarray:
 
 
 def index_key_hashes(keys: list[bytes]) -> np.ndarray:
+    import numpy as np
+
     """``index_key_hash`` for many ``topic#key`` UTF-8 byte strings at once (int64, non-negative)."""
     h = np.abs(java_string_hashes(keys))
     h[h == -_INT_MIN] = 0  # abs(Integer.MIN_VALUE) stays negative in Java; the broker maps it to 0
