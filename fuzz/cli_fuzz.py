@@ -380,6 +380,7 @@ def command_for(rng: random.Random, store: Path, out: Path) -> tuple[list[str], 
         "summary", "verify", "decode-commitlog", "decode-commitlog-walk", "cq", "cq-all", "cq-join", "index-lookup",
         "explain-missing", "msgid", "rebuild", "rebuild-dry", "recover", "salvage", "export", "gc", "config",
         "consumer-lag", "store-info", "timers", "batch-cq", "rocksdb-cq", "tiered-index-lookup", "compact-index",
+        "fate", "fate-offset", "dump", "report", "dledger-peers", "verify-jobs", "rebuild-jobs",
     ])
     key = rng.choice(["k1", "key-0", "KEY0", "order-1", "m0"])
     table: dict[str, tuple[list[str], dict[str, list[str]]]] = {
@@ -422,8 +423,21 @@ def command_for(rng: random.Random, store: Path, out: Path) -> tuple[list[str], 
                                 {"--hash-slots": [], "--max-items": [], "--max-num": []}),
         "compact-index": (["compact-index", s, "--out", str(out / "compacted")],
                           {"--hash-slots": [], "--max-items": []}),
+        "fate": (["fate", s] + rng.choice([["--key", key, "--topic", topic], ["--msgid", "0A0000010000290F" +
+                                                                                "%016X" % int(phys)]]),
+                 {"--offsets": []}),
+        "fate-offset": (["fate", s, "--offset", phys], {"--offset": []}),
+        "dump": (["dump", s, "--offset", phys] + rng.choice([[], ["--snap"]]), {"--offset": [], "--length": []}),
+        "report": (["report", s, "--out", str(out / "report.html")], {"--as-of": []}),
+        "dledger-peers": (["dledger-peers", s, s], {}),
+        "verify-jobs": (["verify", s, "--jobs", "2"], {"--max-errors": ["5"]}),
+        "rebuild-jobs": (["rebuild", s, "--jobs", "2", "--out", str(out / "rebuilt")], {"--cq-file-size": []}),
     }
     argv, extreme = table[c]
+    if c == "report":  # one HTML file, no --format
+        return argv, extreme
+    if c == "dump" and f == "ndjson":
+        f = "json"
     return argv + ["--format", f], extreme
 
 
