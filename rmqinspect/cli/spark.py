@@ -1,4 +1,4 @@
-"""`spark stats|find|verify|diff`: fleet-scale analytics over many stores on Apache Spark."""
+"""`spark stats|find|verify|diff|dledger-peers`: fleet-scale analytics over many stores on Apache Spark."""
 
 from __future__ import annotations
 
@@ -149,6 +149,74 @@ def _render_diff(rep) -> None:
     if rep["by_uniq_key"]:
         emit(rep["by_uniq_key"], "table", ("uniq_key", "topic", "physical_offset", "on", "missing_on"),
              title="By UNIQ_KEY")
+
+
+@spark_group.command("dledger-peers")
+@click.argument("group_dirs", nargs=-1, type=click.Path(exists=False, file_okay=False, dir_okay=True))
+@click.option("--group", "group_specs", multiple=True, metavar="NAME=PEER,PEER[,...]",
+              help="A group given by name and its peers' store copies (repeatable), for copies not laid out as "
+                   "one directory per group.")
+@master_option
+@format_option
+@handle_errors
+def dledger_peers_cmd(group_dirs, group_specs, master, fmt):
+    """`dledger-peers` for many DLedger groups, one Spark task per group. Each GROUP_DIR holds one group's
+    member copies - one subdirectory per peer (a store root or its dledger-<selfId> directory), or the
+    dledger-<selfId> directories themselves - and names the group; --group NAME=PEER,PEER,... names the peers
+    directly. One row per group: last index and term per peer, the common prefix, the first divergent index
+    and how, what the elected leader makes each follower truncate (JSON: the `dledger-peers` document plus
+    "group").
+
+    Exit code 1 when a group's peers diverge; a group whose data cannot be read gives a row with "error" and
+    the run exits with that error's code."""
+    from ..spark.jobs import DLedgerGroup, dledger_group_dir, dledger_peers
+
+    groups = [dledger_group_dir(d) for d in group_dirs]
+    for spec in group_specs:
+        name, sep, peers = spec.partition("=")
+        if not sep or not name or not peers:
+            raise click.UsageError(f"--group {spec!r}: expected NAME=PEER,PEER[,...]")
+        groups.append(DLedgerGroup(name, [p for p in peers.split(",") if p]))
+    if not groups:
+        raise click.UsageError("give GROUP_DIR arguments or --group NAME=PEER,PEER,...")
+    for g in groups:
+        if len(g.peers) < 2:
+            raise click.UsageError(f"group {g.name}: {len(g.peers)} peer(s) found; give two or more")
+    names = [g.name for g in groups]
+    if len(set(names)) != len(names):
+        raise click.UsageError(f"group names repeat ({', '.join(names)}): name them with --group")
+    rows = dledger_peers(spark_session(master), groups)
+    emit_document(rows, fmt, _render_dledger_peers)
+    errors = [r["exit_code"] for r in rows if "error" in r]
+    if errors:
+        sys.exit(max(errors))
+    if any(r["first_divergent_index"] is not None for r in rows):
+        sys.exit(EXIT_PROBLEMS)
+
+
+def _render_dledger_peers(rows) -> None:
+    def per_peer(r, fn):
+        return "; ".join(f"{p['label']}: {fn(p)}" for p in r["peers"])
+
+    table = []
+    for r in rows:
+        if "error" in r:
+            table.append({"group": r["group"], "how": f"error: {r['error']}"})
+            continue
+        div = r["divergence"]
+        table.append({
+            "group": r["group"], "peers": len(r["peers"]), "leader": r["leader"],
+            "last_index/term": per_peer(r, lambda p: f"{p['last_index']}/{p['last_term']}"),
+            "common_prefix": r["common_prefix_last_index"], "first_divergent": r["first_divergent_index"],
+            "how": f"{div['how']}: {div['detail']}" if div else "no divergence",
+            "truncations": per_peer(r, lambda p: f"{p['would_truncate']} from {p['truncate_from']}"
+                                    if p["would_truncate"] else ("leader" if p["role"] == "leader" else "0"))})
+    # peer labels are store paths (identifiers): never cut
+    emit(table, "table", ("group", "peers", "leader", "last_index/term", "common_prefix", "first_divergent", "how",
+                          "truncations"), title="DLedger groups", cell_width=4096)
+    notes = [(r["group"], n) for r in rows for n in r.get("notes", [])]
+    if notes:
+        print_kv("Notes", [(g, n) for g, n in notes])
 
 
 COMMANDS = [spark_group]

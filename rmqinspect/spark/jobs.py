@@ -232,3 +232,80 @@ def diff(spark, stores: Sequence[str], *, labels=None, limit: int | None = None)
         return DiffReport(replicas, first, by_offset, by_uniq)
     finally:
         df.unpersist()
+
+
+# --- dledger-peers over many groups -------------------------------------------------------------------------
+
+
+@dataclass
+class DLedgerGroup:
+    """One DLedger group to compare: its name and its members' store copies, as the user wrote the paths
+    (they become the peer labels, exactly as ``rmqinspect dledger-peers PEER...`` labels them)."""
+    name: str
+    peers: list[str]
+
+
+def dledger_group_dir(path: str) -> DLedgerGroup:
+    """A directory holding one group's member copies: when it holds ``dledger-<selfId>`` member directories
+    itself (every member's storePathRootDir on one host), those are the peers; otherwise each subdirectory is
+    one peer's copy (a store root or its ``dledger-<selfId>`` directory), sorted by name. The group is named
+    after the directory."""
+    from ..store.errors import StoreNotFoundError
+    from ..store.layout import dledger_members
+
+    path = os.path.normpath(path)
+    if not os.path.isdir(path):
+        raise StoreNotFoundError("no such directory (a group directory holds its peers' store copies)", path)
+    peers = dledger_members(path) or [os.path.join(path, n) for n in sorted(os.listdir(path))
+                                      if os.path.isdir(os.path.join(path, n))]
+    return DLedgerGroup(os.path.basename(os.path.abspath(path)), peers)
+
+
+def dledger_peers(spark, groups: Sequence[DLedgerGroup]) -> list[dict]:
+    """``analyses.dledger.compare_peers`` for every group as one Spark task per group; one row per group:
+    ``{"group": name, **PeersReport.to_dict()}`` - the document ``rmqinspect dledger-peers`` prints for the
+    same peer paths - in the order given. Every peer's layout is checked on the driver first (a missing path
+    or a store not in DLedger mode fails here, naming the path); the executors open the absolute paths and
+    the report keeps the paths as written. A group whose data cannot be read gives a row with ``error`` (the
+    message) and ``exit_code`` instead of the comparison."""
+    from ..store.errors import StoreNotFoundError
+    from ..store.layout import StoreLayout
+
+    names = [g.name for g in groups]
+    if len(set(names)) != len(names):
+        raise ValueError(f"group names repeat: {', '.join(sorted(n for n in set(names) if names.count(n) > 1))}")
+    work = []
+    for g in groups:
+        if len(g.peers) < 2:
+            raise ValueError(f"group {g.name}: {len(g.peers)} peer(s); a comparison needs two or more")
+        roots = []
+        for p in g.peers:
+            lay = StoreLayout.open(p)
+            if lay.dledger is None:
+                raise StoreNotFoundError("not a DLedger-mode store (no dledger-<selfId>/data)", lay.root)
+            roots.append(lay.root)
+        work.append((g.name, list(g.peers), [os.path.abspath(p) for p in g.peers], roots))
+    if not work:
+        return []
+    return spark.sparkContext.parallelize(work, len(work)).map(_dledger_group_task).collect()
+
+
+def _dledger_group_task(item) -> dict:
+    from rmqinspect.analyses.dledger import compare_peers
+    from rmqinspect.store import Store
+    from rmqinspect.store.errors import RmqInspectError
+
+    name, labels, paths, roots = item
+    opened = []
+    try:
+        for p in paths:
+            opened.append(Store.open(p))
+        rep = compare_peers(opened, labels=labels)
+    except RmqInspectError as e:
+        return {"group": name, "error": str(e), "exit_code": e.exit_code}
+    finally:
+        for st in opened:
+            st.close()
+    for peer, root in zip(rep.peers, roots):
+        peer.root = root  # the path as the user wrote it, not the executor's absolute path
+    return {"group": name, **rep.to_dict()}

@@ -65,15 +65,83 @@ class DLedgerMember:
 
 
 def is_dledger_member_dir(path: str) -> bool:
-    """``dledger-<selfId>`` holding a ``data/`` directory (the layout DLedger creates)."""
-    return (os.path.basename(os.path.abspath(path)).startswith(MEMBER_DIR_PREFIX)
-            and os.path.isdir(os.path.join(path, DATA_DIR)))
+    """``dledger-<selfId>`` holding a ``data/`` directory (the layout DLedger creates), or only ``index/`` when
+    the broker.conf in effect sets storePathDLedgerCommitLog (the data files then live elsewhere)."""
+    if not os.path.basename(os.path.abspath(path)).startswith(MEMBER_DIR_PREFIX):
+        return False
+    return os.path.isdir(os.path.join(path, DATA_DIR)) or (
+        bool(configured("storePathDLedgerCommitLog")) and os.path.isdir(os.path.join(path, INDEX_DIR)))
+
+
+def dledger_data_dirs(root: str, member: DLedgerMember) -> tuple[list[str], list[str]]:
+    """The member's data directories in the copy, and notes. Without storePathDLedgerCommitLog (DLedgerConfig's
+    dataStorePath, several paths joined by ','), ``<member>/data``. With it, each configured path that lies inside
+    the broker's storePathRootDir is read at the same place inside the copy (``root``); a path outside it (another
+    disk), or any path when storePathRootDir is not configured, is not part of the copy and never read - the note
+    says so, and the copy's ``<member>/data`` is read if it exists."""
+    conf = configured("storePathDLedgerCommitLog")
+    paths = [p.strip() for p in str(conf.value).split(",") if p.strip()] if conf else []
+    if not conf or not paths:
+        return [member.data_dir], []
+    rdir = configured("storePathRootDir")
+    default = os.path.join(MEMBER_DIR_PREFIX + member.self_id, DATA_DIR)
+    dirs, notes = [], []
+    for p in paths:
+        rel = _inside(p, rdir.value) if rdir else None
+        if rel is None:
+            why = (f"outside storePathRootDir {rdir.value}" if rdir else "storePathRootDir is not configured, so "
+                   "where it lies in the copy is unknown")
+            notes.append(f"{conf.detail}: member {member.self_id}'s DLedger data files are kept in {p}, {why}: "
+                         f"not read (copy its files into {member.data_dir} to read them)")
+            continue
+        there = os.path.join(root, rel)
+        if os.path.normpath(rel) == default:
+            dirs.append(there)
+        elif os.path.isdir(there):
+            dirs.append(there)
+            notes.append(f"{conf.detail}: member {member.self_id}'s DLedger data files are kept in {p}: the copy's "
+                         f"{there} is read, not {member.data_dir}")
+        else:
+            notes.append(f"{conf.detail}: member {member.self_id}'s DLedger data files are kept in {p}, but the "
+                         f"copy has no {there}: not read")
+    if not dirs:
+        if not os.path.isdir(member.data_dir):
+            raise StoreNotFoundError(f"no DLedger data files in the copy: {conf.detail} puts them in "
+                                     f"{', '.join(paths)}, not copied here ({'; '.join(notes)})", member.dir)
+        dirs = [member.data_dir]
+        notes.append(f"{member.data_dir} is read instead (what the broker wrote before storePathDLedgerCommitLog "
+                     "was set, or a copy placed there)")
+    member.data_dir = dirs[0]
+    return dirs, notes
+
+
+def _inside(path: str, base: str) -> str | None:
+    """``path`` relative to ``base`` when it lies inside it (as written, both normalised), else None."""
+    rel = os.path.relpath(os.path.normpath(path), os.path.normpath(base))
+    return None if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel) else rel
+
+
+def _is_member_data_dir(path: str) -> bool:
+    """``dledger-<selfId>/data``: where DLedger keeps a member's data files by default."""
+    a = os.path.abspath(path)
+    return os.path.basename(a) == DATA_DIR and os.path.basename(os.path.dirname(a)).startswith(MEMBER_DIR_PREFIX)
 
 
 def is_dledger_data_dir(path: str) -> bool:
-    """The ``data/`` directory of a DLedger member: files in it hold DLedger entries, not commitlog records."""
+    """A directory of DLedger data files (entries, not commitlog records): a member's ``data/``, or the copy of a
+    storePathDLedgerCommitLog directory the broker.conf in effect places inside storePathRootDir (a store root
+    holding a ``dledger-<selfId>`` member at the same distance above it)."""
+    if _is_member_data_dir(path):
+        return True
+    conf, rdir = configured("storePathDLedgerCommitLog"), configured("storePathRootDir")
+    if conf is None or rdir is None:
+        return False
     a = os.path.abspath(path)
-    return os.path.basename(a) == DATA_DIR and os.path.basename(os.path.dirname(a)).startswith(MEMBER_DIR_PREFIX)
+    for p in str(conf.value).split(","):
+        rel = _inside(p.strip(), rdir.value) if p.strip() else None
+        if rel and rel != os.curdir and a.endswith(os.sep + rel) and dledger_members(a[:-len(rel) - 1]):
+            return True
+    return False
 
 
 def dledger_members(root: str) -> list[str]:
@@ -132,8 +200,9 @@ class StoreLayout:
         if os.path.isfile(path):
             name = os.path.basename(path)
             parent = _parent(path)
-            if is_dledger_data_dir(parent):
-                lay = cls._for_dledger(_parent(_parent(parent)), DLedgerMember.at(_parent(parent), "file given"))
+            if _is_member_data_dir(parent):
+                lay = cls._for_dledger(_parent(_parent(parent)), DLedgerMember.at(_parent(parent), "file given"),
+                                       data_given=True)
                 lay.single_file = path
                 return lay
             root = _parent(parent) if os.path.basename(os.path.abspath(parent)) == "commitlog" else parent
@@ -144,8 +213,9 @@ class StoreLayout:
             return lay
         if is_dledger_member_dir(path):
             return cls._for_dledger(_parent(path), DLedgerMember.at(path, "member directory given"))
-        if is_dledger_data_dir(path):
-            return cls._for_dledger(_parent(_parent(path)), DLedgerMember.at(_parent(path), "data directory given"))
+        if _is_member_data_dir(path):
+            return cls._for_dledger(_parent(_parent(path)), DLedgerMember.at(_parent(path), "data directory given"),
+                                    data_given=True)
         enabled = configured("enableDLegerCommitLog")
         has_commitlog = os.path.isdir(os.path.join(path, "commitlog"))
         if enabled is None or enabled.value or not has_commitlog:
@@ -185,8 +255,12 @@ class StoreLayout:
         )
 
     @classmethod
-    def _for_dledger(cls, root: str, member: DLedgerMember) -> StoreLayout:
-        lay = cls._for_root(root, [member.data_dir])
+    def _for_dledger(cls, root: str, member: DLedgerMember, data_given: bool = False) -> StoreLayout:
+        # storePathDLedgerCommitLog: the copy's data directories, never outside the copy (a data directory or file
+        # the user named is read as named)
+        dirs, notes = ([member.data_dir], []) if data_given else dledger_data_dirs(root, member)
+        lay = cls._for_root(root, dirs)
+        lay.notes.extend(notes)
         lay.dledger = member
         return lay
 

@@ -220,7 +220,8 @@ def plan_dledger_recovery(store: Store, options):
                          "in the log and the consume queues but cannot be found by key")
     models = rec.queues.models
     plan = RecoveryPlan(
-        store=store.root, mode="normal" if rec.normal else "abnormal", version=rec.version,
+        store=store.root, mode="normal" if rec.normal else "abnormal",
+        version=dataclasses.replace(rec.version, dledger=True),
         check_crc=False, start_file=dl.start_file, start_reason=f"DLedger: {dl.start_reason}",
         truncate_offset=dl.max_offset_after_load, stop_kind=dl.stop_kind, stop_reason=dl.stop_reason,
         stop_file=dl.stop_file, stop_position=dl.stop_position, max_phy_offset_of_consume_queue=rec.max_phy_cq,

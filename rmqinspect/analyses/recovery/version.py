@@ -28,10 +28,17 @@ class VersionAssumption:
     version: BrokerVersion
     source: str  # "option" | "detected" | "default"
     evidence: list[str] = field(default_factory=list)
+    # DLedger mode: DLedger's own recovery decides where the walk starts, not the version's commit-log rules
+    dledger: bool = False
 
     def describe(self) -> str:
         how = {"option": "given with --broker-version", "detected": "detected", "default": "assumed"}[self.source]
         ev = f" ({'; '.join(self.evidence)})" if self.evidence else ""
+        if self.dledger:
+            return (f"RocketMQ {self.version.text} {how}{ev}: in DLedger mode the commit-log start-file rules of "
+                    f"normal and abnormal recovery do not apply; DLedger's recovery walks from the third-last data "
+                    f"file checking entry headers and index units (no CRC), the same after a clean or a crashed "
+                    f"shutdown (modelled on RocketMQ 4.9.8's DLedgerCommitLog over DLedger 0.3.1.2)")
         abn = ("abnormal recovery starts at the newest file whose first record validates and is not newer than "
                "the checkpoint minTimestamp" if self.version.normal_rule == "head" else
                "abnormal recovery starts at the newest file whose first record is not newer than the checkpoint "
@@ -40,7 +47,8 @@ class VersionAssumption:
 
     def to_dict(self) -> dict:
         return {"version": self.version.text, "source": self.source, "evidence": self.evidence,
-                "normal_start_rule": self.version.normal_rule, "description": self.describe()}
+                "normal_start_rule": "dledger" if self.dledger else self.version.normal_rule,
+                "description": self.describe()}
 
 
 def detect_version(store: Store) -> VersionAssumption:

@@ -1,0 +1,123 @@
+"""`spark dledger-peers`: many DLedger groups compared on Spark (local[2]), one task per group, through the same
+``analyses.dledger.compare_peers`` - each group's row equals what `dledger-peers` prints for its peers. Groups are
+writer-made: a leader change with a truncated follower, a byte flip under an unchanged header, identical peers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("pyspark")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("Java (17+) not found: Spark cannot start", allow_module_level=True)
+
+from rmqinspect.cli.main import cli  # noqa: E402
+from rmqinspect.store import Store  # noqa: E402
+from rmqinspect.writer.commitlog import MessageSpec  # noqa: E402
+from rmqinspect.writer.dledger import DLedgerWriter  # noqa: E402
+from support import tree_hashes  # noqa: E402
+
+SIZE = 4096
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from rmqinspect.spark.session import SparkUnavailableError, get_session
+
+    try:
+        s = get_session("local[2]", "rmqinspect-tests", {"spark.sql.shuffle.partitions": "2",
+                                                         "spark.default.parallelism": "2"})
+    except SparkUnavailableError as e:
+        pytest.skip(str(e))
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()
+
+
+def _peer(root, self_id: str, plan: list[tuple[int, int, bytes]]) -> str:
+    """A store root holding member ``self_id`` with entries (message number, term, body tag)."""
+    w = DLedgerWriter(str(root / f"dledger-{self_id}"), SIZE, 32 * 64)
+    for i, term, tag in plan:
+        w.append(MessageSpec(topic="T", queue_id=i % 3, body=tag + b"m%d-" % i * (1 + i % 5),
+                             born_timestamp=1000 + i, store_timestamp=2000 + i), term)
+    w.write_checkpoint(w.entries[-1].index)
+    w.write_currterm(w.entries[-1].term, self_id)
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """Three group directories, one subdirectory per peer copy (relative paths, as an operator types them)."""
+    base = tmp_path_factory.mktemp("fleet")
+    common = [(i, 1, b"") for i in range(20)]
+    _peer(base / "RaftNode00" / "a", "n0", common + [(i, 2, b"") for i in range(20, 35)])  # leader of term 2
+    _peer(base / "RaftNode00" / "b", "n1", common + [(i, 1, b"old") for i in range(20, 24)])  # old leader's tail
+    _peer(base / "RaftNode00" / "c", "n2", common[:15])  # fell behind
+    plan = [(i, 1, b"") for i in range(12)]
+    _peer(base / "RaftNode01" / "a", "n0", plan)
+    b = _peer(base / "RaftNode01" / "b", "n1", plan)
+    with Store.open(b) as st:  # same term, pos and size at entry 7; one body byte differs
+        e = [x for x in st.dledger.entries() if x.index == 7][0]
+        path, at = e.file.path, e.position + e.size - 1
+    with open(path, "r+b") as f:
+        f.seek(at)
+        old = f.read(1)
+        f.seek(at)
+        f.write(bytes([old[0] ^ 0xFF]))
+    _peer(base / "RaftNode02" / "x", "n0", plan)
+    _peer(base / "RaftNode02" / "y", "n1", plan)
+    return base
+
+
+def _peers_doc(peers: list[str]) -> tuple[int, dict]:
+    r = CliRunner().invoke(cli, ["dledger-peers", *peers, "--format", "json"])
+    return r.exit_code, json.loads(r.stdout)
+
+
+def test_rows_equal_dledger_peers_per_group(spark, fleet, monkeypatch):
+    from rmqinspect.spark.jobs import DLedgerGroup, dledger_group_dir, dledger_peers
+
+    monkeypatch.chdir(fleet)
+    before = tree_hashes(".")
+    groups = [dledger_group_dir(g) for g in ("RaftNode00", "RaftNode01", "RaftNode02")]
+    assert groups[0].peers == ["RaftNode00/a", "RaftNode00/b", "RaftNode00/c"]
+    # the same peers named explicitly, one as its dledger-<selfId> directory
+    groups.append(DLedgerGroup("named", ["RaftNode00/a/dledger-n0", "RaftNode00/b"]))
+    rows = dledger_peers(spark, groups)
+    assert [r["group"] for r in rows] == ["RaftNode00", "RaftNode01", "RaftNode02", "named"]
+    for g, row in zip(groups, rows):
+        _, doc = _peers_doc(g.peers)
+        assert {k: v for k, v in row.items() if k != "group"} == doc
+    r0, r1, r2, named = rows
+    assert (r0["first_divergent_index"], r0["divergence"]["how"], r0["common_prefix_last_index"]) == (15, "missing", 14)
+    assert r0["leader"] == "RaftNode00/a"
+    assert [(p["last_index"], p["last_term"], p["would_truncate"], p["truncate_from"]) for p in r0["peers"]] == \
+        [(34, 2, 0, None), (23, 1, 4, 20), (14, 1, 0, None)]
+    assert (r1["first_divergent_index"], r1["divergence"]["how"]) == (7, "bytes")
+    assert (r2["first_divergent_index"], r2["common_prefix_last_index"]) == (None, 11)
+    assert (named["first_divergent_index"], named["divergence"]["how"]) == (20, "term")
+    assert named["peers"][0]["root"] == "RaftNode00/a"
+    assert tree_hashes(".") == before
+
+
+def test_cli_spark_dledger_peers(spark, fleet, monkeypatch):
+    monkeypatch.chdir(fleet)
+    before = tree_hashes(".")
+    r = CliRunner().invoke(cli, ["spark", "dledger-peers", "RaftNode00", "RaftNode02", "--group",
+                                 "n01=RaftNode01/a,RaftNode01/b", "--format", "json"])
+    assert r.exit_code == 1, r.output
+    rows = json.loads(r.stdout)
+    assert [(x["group"], x["first_divergent_index"]) for x in rows] == [("RaftNode00", 15), ("RaftNode02", None),
+                                                                        ("n01", 7)]
+    r = CliRunner().invoke(cli, ["spark", "dledger-peers", "RaftNode02"])
+    assert r.exit_code == 0, r.output
+    assert "RaftNode02" in r.stdout and "no divergence" in r.stdout and "RaftNode02/x: 11/1" in r.stdout
+    r = CliRunner().invoke(cli, ["spark", "dledger-peers", "--group", "g=RaftNode02/x"])
+    assert r.exit_code == 2 and "1 peer(s)" in r.output
+    r = CliRunner().invoke(cli, ["spark", "dledger-peers", "missing-group"])
+    assert r.exit_code == 3 and "missing-group" in r.output
+    assert tree_hashes(".") == before
