@@ -95,8 +95,11 @@ def store_path_notes(root: str, commitlog_dir: str) -> list[str]:
 
 
 def check_commitlog_dir(layout, directory: str, names: list[str], is_offset_name: Callable[[str], bool]) -> None:
-    """The checks above for one commit-log directory of ``layout``, said through ``notice``."""
-    for note in store_path_notes(layout.root, directory) + commitlog_entry_notes(layout.root, directory, names,
+    """The checks above for one commit-log directory of ``layout``, said through ``notice``. A DLedger member's
+    data directory is not where storePathCommitLog points (a DLedger broker ignores that key): its configured
+    paths are said by the layout itself (storePathDLedgerCommitLog)."""
+    conf_notes = store_path_notes(layout.root, directory) if getattr(layout, "dledger", None) is None else []
+    for note in conf_notes + commitlog_entry_notes(layout.root, directory, names,
                                                                                 is_offset_name):
         notice(layout.notes, note)
 
