@@ -524,7 +524,7 @@ def run_case(seed: int, case: int, stores: list[Path], work: Path, timeout: int,
     if extreme and rng.random() < 0.3:
         opt = rng.choice(sorted(extreme))
         argv += [opt, rng.choice(extreme[opt] + EXTREME_OPTS)]
-    fmt = argv[argv.index("--format") + 1]
+    fmt = argv[argv.index("--format") + 1] if "--format" in argv else "table"
     before_store = tree_state(store)
     before_case = sorted(p.name for p in case_dir.iterdir())
     result = {"seed": seed, "case": case, "store": str(pristine), "mutations": muts, "argv": argv[:1] + [
