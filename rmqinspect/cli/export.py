@@ -9,7 +9,7 @@ import click
 from ..analyses.rows import RowFilter
 from ..store.errors import EXIT_PROBLEMS, RmqInspectError
 from ._params import TIME, jobs_option
-from .output import emit_document, format_option, handle_errors, print_kv, progress, warn
+from .output import emit_document, format_option, handle_errors, no_match, print_kv, progress, topic_names, warn
 
 
 class EngineUnavailableError(RmqInspectError):
@@ -74,6 +74,8 @@ def export(stores, out, engine, master, with_body, topics, since, until, labels,
     for d in res.damage:
         warn(f"{d.file} @ {d.physical_offset}: {d.kind}: {d.reason} (record not exported)")
     emit_document(res.to_dict(), fmt, _render)
+    if res.rows == 0 and (topics or since is not None or until is not None):
+        _no_rows(stores, topics, since, until)
     if res.damage:
         sys.exit(EXIT_PROBLEMS)
 
@@ -85,3 +87,15 @@ def _render(d: dict) -> None:
 
 
 COMMANDS = [export]
+
+
+def _no_rows(stores, topics, since, until) -> None:
+    """A filter that kept nothing: the no-match rule (one sentence, nearest topic names, exit 3)."""
+    from .output import ms_to_iso
+
+    known = sorted({t for s in stores for t in topic_names(s)})
+    filters = [f"--topic {t}" for t in topics] + [f"--since {ms_to_iso(since)}"] * (since is not None) + [
+        f"--until {ms_to_iso(until)}"] * (until is not None)
+    absent = [t for t in topics if t not in known]
+    no_match(f"no message matches {' '.join(filters)}; the dataset has no rows", topic=absent[0] if absent else None,
+             names=known)

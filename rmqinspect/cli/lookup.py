@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 
 import click
 
@@ -23,7 +22,7 @@ from ..analyses.lookup import (
     restore_as_recovered,
 )
 from ..store import Store
-from ..store.errors import EXIT_NOT_FOUND, RmqInspectError
+from ..store.errors import RmqInspectError
 from ._params import (
     INDEX_MAX,
     INDEX_SLOTS,
@@ -220,7 +219,8 @@ def msgid(msg_id, store, topic, index_dir, index_slots, index_max, max_batch, fm
     else:
         emit_document(doc, fmt)
     if store and not rep.found:
-        sys.exit(EXIT_NOT_FOUND)
+        no_match(f"no record in {store} matches the id {msg_id} (as offsetMsgId or UNIQ_KEY)",
+                 topic=topic, store_root=st.root)
 
 
 def _render_msgid(doc) -> None:
@@ -299,7 +299,8 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
     else:
         emit_document(doc, fmt)
     if not rep.found_by_index and not rep.located:
-        sys.exit(EXIT_NOT_FOUND)
+        no_match(f"{kind} {value!r} of topic {topic!r} is neither found by the broker's look-up nor on disk",
+                 topic=topic, store_root=st.root)
 
 
 COMMANDS = [index_lookup, msgid, explain_missing_cmd]

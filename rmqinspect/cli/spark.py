@@ -7,10 +7,10 @@ import sys
 import click
 
 from ..analyses.rows import RowFilter
-from ..store.errors import EXIT_NOT_FOUND, EXIT_PROBLEMS
+from ..store.errors import EXIT_PROBLEMS
 from ._params import NON_NEGATIVE_LONG, TIME
 from .export import EngineUnavailableError
-from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, print_kv
+from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, print_kv
 
 stores_argument = click.argument("stores", nargs=-1, required=True, type=click.Path(exists=False))
 master_option = click.option("--master", default=None,
@@ -86,7 +86,8 @@ def find_cmd(stores, values, by, topics, master, labels, fmt):
     emit(rows, fmt, tuple(c for c in FIND_COLUMNS if c not in ("store_timestamp_ms", "file")) + ("store_time",
                                                                                                    "matched"))
     if not rows:
-        sys.exit(EXIT_NOT_FOUND)
+        no_match(f"no message in {len(stores)} store(s) carries {' or '.join(map(repr, values))}"
+                 + (f" in topic {' or '.join(map(repr, topics))}" if topics else ""))
 
 
 @spark_group.command("verify")

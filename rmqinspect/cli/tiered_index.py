@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
 from ..store.layout import ensure_output_outside
 from ._params import INDEX_MAX, INDEX_SLOTS, NON_NEGATIVE_LONG, TIME, broker_version_option, check_index_geometry
-from .output import emit, format_option, handle_errors, ms_to_iso, warn
+from .output import emit, format_option, handle_errors, ms_to_iso, no_match, warn
 
 
 def _open_tiered(path, hash_slots, max_items):
@@ -66,7 +65,13 @@ def tiered_index_lookup(path, topic, key, begin, end, max_num, stats, hash_slots
         click.echo(f"reads: {rs.read_calls} read calls, {rs.pages} distinct 4 KiB pages, {rs.bytes} bytes",
                    err=True)
     if not rows:
-        sys.exit(3)
+        window = "" if (begin, end) == (0, (1 << 63) - 1) else f" in [{ms_to_iso(begin)}, {ms_to_iso(end)}]"
+        # PATH is the store, its tiered_index_file/ or one file in it: the topics are the store's queues
+        up = os.path.abspath(path)
+        root = next((d for d in (up, os.path.dirname(up), os.path.dirname(os.path.dirname(up)))
+                     if os.path.isdir(os.path.join(d, "consumequeue"))), None)
+        no_match(f"no item for the key {key!r} of topic {topic!r}{window} in {len(files)} tiered index file(s)",
+                 topic=topic, store_root=root)
 
 
 @click.command("compact-index")

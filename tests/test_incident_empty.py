@@ -1,0 +1,100 @@
+"""Issue 13, "no match": every command that filters by topic, queue, key or offset answers an empty result the
+same way: one sentence on stderr (with the nearest topic names when the topic is not in the store) and exit 3.
+The commands here were the stragglers; decode-commitlog, cq, index-lookup and fate are in test_incident_cli.py
+and test_incident_fate.py."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from rmqinspect.cli.main import cli
+from rmqinspect.writer.tiered_index import TieredIndexWriter
+from support import require_oracle, tree_hashes
+
+SAMPLE = "tests/fixtures/sample-store"
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def one_sentence(r) -> str:
+    """The not-found answer: exit 3, exactly one error line on stderr, no traceback."""
+    assert r.exit_code == 3, (r.exit_code, r.output)
+    lines = [x for x in r.stderr.splitlines() if x.startswith("rmqinspect: error:")]
+    assert len(lines) == 1 and "Traceback" not in r.output, r.stderr
+    return lines[0]
+
+
+def test_timers_no_match():
+    store = require_oracle("rocketmq-all-5.3.3/timer-clean") / "store"
+    # --topic names where the timer is delivered (REAL_TOPIC); a misspelt one gets the nearest names
+    r = run("timers", store, "--topic", "TimerTopcA", "--format", "json")
+    assert json.loads(r.stdout) == []
+    assert "nearest: TimerTopicA, TimerTopicB" in one_sentence(r)
+    r = run("timers", store, "--topic", "TimerTopicB", "--format", "json")
+    assert r.exit_code == 0 and {t["real_topic"] for t in json.loads(r.stdout)} == {"TimerTopicB"}
+    # a time filter that keeps nothing: the wheel's counts are printed, then the sentence
+    r = run("timers", store, "--due-before", "1000")
+    assert "the wheel after load" in r.stdout
+    assert "no timer in the timerlog matches --due-before 1970-01-01 00:00:01.000Z" in one_sentence(r)
+
+
+def test_rocksdb_cq_no_match():
+    store = require_oracle("rocketmq-all-5.3.3/rocksdb-cq-small") / "store"
+    before = tree_hashes(store)
+    # the topics live inside the database: the nearest names come from its rows, not its file names
+    assert "nearest: CartTopic" in one_sentence(run("rocksdb-cq", store, "--topic", "CartTopc"))
+    line = one_sentence(run("rocksdb-cq", store, "--topic", "CartTopic", "--queue", "9"))
+    assert "no rows for topic 'CartTopic' queue 9" in line and "nearest" not in line
+    r = run("rocksdb-cq", store, "--topic", "CartTopic", "--queue", "0", "--from", "100000", "--format", "json")
+    assert json.loads(r.stdout) == []
+    assert "CartTopic/0: no RocksDB consume-queue entry at or after queue offset 100000" in one_sentence(r)
+    # the RocksDB files of consumequeue/ are never offered as topic names by the other commands
+    assert ".sst" not in one_sentence(run("decode-commitlog", store, "--topic", "CartTopc"))
+    assert tree_hashes(store) == before
+
+
+def test_batch_cq_no_match():
+    store = require_oracle("rocketmq-all-5.3.3/batchcq") / "store"
+    assert "nearest: BatchTopic" in one_sentence(run("batch-cq", store, "--topic", "BatchTopc"))
+    assert "nearest: BatchTopic" in one_sentence(run("batch-cq", store, "--topic", "BatchTopc", "--queue", "0",
+                                                     "--get", "3"))
+    assert "for topic 'BatchTopic' queue 5" in one_sentence(run("batch-cq", store, "--topic", "BatchTopic",
+                                                                "--queue", "5"))
+    # a topic with a plain consume queue is in the store, only not here: say where it is
+    assert "'PlainTopic' has a ConsumeQueue: `cq`" in one_sentence(run("batch-cq", store, "--topic", "PlainTopic"))
+
+
+def test_tiered_index_lookup_no_match(tmp_path):
+    store = tmp_path / "store"
+    (store / "commitlog").mkdir(parents=True)
+    (store / "consumequeue" / "OrderTopic" / "0").mkdir(parents=True)
+    # maxItems = 4 x slots, the ratio the reader proves from the file size (fewer items make other guesses fit)
+    with TieredIndexWriter(str(store / "tiered_index_file"), 1_795_000_000_000, 16, 64) as w:
+        assert w.put_key("OrderTopic", 3, 0, ["order-1"], 0, 100, 1_795_000_000_000) == "SUCCESS"
+    r = run("tiered-index-lookup", store, "--topic", "OrderTopic", "--key", "order-1", "--format", "json")
+    assert r.exit_code == 0 and [x["offset"] for x in json.loads(r.stdout)] == [0]
+    line = one_sentence(run("tiered-index-lookup", store, "--topic", "OrderTopc", "--key", "order-1"))
+    assert "no item for the key 'order-1' of topic 'OrderTopc' in 1 tiered index file(s)" in line
+    assert "nearest: OrderTopic" in line
+
+
+def test_msgid_and_explain_missing_no_match():
+    uniq = "c0a80a0b3e8f1b6d3586f1f8665c0005"  # ord-14's UNIQ_KEY in the sample store
+    assert run("msgid", uniq, "--store", SAMPLE, "--topic", "OrderTopic").exit_code == 0
+    line = one_sentence(run("msgid", uniq, "--store", SAMPLE, "--topic", "OrderTopc"))
+    assert f"matches the id {uniq.upper()}" in line and "nearest: OrderTopic" in line
+    line = one_sentence(run("explain-missing", SAMPLE, "--topic", "OrderTopc", "--key", "no-such-key"))
+    assert "neither found by the broker's look-up nor on disk" in line and "nearest: OrderTopic" in line
+
+
+def test_export_no_match(tmp_path):
+    r = run("export", SAMPLE, "--topic", "OrderTopc", "--out", tmp_path / "a", "--format", "json")
+    assert json.loads(r.stdout)["rows"] == 0
+    assert "nearest: OrderTopic" in one_sentence(r)
+    r = run("export", SAMPLE, "--since", "2030-01-01", "--out", tmp_path / "b")
+    assert "no message matches --since 2030-01-01 00:00:00.000Z" in one_sentence(r)
+    assert run("export", SAMPLE, "--topic", "OrderTopic", "--out", tmp_path / "c").exit_code == 0
