@@ -98,3 +98,14 @@ def test_export_no_match(tmp_path):
     r = run("export", SAMPLE, "--since", "2030-01-01", "--out", tmp_path / "b")
     assert "no message matches --since 2030-01-01 00:00:00.000Z" in one_sentence(r)
     assert run("export", SAMPLE, "--topic", "OrderTopic", "--out", tmp_path / "c").exit_code == 0
+
+
+def test_index_lookup_reads_a_lower_case_uniq_key():
+    # ids are case-insensitive: a pasted UNIQ_KEY in lower case finds what the broker indexed in upper case,
+    # with a note saying so; a KEYS token is asked as typed first (KEYS are case-sensitive)
+    uniq = "c0a80a0b3e8f1b6d3586f1f8665c0005"
+    r = run("index-lookup", SAMPLE, "--topic", "OrderTopic", "--key", uniq, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["verified_offsets"] == [1964] and f"{uniq.upper()!r}, the UNIQ_KEY" in r.stderr
+    assert "carries the key 'ORD-14'" in one_sentence(run("index-lookup", SAMPLE, "--topic", "OrderTopic", "--key",
+                                                          "ORD-14"))

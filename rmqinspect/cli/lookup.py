@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import string
 
 import click
 
@@ -35,7 +36,7 @@ from ._params import (
     resolve_store_callback,
     store_argument,
 )
-from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, print_kv, warn
+from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv, warn
 
 HIT_COLUMNS = ("physical_offset", "verified", "fate", "topic", "keys", "uniq_key", "store_time", "index_file", "note")
 
@@ -139,6 +140,15 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                           fmt=fmt)
     svc = _service(st, index_dir, index_slots, index_max)
     q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, _max_batch(max_batch), explain=explain)
+    if not q.verified and len(key) == 32 and key != key.upper() and all(c in string.hexdigits for c in key):
+        # a pasted UNIQ_KEY in lower case: the broker indexes it upper case (ids are case-insensitive; a KEYS
+        # token is not, so the key as typed is asked first and the upper-case one only when it finds nothing)
+        upper = query_message(svc, st.commitlog, topic, key.upper(), max_num, begin, end, _max_batch(max_batch),
+                              explain=explain)
+        if upper.verified:
+            note(f"no record carries the key {key!r} as typed; {key.upper()!r}, the UNIQ_KEY as the broker writes "
+                 "it, finds them")
+            key, q = key.upper(), upper
     view = _recovery_view(st) if q.hits else None
     mark_fates(q, view)
     truncate_offset = view.truncate_offset if view else None
