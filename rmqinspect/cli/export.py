@@ -8,7 +8,7 @@ import click
 
 from ..analyses.rows import RowFilter
 from ..store.errors import EXIT_PROBLEMS, RmqInspectError
-from ._params import TIME, jobs_option
+from ._params import TIME, TIME_FORMS, jobs_option
 from .output import emit_document, format_option, handle_errors, no_match, print_kv, progress, topic_names, warn
 
 
@@ -26,8 +26,8 @@ class EngineUnavailableError(RmqInspectError):
                                              "spark-submit configured.")
 @click.option("--with-body", is_flag=True, help="Add the stored body bytes as a binary column.")
 @click.option("--topic", "topics", multiple=True, help="Only these topics (repeatable).")
-@click.option("--since", type=TIME, help="Store time >= this (epoch ms or ISO date).")
-@click.option("--until", type=TIME, help="Store time <= this (epoch ms or ISO date).")
+@click.option("--since", type=TIME, help=f"Store time >= this: {TIME_FORMS}.")
+@click.option("--until", type=TIME, help=f"Store time <= this: {TIME_FORMS}.")
 @click.option("--label", "labels", multiple=True, help="Value of the source column, one per STORE, in order "
                                                        "(default: the store directory names).")
 @jobs_option

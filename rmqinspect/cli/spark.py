@@ -8,7 +8,7 @@ import click
 
 from ..analyses.rows import RowFilter
 from ..store.errors import EXIT_PROBLEMS
-from ._params import NON_NEGATIVE_LONG, TIME
+from ._params import NON_NEGATIVE_LONG, TIME, TIME_FORMS
 from .export import EngineUnavailableError
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, print_kv
 
@@ -50,8 +50,8 @@ def spark_group() -> None:
 @master_option
 @label_option
 @click.option("--topic", "topics", multiple=True, help="Only these topics (repeatable).")
-@click.option("--since", type=TIME, help="Store time >= this.")
-@click.option("--until", type=TIME, help="Store time <= this.")
+@click.option("--since", type=TIME, help=f"Store time >= this: {TIME_FORMS}.")
+@click.option("--until", type=TIME, help=f"Store time <= this: {TIME_FORMS}.")
 @format_option
 @handle_errors
 def stats_cmd(stores, master, labels, topics, since, until, fmt):

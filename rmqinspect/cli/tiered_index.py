@@ -7,7 +7,15 @@ import os
 import click
 
 from ..store.layout import ensure_output_outside
-from ._params import INDEX_MAX, INDEX_SLOTS, NON_NEGATIVE_LONG, TIME, broker_version_option, check_index_geometry
+from ._params import (
+    INDEX_MAX,
+    INDEX_SLOTS,
+    NON_NEGATIVE_LONG,
+    TIME,
+    TIME_FORMS,
+    broker_version_option,
+    check_index_geometry,
+)
 from .output import emit, format_option, handle_errors, ms_to_iso, no_match, warn
 
 
@@ -35,8 +43,8 @@ def _geometry(fn):
 @click.argument("path", type=click.Path(exists=False))
 @click.option("--topic", required=True, help="Topic of the key.")
 @click.option("--key", required=True, help="UNIQ_KEY (client msgId) or one KEYS token.")
-@click.option("--begin", type=TIME, default=0, help="Store time lower bound (epoch ms or ISO).")
-@click.option("--end", type=TIME, default=(1 << 63) - 1, help="Store time upper bound (epoch ms or ISO).")
+@click.option("--begin", type=TIME, default=0, help=f"Store time lower bound: {TIME_FORMS}.")
+@click.option("--end", type=TIME, default=(1 << 63) - 1, help=f"Store time upper bound: {TIME_FORMS}.")
 @click.option("--max-num", type=NON_NEGATIVE_LONG, default=64, show_default=True, help="Stop after this many items.")
 @click.option("--stats", is_flag=True, help="Report reads per lookup (slot/item reads, 4 KiB pages) on stderr.")
 @_geometry

@@ -8,14 +8,15 @@ import click
 
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
-from ._params import POSITIVE_INT, TIME, broker_version_option, store_argument
+from ._params import POSITIVE_INT, TIME, TIME_FORMS, broker_version_option, store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, no_match, print_kv, warn
 
 
 @click.command("timers")
 @store_argument
 @click.option("--topic", help="Only timers for this topic (REAL_TOPIC: where the message is delivered).")
-@click.option("--due-before", type=TIME, default=None, help="Only timers whose delivery time is before this.")
+@click.option("--due-before", type=TIME, default=None,
+              help=f"Only timers whose delivery time is before this: {TIME_FORMS}.")
 @click.option("--pending", is_flag=True, help="Only timers the wheel will still fire: not yet dequeued (delivery >= "
               "timercheck lastReadTimeMs) and not cancelled by a delete marker in their slot.")
 @click.option("--precision-ms", type=POSITIVE_INT, default=1000, show_default=True,
