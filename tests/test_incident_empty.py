@@ -109,3 +109,16 @@ def test_index_lookup_reads_a_lower_case_uniq_key():
     assert json.loads(r.stdout)["verified_offsets"] == [1964] and f"{uniq.upper()!r}, the UNIQ_KEY" in r.stderr
     assert "carries the key 'ORD-14'" in one_sentence(run("index-lookup", SAMPLE, "--topic", "OrderTopic", "--key",
                                                           "ORD-14"))
+
+
+def test_fate_takes_the_one_broker_version_type_and_names_the_recovery_it_used():
+    # "after restart" follows a version's recovery rules: fate takes --broker-version like recover, in every
+    # spelling (what summary prints too), and says which version answered when it was not given
+    store = require_oracle("rocketmq-all-4.9.8/crash-torn-tail") / "store"
+    r = run("fate", store, "--offset", 1197830, "--format", "json")
+    assert r.exit_code == 0 and "'after restart' follows the recovery of RocketMQ 4.9.8 (assumed;" in r.stderr
+    for v in ("4.4.0", "4.x (detected)", "5.3.3"):
+        r = run("fate", store, "--offset", 1197830, "--broker-version", v, "--format", "json")
+        assert r.exit_code == 0, r.stderr
+        assert f"follows the recovery of RocketMQ {v.split(' ')[0]} (--broker-version)" in r.stderr
+        assert json.loads(r.stdout)[0]["after_restart"].startswith("cut")
