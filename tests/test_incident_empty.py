@@ -122,3 +122,20 @@ def test_fate_takes_the_one_broker_version_type_and_names_the_recovery_it_used()
         assert r.exit_code == 0, r.stderr
         assert f"follows the recovery of RocketMQ {v.split(' ')[0]} (--broker-version)" in r.stderr
         assert json.loads(r.stdout)[0]["after_restart"].startswith("cut")
+
+
+def test_missing_consumer_offsets_is_a_no_match_naming_offsets_file():
+    # what was seen (8): copied stores often lack config/consumerOffset.json; an answer made of nothing says so
+    # and names --offsets FILE, with the not-found exit code
+    store = require_oracle("rocketmq-all-4.9.8/crash-torn-tail") / "store"
+    r = run("consumer-lag", store, "--format", "json")
+    assert json.loads(r.stdout)["groups"] == []
+    assert "config/consumerOffset.json not found (--offsets FILE" in one_sentence(r)
+    line = one_sentence(run("config", store, "--only", "consumerOffsets"))
+    assert "no consumerOffset.json (nor its .bak)" in line and "--offsets FILE" in line
+    r = run("config", store, "--only", "delayOffsets", "--format", "json")
+    # a file that is there (with an empty offsetTable, as this broker wrote it) is an answer, not a miss
+    assert r.exit_code == 0 and json.loads(r.stdout)["files"]["delayOffsets"]["source"] == "main"
+    r = run("consumer-lag", SAMPLE, "--format", "json")
+    assert r.exit_code == 0
+    assert {g["group"] for g in json.loads(r.stdout)["groups"]} == {"order-consumer", "pay-consumer"}
