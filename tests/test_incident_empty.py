@@ -139,3 +139,10 @@ def test_missing_consumer_offsets_is_a_no_match_naming_offsets_file():
     r = run("consumer-lag", SAMPLE, "--format", "json")
     assert r.exit_code == 0
     assert {g["group"] for g in json.loads(r.stdout)["groups"]} == {"order-consumer", "pay-consumer"}
+
+
+def test_fate_columns_give_a_table():
+    # --columns works in every command: fate's key/value blocks become one row per record with those columns
+    r = run("fate", SAMPLE, "--key", "ord-14", "--topic", "OrderTopic", "--columns", "physical_offset,uniq_key")
+    assert r.exit_code == 0 and "no table had" not in r.stderr
+    assert r.stdout.splitlines()[2].split() == ["1964", "C0A80A0B3E8F1B6D3586F1F8665C0005"]

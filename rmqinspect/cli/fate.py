@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ._params import OFFSET, broker_version_option_for, offsets_file_option, store_argument
-from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv
+from .output import emit, emit_document, format_option, handle_errors, layout, ms_to_iso, no_match, note, print_kv
 
 TABLE_COLUMNS = ("physical_offset", "file", "position", "record", "topic", "queue_id", "queue_offset", "uniq_key")
 
@@ -79,6 +79,10 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
     else:
         note(f"consumer offsets from {cfg.source}")
     fates = [message_fate(st, o, plan=plan, offsets=table, svc=svc) for o in offsets]
+    if fmt == "table" and layout.columns:
+        # --columns asks for columns: one row per record (the key/value blocks below have none to pick)
+        emit((f.to_dict() for f in fates), "table", TABLE_COLUMNS)
+        return
     if fmt != "table":
         if fmt == "json":
             emit_document([f.to_dict() for f in fates], fmt)
