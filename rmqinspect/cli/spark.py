@@ -60,8 +60,12 @@ def stats_cmd(stores, master, labels, topics, since, until, fmt):
 
     rows = stats(spark_session(master), stores, labels=_labels(labels, stores),
                  flt=RowFilter(frozenset(topics) if topics else None, since, until))
-    emit(rows, fmt, ("source", "topic", "queue_id", "hour", "messages", "bytes", "lag_p50_ms", "lag_p90_ms",
-                     "lag_p99_ms", "lag_max_ms"))
+    n = emit(rows, fmt, ("source", "topic", "queue_id", "hour", "messages", "bytes", "lag_p50_ms", "lag_p90_ms",
+                         "lag_p99_ms", "lag_max_ms"))
+    if n == 0 and (topics or since is not None or until is not None):
+        filters = [f"--topic {t}" for t in topics] + [f"--since {ms_to_iso(since)}"] * (since is not None) + [
+            f"--until {ms_to_iso(until)}"] * (until is not None)
+        no_match(f"no message in {len(stores)} store(s) matches {' '.join(filters)}")
 
 
 @spark_group.command("find")
