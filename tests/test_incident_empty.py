@@ -69,14 +69,19 @@ def test_batch_cq_no_match():
 
 
 def test_tiered_index_lookup_no_match(tmp_path):
+    uniq = "c0a80a0b3e8f1b6d3586f1f8665c0005"
     store = tmp_path / "store"
     (store / "commitlog").mkdir(parents=True)
     (store / "consumequeue" / "OrderTopic" / "0").mkdir(parents=True)
     # maxItems = 4 x slots, the ratio the reader proves from the file size (fewer items make other guesses fit)
     with TieredIndexWriter(str(store / "tiered_index_file"), 1_795_000_000_000, 16, 64) as w:
         assert w.put_key("OrderTopic", 3, 0, ["order-1"], 0, 100, 1_795_000_000_000) == "SUCCESS"
+        assert w.put_key("OrderTopic", 3, 0, [uniq.upper()], 700, 100, 1_795_000_000_000) == "SUCCESS"
     r = run("tiered-index-lookup", store, "--topic", "OrderTopic", "--key", "order-1", "--format", "json")
     assert r.exit_code == 0 and [x["offset"] for x in json.loads(r.stdout)] == [0]
+    r = run("tiered-index-lookup", store, "--topic", "OrderTopic", "--key", uniq, "--format", "json")
+    assert r.exit_code == 0 and [x["offset"] for x in json.loads(r.stdout)] == [700]
+    assert f"{uniq.upper()!r}, the UNIQ_KEY" in r.stderr  # ids in any case, said so
     line = one_sentence(run("tiered-index-lookup", store, "--topic", "OrderTopc", "--key", "order-1"))
     assert "no item for the key 'order-1' of topic 'OrderTopc' in 1 tiered index file(s)" in line
     assert "nearest: OrderTopic" in line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import string
 
 import click
 
@@ -16,7 +17,7 @@ from ._params import (
     broker_version_option,
     check_index_geometry,
 )
-from .output import emit, format_option, handle_errors, ms_to_iso, no_match, warn
+from .output import emit, format_option, handle_errors, ms_to_iso, no_match, note, warn
 
 
 def _open_tiered(path, hash_slots, max_items):
@@ -64,6 +65,13 @@ def tiered_index_lookup(path, topic, key, begin, end, max_num, stats, hash_slots
     files = _open_tiered(path, hash_slots, max_items)
     rs = ReadStats()
     found = lookup_files(files, topic, key, max_num, begin, end, rs)
+    if not found and len(key) == 32 and key != key.upper() and all(c in string.hexdigits for c in key):
+        # a pasted UNIQ_KEY in lower case: the broker indexes it upper case (a KEYS token is case-sensitive, so
+        # the key as typed goes first)
+        found = lookup_files(files, topic, key.upper(), max_num, begin, end, rs)
+        if found:
+            note(f"no item carries the key {key!r} as typed; {key.upper()!r}, the UNIQ_KEY as the broker writes it, "
+                 "finds them")
     rows = [{"file": f.name, "layout": f.layout, "item": it.item, "hash_code": it.hash_code,
              "topic_id": it.topic_id, "queue_id": it.queue_id, "offset": it.offset, "size": it.size,
              "time_diff": it.time_diff, "store_timestamp": it.store_timestamp(f.begin_timestamp),
