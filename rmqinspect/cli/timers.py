@@ -9,7 +9,7 @@ import click
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
 from ._params import POSITIVE_INT, TIME, TIME_FORMS, broker_version_option, store_argument
-from .output import emit, format_option, handle_errors, ms_to_iso, no_match, print_kv, warn
+from .output import emit, format_option, handle_errors, ms_to_iso, no_match, print_kv, topic_names, warn
 
 
 @click.command("timers")
@@ -45,7 +45,7 @@ def timers(store, topic, due_before, pending, precision_ms, broker_version, fmt)
             yield d
 
     n = emit(rows(), fmt, ("timerlog_pos", "kind", "state", "delivery", "commitlog_offset", "size", "real_topic",
-                       "real_queue_id", "uniq_key", "in_wheel", "cancelled_by"))
+                           "real_queue_id", "uniq_key", "in_wheel", "cancelled_by"))
     if fmt == "table":
         c = rep.counts()
         print_kv("the wheel after load", [
@@ -61,8 +61,10 @@ def timers(store, topic, due_before, pending, precision_ms, broker_version, fmt)
         # after the wheel's counts (they describe the whole timer store, which is an answer too)
         filters = " ".join(f for f, on in ((f"--topic {topic}", topic is not None), ("--pending", pending), (
             f"--due-before {ms_to_iso(due_before)}", due_before is not None)) if on)
+        # a timer's topic may have no queue yet (nothing delivered): its REAL_TOPIC counts as a topic too
+        names = set(topic_names(st.root)) | {r.real_topic for r in rep.rows if r.real_topic}
         no_match(f"no timer in the timerlog matches {filters}" if filters else
-                 "the timerlog holds no timer", topic=topic, store_root=st.root)
+                 "the timerlog holds no timer", topic=topic, names=sorted(names))
 
 
 COMMANDS = [timers]
