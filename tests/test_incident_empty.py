@@ -47,6 +47,7 @@ def test_rocksdb_cq_no_match():
     before = tree_hashes(store)
     # the topics live inside the database: the nearest names come from its rows, not its file names
     assert "nearest: CartTopic" in one_sentence(run("rocksdb-cq", store, "--topic", "CartTopc"))
+    assert "nearest: CartTopic" in one_sentence(run("cq", store, "--topic", "CartTopc", "--queue", "0"))
     line = one_sentence(run("rocksdb-cq", store, "--topic", "CartTopic", "--queue", "9"))
     assert "no rows for topic 'CartTopic' queue 9" in line and "nearest" not in line
     r = run("rocksdb-cq", store, "--topic", "CartTopic", "--queue", "0", "--from", "100000", "--format", "json")
