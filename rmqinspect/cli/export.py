@@ -9,7 +9,17 @@ import click
 from ..analyses.rows import RowFilter
 from ..store.errors import EXIT_PROBLEMS, RmqInspectError
 from ._params import TIME, TIME_FORMS, jobs_option
-from .output import emit_document, format_option, handle_errors, no_match, print_kv, progress, topic_names, warn
+from .output import (
+    emit_document,
+    format_option,
+    handle_errors,
+    ms_to_iso,
+    no_match,
+    print_kv,
+    progress,
+    topic_names,
+    warn,
+)
 
 
 class EngineUnavailableError(RmqInspectError):
@@ -86,16 +96,14 @@ def _render(d: dict) -> None:
                         ("damaged records skipped", len(d["damage"]))])
 
 
-COMMANDS = [export]
-
-
 def _no_rows(stores, topics, since, until) -> None:
     """A filter that kept nothing: the no-match rule (one sentence, nearest topic names, exit 3)."""
-    from .output import ms_to_iso
-
     known = sorted({t for s in stores for t in topic_names(s)})
     filters = [f"--topic {t}" for t in topics] + [f"--since {ms_to_iso(since)}"] * (since is not None) + [
         f"--until {ms_to_iso(until)}"] * (until is not None)
     absent = [t for t in topics if t not in known]
     no_match(f"no message matches {' '.join(filters)}; the dataset has no rows", topic=absent[0] if absent else None,
              names=known)
+
+
+COMMANDS = [export]
