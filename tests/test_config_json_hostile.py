@@ -65,7 +65,9 @@ def test_hostile_config_never_tracebacks(store, target, case, command):
     _write(store, target, HOSTILE[case])
     before = tree_hashes(store)
     r = _run([command[0], str(store), *command[1:], "--format", "json"])
-    assert r.exit_code in (0, 1, 4), (r.exit_code, r.stderr, r.exception)
+    # 3: consumer-lag on a store without consumerOffset.json (the clean oracle store has none): issue 13's rule
+    assert r.exit_code in (0, 1, 4) or (r.exit_code == 3 and "no consumer offsets" in r.stderr), (r.exit_code,
+                                                                                                  r.stderr)
     assert "Traceback" not in r.stderr
     if r.exit_code != 4:
         json.loads(r.stdout)

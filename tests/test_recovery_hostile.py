@@ -37,7 +37,8 @@ def test_truncate_dirty_on_a_rolled_unwritten_file(tmp_path):
     before = tree_hashes(store)
     for argv in (["recover", str(store), "--dry-run"], ["consumer-lag", str(store), "--mode", "abnormal"]):
         r = _runner().invoke(cli, [*argv, "--format", "json"])
-        assert r.exit_code in (0, 1), (r.exit_code, r.stderr)
+        # (3: consumer-lag on a store without consumerOffset.json, the no-match rule of issue 13)
+        assert r.exit_code in (0, 1) or (r.exit_code == 3 and "no consumer offsets" in r.stderr), r.stderr
         json.loads(r.stdout)
     assert tree_hashes(store) == before
 
@@ -51,5 +52,5 @@ def test_queue_whose_only_file_is_7_bytes(tmp_path):
                  ["recover", str(store), "--dry-run", "--mode", "abnormal"], ["recover", str(store), "--dry-run"],
                  ["salvage", str(store), "--out", str(tmp_path / "s.ndjson")]):
         r = _runner().invoke(cli, [*argv, "--format", "json"])
-        assert r.exit_code in (0, 1), (argv, r.exit_code, r.stderr)
+        assert r.exit_code in (0, 1) or (r.exit_code == 3 and "no consumer offsets" in r.stderr), (argv, r.stderr)
         json.loads(r.stdout)

@@ -210,7 +210,9 @@ def test_spark_cli(spark, two_replicas, tmp_path):
     assert r.exit_code == 0, r.output
     assert [json.loads(x)["source"] for x in r.output.splitlines()] == ["A", "B"]
     r = run(cli, ["spark", "find", a, "--value", "nope"])
-    assert r.exit_code == 3
+    assert r.exit_code == 3 and "no message in 1 store(s) carries 'nope'" in r.stderr
+    r = run(cli, ["spark", "stats", a, "--topic", "NoSuchTopic", "--format", "json"])
+    assert r.exit_code == 3 and "no message in 1 store(s) matches --topic NoSuchTopic" in r.stderr
     r = run(cli, ["spark", "stats", a, os.path.join(a, "no-such-store")])
     assert r.exit_code == 3 and "no-such-store" in r.output and "Traceback" not in r.output
     r = run(cli, ["spark", "verify", a, "--format", "json"])

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from ..store import Store
-from ..store.errors import StoreNotFoundError
 from ._params import NON_NEGATIVE_LONG, QUEUE_ID, broker_version_option, store_argument
-from .output import emit, emit_document, format_option, handle_errors, print_kv, warn
+from .output import emit, emit_document, format_option, handle_errors, no_match, print_kv, topic_names, warn
 
 
 @click.command("batch-cq")
@@ -37,8 +38,12 @@ def batch_cq(store, topic, queue_id, expand, get_offset, max_msg_nums, broker_ro
     qs = [q for q in list_batch_queues(st.root) if (topic is None or q[0] == topic)
           and (queue_id is None or q[1] == queue_id)]
     if not qs:
-        raise StoreNotFoundError("no batch consume queue" + (f" for topic {topic!r}" if topic else ""),
-                                 st.root)
+        what = (f" for topic {topic!r}" if topic is not None else "") + (
+            f" queue {queue_id}" if queue_id is not None else "")
+        plain = topic is not None and queue_id is None and topic in topic_names(st.root)
+        # a topic with a plain ConsumeQueue is in the store but not here: say where it is
+        no_match(f"no batch consume queue{what} in {os.path.join(st.root, 'batchconsumequeue')}"
+                 + (f" ({topic!r} has a ConsumeQueue: `cq`)" if plain else ""), topic=topic, store_root=st.root)
     if get_offset is not None:
         from ..analyses.get_message import GetMessageOptions, batch_get_message
 

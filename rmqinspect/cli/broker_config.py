@@ -9,7 +9,7 @@ import click
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
 from ._params import broker_version_option, store_argument
-from .output import emit, emit_document, format_option, handle_errors, warn
+from .output import emit, emit_document, format_option, handle_errors, no_match, warn
 
 
 @click.command("config")
@@ -49,6 +49,12 @@ def config_cmd(store, only, broker_version, fmt):
                 emit(doc[key], "table", title=key)
     if any(ld.source == "bak" for ld in cfg.loads.values()) or cfg.problems:
         sys.exit(EXIT_PROBLEMS)
+    missing = [ld for k, ld in cfg.loads.items() if (not only or k == only) and ld.source == "missing"]
+    if missing and len(missing) == (1 if only else len(cfg.loads)):
+        # nothing asked for is there: the no-match rule (copied stores often lack config/; say where to look)
+        no_match(f"{'no ' + missing[0].name if only else 'no config file'} (nor its .bak) in {st.layout.config_dir}"
+                 + ("; consumer-lag, fate, gc and recover read consumer offsets from elsewhere with --offsets FILE"
+                    if only in (None, "consumerOffsets") else ""))
 
 
 COMMANDS = [config_cmd]

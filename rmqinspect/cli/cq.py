@@ -119,7 +119,7 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
                  "tags_code": t} | ({"fate": fates[i]} if fates else {})
                 for i, (a, b, c, t) in enumerate(entries))
         if emit(rows, fmt, COLUMNS + (("fate",) if fates else ())) == 0 and count != 0:
-            _no_entries(topic, queue_id, from_)
+            _no_entries(topic, queue_id, from_, queues)
         return
     cl = st.commitlog
     bad = [0]
@@ -137,7 +137,7 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
             yield d
 
     if emit(rows(), fmt, JOIN_COLUMNS, cell_width=140) == 0 and count != 0:
-        _no_entries(topic, queue_id, from_)
+        _no_entries(topic, queue_id, from_, queues)
     behind = _behind(st, q, topic, queue_id) if queues.kind == "file" and count is None else 0
     if bad[0]:
         warn(f"{bad[0]} entries disagree with the commitlog")
@@ -176,9 +176,12 @@ def _behind(st, q, topic: str, queue_id: int) -> int:
     return 1
 
 
-def _no_entries(topic: str, queue_id: int, from_: int | None):
+def _no_entries(topic: str, queue_id: int, from_: int | None, queues=None):
     where = f"at or after queue offset {from_}" if from_ else "in it"
-    no_match(f"{topic}/{queue_id}: no consume-queue entry {where} (`cq --all` gives each queue's offsets)")
+    # a RocksDB consume queue answers any (topic, queue) with an empty queue: its rows name the topics it has
+    names = [q.topic for q in queues] if queues is not None and queues.kind != "file" else None
+    no_match(f"{topic}/{queue_id}: no consume-queue entry {where} (`cq --all` gives each queue's offsets)",
+             topic=topic if names is not None else None, names=names)
 
 
 def _entry_fates(st, d, topic, queue_id, cq_file_size, entries) -> list[str] | None:

@@ -8,8 +8,18 @@ import click
 
 from ..analyses.rows import RowFilter
 from ..store.errors import EXIT_PROBLEMS, RmqInspectError
-from ._params import TIME, jobs_option
-from .output import emit_document, format_option, handle_errors, print_kv, progress, warn
+from ._params import TIME, TIME_FORMS, jobs_option
+from .output import (
+    emit_document,
+    format_option,
+    handle_errors,
+    ms_to_iso,
+    no_match,
+    print_kv,
+    progress,
+    topic_names,
+    warn,
+)
 
 
 class EngineUnavailableError(RmqInspectError):
@@ -26,8 +36,8 @@ class EngineUnavailableError(RmqInspectError):
                                              "spark-submit configured.")
 @click.option("--with-body", is_flag=True, help="Add the stored body bytes as a binary column.")
 @click.option("--topic", "topics", multiple=True, help="Only these topics (repeatable).")
-@click.option("--since", type=TIME, help="Store time >= this (epoch ms or ISO date).")
-@click.option("--until", type=TIME, help="Store time <= this (epoch ms or ISO date).")
+@click.option("--since", type=TIME, help=f"Store time >= this: {TIME_FORMS}.")
+@click.option("--until", type=TIME, help=f"Store time <= this: {TIME_FORMS}.")
 @click.option("--label", "labels", multiple=True, help="Value of the source column, one per STORE, in order "
                                                        "(default: the store directory names).")
 @jobs_option
@@ -74,6 +84,8 @@ def export(stores, out, engine, master, with_body, topics, since, until, labels,
     for d in res.damage:
         warn(f"{d.file} @ {d.physical_offset}: {d.kind}: {d.reason} (record not exported)")
     emit_document(res.to_dict(), fmt, _render)
+    if res.rows == 0 and (topics or since is not None or until is not None):
+        _no_rows(stores, topics, since, until)
     if res.damage:
         sys.exit(EXIT_PROBLEMS)
 
@@ -82,6 +94,16 @@ def _render(d: dict) -> None:
     print_kv("Export", [("engine", d["engine"]), ("out", d["out"]), ("stores", ", ".join(d["stores"])),
                         ("commitlog files", d["files"]), ("rows", d["rows"]),
                         ("damaged records skipped", len(d["damage"]))])
+
+
+def _no_rows(stores, topics, since, until) -> None:
+    """A filter that kept nothing: the no-match rule (one sentence, nearest topic names, exit 3)."""
+    known = sorted({t for s in stores for t in topic_names(s)})
+    filters = [f"--topic {t}" for t in topics] + [f"--since {ms_to_iso(since)}"] * (since is not None) + [
+        f"--until {ms_to_iso(until)}"] * (until is not None)
+    absent = [t for t in topics if t not in known]
+    no_match(f"no message matches {' '.join(filters)}; the dataset has no rows", topic=absent[0] if absent else None,
+             names=known)
 
 
 COMMANDS = [export]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ._params import OFFSET, offsets_file_option, store_argument
-from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv
+from ._params import OFFSET, broker_version_option_for, offsets_file_option, store_argument
+from .output import emit, emit_document, format_option, handle_errors, layout, ms_to_iso, no_match, note, print_kv
 
 TABLE_COLUMNS = ("physical_offset", "file", "position", "record", "topic", "queue_id", "queue_offset", "uniq_key")
 
@@ -18,9 +18,11 @@ TABLE_COLUMNS = ("physical_offset", "file", "position", "record", "topic", "queu
 @click.option("--uniq-key", help="A UNIQ_KEY (client message id), any case.")
 @click.option("--offset", type=OFFSET, help="The record at this physical offset.")
 @offsets_file_option
+@broker_version_option_for("RocketMQ version whose recovery rules decide 'after restart' (e.g. 4.4.0, 4.9.8, 5.x). "
+                           "Default: detected from the files; a note names the one used.")
 @format_option
 @handle_errors
-def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, fmt):
+def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_version, fmt):
     """One message's fate: where its record is (file, position, intact or how damaged), its consume-queue entry
     or why it has none (transaction half / rollback, delayed to SCHEDULE_TOPIC_XXXX, not dispatched yet), its
     index items, whether it survives a restart of this directory (the recovery model of `recover --dry-run`),
@@ -64,7 +66,12 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, fmt):
     if not offsets:
         no_match(f"no record found for {what} through the index (`explain-missing` says why and scans the "
                  "commit log)", topic=topic, store_root=st.root)
-    plan = plan_recovery(st, RecoveryOptions(with_salvage=False, keep_redispatch=False))
+    plan = plan_recovery(st, RecoveryOptions(version=broker_version, with_salvage=False, keep_redispatch=False))
+    # the restart depends on the version's recovery rules: say which one answered (never guess silently)
+    va = plan.version
+    note(f"'after restart' follows the recovery of RocketMQ {va.version.text} ("
+         + {"option": "--broker-version", "detected": "detected", "default": "assumed"}[va.source]
+         + ("" if va.source == "option" else "; --broker-version overrides") + ")")
     cfg, table = read_consumer_offsets(st, offsets_file)
     if cfg is None:
         note("no consumer offsets (config/consumerOffset.json absent; --offsets FILE gives them): "
@@ -72,6 +79,10 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, fmt):
     else:
         note(f"consumer offsets from {cfg.source}")
     fates = [message_fate(st, o, plan=plan, offsets=table, svc=svc) for o in offsets]
+    if fmt == "table" and layout.columns:
+        # --columns asks for columns: one row per record (the key/value blocks below have none to pick)
+        emit((f.to_dict() for f in fates), "table", TABLE_COLUMNS)
+        return
     if fmt != "table":
         if fmt == "json":
             emit_document([f.to_dict() for f in fates], fmt)

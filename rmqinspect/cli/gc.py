@@ -12,6 +12,7 @@ from ..store.errors import EXIT_PROBLEMS
 from ._params import (
     CALENDAR_TIME,
     JAVA_INT_MAX,
+    TIME_FORMS,
     FiniteFloatRange,
     broker_version_option,
     offsets_file_option,
@@ -24,7 +25,7 @@ from .output import emit, emit_document, format_option, handle_errors, print_kv
 @store_argument
 @click.option("--dry-run", is_flag=True, required=True, help="Required: only report (nothing is ever deleted).")
 @click.option("--now", type=CALENDAR_TIME, default=None,
-              help="Pretend the clean services run at this time (default: now).")
+              help=f"Pretend the clean services run at this time (default: now): {TIME_FORMS}.")
 @click.option("--file-reserved-hours", type=FiniteFloatRange(0, JAVA_INT_MAX), default=72, show_default=True,
               help="fileReservedTime.")
 @click.option("--delete-when", default="04", show_default=True, help="deleteWhen: ';'-separated local hours.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
+import string
 
 import click
 
@@ -23,7 +23,7 @@ from ..analyses.lookup import (
     restore_as_recovered,
 )
 from ..store import Store
-from ..store.errors import EXIT_NOT_FOUND, RmqInspectError
+from ..store.errors import RmqInspectError
 from ._params import (
     INDEX_MAX,
     INDEX_SLOTS,
@@ -36,7 +36,7 @@ from ._params import (
     resolve_store_callback,
     store_argument,
 )
-from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, print_kv, warn
+from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv, warn
 
 HIT_COLUMNS = ("physical_offset", "verified", "fate", "topic", "keys", "uniq_key", "store_time", "index_file", "note")
 
@@ -142,6 +142,15 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                           fmt=fmt)
     svc = _service(st, index_dir, index_slots, index_max)
     q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, _max_batch(max_batch), explain=explain)
+    if not q.verified and len(key) == 32 and key != key.upper() and all(c in string.hexdigits for c in key):
+        # a pasted UNIQ_KEY in lower case: the broker indexes it upper case (ids are case-insensitive; a KEYS
+        # token is not, so the key as typed is asked first and the upper-case one only when it finds nothing)
+        upper = query_message(svc, st.commitlog, topic, key.upper(), max_num, begin, end, _max_batch(max_batch),
+                              explain=explain)
+        if upper.verified:
+            note(f"no record carries the key {key!r} as typed; {key.upper()!r}, the UNIQ_KEY as the broker writes "
+                 "it, finds them")
+            key, q = key.upper(), upper
     view = _recovery_view(st) if q.hits else None
     mark_fates(q, view)
     truncate_offset = view.truncate_offset if view else None
@@ -230,7 +239,8 @@ def msgid(msg_id, store, topic, as_recovered, index_dir, index_slots, index_max,
     else:
         emit_document(doc, fmt)
     if store and not rep.found:
-        sys.exit(EXIT_NOT_FOUND)
+        no_match(f"no record in {store} matches the id {msg_id} (as offsetMsgId or UNIQ_KEY)",
+                 topic=topic, store_root=st.root)
 
 
 def _render_msgid(doc) -> None:
@@ -321,7 +331,8 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
     else:
         emit_document(doc, fmt)
     if not rep.found_by_index and not rep.located:
-        sys.exit(EXIT_NOT_FOUND)
+        no_match(f"{kind} {value!r} of topic {topic!r} is neither found by the broker's look-up nor on disk",
+                 topic=topic, store_root=st.root)
 
 
 COMMANDS = [index_lookup, msgid, explain_missing_cmd]

@@ -322,20 +322,25 @@ def progress(total: int, description: str, enabled: bool) -> Iterator[Callable[[
 
 
 def topic_names(store_root: str) -> list[str]:
-    """The topics a store has queues for (consumequeue/, batchconsumequeue/ directory names): cheap, no walk."""
+    """The topics a store has queues for (consumequeue/, batchconsumequeue/ directory names): cheap, no walk.
+    A RocksDB consume queue (5.x storeType=defaultRocksDB) keeps its topics inside the database, not as
+    directories: its file names are not topics, so it contributes none (`rocksdb-cq` passes its own)."""
     names: set[str] = set()
     for d in ("consumequeue", "batchconsumequeue"):
         with contextlib.suppress(OSError):
-            names.update(n for n in os.listdir(os.path.join(store_root, d)) if not n.startswith("."))
+            entries = os.listdir(os.path.join(store_root, d))
+            if "CURRENT" not in entries:
+                names.update(n for n in entries if not n.startswith("."))
     return sorted(names)
 
 
-def nearest_topics(topic: str, store_root: str) -> str:
-    """" (nearest topics: A, B)" for a topic the store does not have, or "" when it has it or nothing is near."""
+def nearest_topics(topic: str, store_root: str, names: Sequence[str] | None = None) -> str:
+    """" (nearest topics: A, B)" for a topic the store does not have, or "" when it has it, or when the store's
+    topics are unknown (``names`` defaults to the queue directories of ``store_root``)."""
     import difflib
 
-    names = topic_names(store_root)
-    if topic in names:
+    names = topic_names(store_root) if names is None else sorted(set(names))
+    if topic in names or not names:
         return ""
     near = difflib.get_close_matches(topic, names, n=3, cutoff=0.6) or difflib.get_close_matches(
         topic.lower(), [n.lower() for n in names], n=3, cutoff=0.6)
@@ -344,10 +349,13 @@ def nearest_topics(topic: str, store_root: str) -> str:
     return f" (the store has no topic {topic!r}; nearest: {', '.join(near)})"
 
 
-def no_match(sentence: str, *, topic: str | None = None, store_root: str | None = None):
+def no_match(sentence: str, *, topic: str | None = None, store_root: str | None = None,
+             names: Sequence[str] | None = None):
     """The one rule for an empty answer, in every command: one sentence on stderr (with the nearest topic names
-    when the topic is not in the store) and exit code 3 (not found), after whatever was printed."""
-    hint = nearest_topics(topic, store_root) if topic is not None and store_root is not None else ""
+    when the topic is not in the store) and exit code 3 (not found), after whatever was printed. ``names``: the
+    topics to compare with when they are not the store's queue directories (a RocksDB consume queue's)."""
+    hint = nearest_topics(topic, store_root or "", names) if topic is not None and (
+        store_root is not None or names is not None) else ""
     raise StoreNotFoundError(sentence + hint)
 
 

@@ -22,7 +22,7 @@ from ._params import (
     offsets_file_option,
     store_argument,
 )
-from .output import dumps, emit, emit_document, format_option, handle_errors, print_kv, warn
+from .output import dumps, emit, emit_document, format_option, handle_errors, no_match, print_kv, warn
 
 version_option = broker_version_option_for(
     "RocketMQ version whose recovery rules apply (e.g. 4.9.8, 5.3.1, 5.3.3, HEAD). Default: detected "
@@ -195,6 +195,13 @@ def consumer_lag_cmd(store, broker_version, mode, fmt, offsets_file=None):
         emit((r.to_dict() for r in lw.rows), "ndjson")
     else:
         emit_document(lw.to_dict(), fmt)
+    if lw.source is None and offsets_file is None and not any(
+            os.path.exists(os.path.join(st.layout.config_dir, n)) for n in ("consumerOffset.json",
+                                                                           "consumerOffset.json.bak")):
+        # no file at all (copied stores often lack config/): nothing to answer with; a file that is there but
+        # unusable is a problem the document already reports, not a miss
+        no_match(f"no consumer offsets: {'; '.join(lw.problems) or 'no consumerOffset.json'} (--offsets FILE reads "
+                 "a consumerOffset.json from elsewhere)")
 
 
 @click.command("salvage")

@@ -7,9 +7,9 @@ import sys
 import click
 
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError
+from ..store.errors import EXIT_PROBLEMS
 from ._params import NON_NEGATIVE_LONG, QUEUE_ID, broker_version_option, store_argument
-from .output import emit, format_option, handle_errors, warn
+from .output import emit, format_option, handle_errors, no_match, warn
 
 CQ_COLUMNS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "tags_code", "store_timestamp")
 
@@ -38,12 +38,14 @@ def rocksdb_cq(store, topic, queue_id, from_, count, list_only, offsets, compare
 
     st = Store.open(store)
     with RocksDBConsumeQueueStore(st.layout.consumequeue_dir) as db:
-        qs = [q for q in db.queues() if (topic is None or q.topic == topic)
-              and (queue_id is None or q.queue_id == queue_id)]
-        if topic is not None and not qs:
-            raise StoreNotFoundError(f"no RocksDB consume queue rows for topic {topic!r}"
-                                     + (f" queue {queue_id}" if queue_id is not None else ""),
-                                     st.layout.consumequeue_dir)
+        every = list(db.queues())
+        qs = [q for q in every if (topic is None or q.topic == topic) and (queue_id is None or q.queue_id == queue_id)]
+        if not qs:
+            # the topics are rows inside the database, not directories: the nearest names come from its rows
+            what = (f"topic {topic!r}" if topic is not None else "any topic") + (
+                f" queue {queue_id}" if queue_id is not None else "")
+            no_match(f"the RocksDB consume queue in {st.layout.consumequeue_dir} has no rows for {what} "
+                     "(`rocksdb-cq --list` lists its queues)", topic=topic, names=[q.topic for q in every])
         if compare_dir:
             from ..analyses.compare.cq_vs_cq import compare_consume_queues
             from ..store.rocksdb_cq import ConsumeQueues
@@ -89,7 +91,11 @@ def rocksdb_cq(store, topic, queue_id, from_, count, list_only, offsets, compare
                 for off, phy, size, tags, ts in q.entries(from_, count, with_timestamp=True):
                     yield {"topic": q.topic, "queue_id": q.queue_id, "queue_offset": off, "physical_offset": phy,
                            "size": size, "tags_code": tags, "store_timestamp": ts}
-        emit(erows(), fmt, CQ_COLUMNS)
+        if emit(erows(), fmt, CQ_COLUMNS) == 0 and count != 0:
+            where = f"at or after queue offset {from_}" if from_ else "in them"
+            which = f"{qs[0].topic}/{qs[0].queue_id}" if len(qs) == 1 else f"{len(qs)} RocksDB consume queues"
+            no_match(f"{which}: no RocksDB consume-queue entry {where} "
+                     "(`rocksdb-cq --list` gives each queue's offsets)")
 
 
 COMMANDS = [rocksdb_cq]

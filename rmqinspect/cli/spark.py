@@ -7,10 +7,10 @@ import sys
 import click
 
 from ..analyses.rows import RowFilter
-from ..store.errors import EXIT_NOT_FOUND, EXIT_PROBLEMS
-from ._params import NON_NEGATIVE_LONG, TIME
+from ..store.errors import EXIT_PROBLEMS
+from ._params import NON_NEGATIVE_LONG, TIME, TIME_FORMS
 from .export import EngineUnavailableError
-from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, print_kv
+from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, print_kv
 
 stores_argument = click.argument("stores", nargs=-1, required=True, type=click.Path(exists=False))
 master_option = click.option("--master", default=None,
@@ -50,8 +50,8 @@ def spark_group() -> None:
 @master_option
 @label_option
 @click.option("--topic", "topics", multiple=True, help="Only these topics (repeatable).")
-@click.option("--since", type=TIME, help="Store time >= this.")
-@click.option("--until", type=TIME, help="Store time <= this.")
+@click.option("--since", type=TIME, help=f"Store time >= this: {TIME_FORMS}.")
+@click.option("--until", type=TIME, help=f"Store time <= this: {TIME_FORMS}.")
 @format_option
 @handle_errors
 def stats_cmd(stores, master, labels, topics, since, until, fmt):
@@ -60,8 +60,12 @@ def stats_cmd(stores, master, labels, topics, since, until, fmt):
 
     rows = stats(spark_session(master), stores, labels=_labels(labels, stores),
                  flt=RowFilter(frozenset(topics) if topics else None, since, until))
-    emit(rows, fmt, ("source", "topic", "queue_id", "hour", "messages", "bytes", "lag_p50_ms", "lag_p90_ms",
-                     "lag_p99_ms", "lag_max_ms"))
+    n = emit(rows, fmt, ("source", "topic", "queue_id", "hour", "messages", "bytes", "lag_p50_ms", "lag_p90_ms",
+                         "lag_p99_ms", "lag_max_ms"))
+    if n == 0 and (topics or since is not None or until is not None):
+        filters = [f"--topic {t}" for t in topics] + [f"--since {ms_to_iso(since)}"] * (since is not None) + [
+            f"--until {ms_to_iso(until)}"] * (until is not None)
+        no_match(f"no message in {len(stores)} store(s) matches {' '.join(filters)}")
 
 
 @spark_group.command("find")
@@ -86,7 +90,8 @@ def find_cmd(stores, values, by, topics, master, labels, fmt):
     emit(rows, fmt, tuple(c for c in FIND_COLUMNS if c not in ("store_timestamp_ms", "file")) + ("store_time",
                                                                                                    "matched"))
     if not rows:
-        sys.exit(EXIT_NOT_FOUND)
+        no_match(f"no message in {len(stores)} store(s) carries {' or '.join(map(repr, values))}"
+                 + (f" in topic {' or '.join(map(repr, topics))}" if topics else ""))
 
 
 @spark_group.command("verify")

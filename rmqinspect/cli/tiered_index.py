@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import os
-import sys
+import string
 
 import click
 
 from ..store.layout import ensure_output_outside
-from ._params import INDEX_MAX, INDEX_SLOTS, NON_NEGATIVE_LONG, TIME, broker_version_option, check_index_geometry
-from .output import emit, format_option, handle_errors, ms_to_iso, warn
+from ._params import (
+    INDEX_MAX,
+    INDEX_SLOTS,
+    NON_NEGATIVE_LONG,
+    TIME,
+    TIME_FORMS,
+    broker_version_option,
+    check_index_geometry,
+)
+from .output import emit, format_option, handle_errors, ms_to_iso, no_match, note, warn
 
 
 def _open_tiered(path, hash_slots, max_items):
@@ -36,8 +44,8 @@ def _geometry(fn):
 @click.argument("path", type=click.Path(exists=False))
 @click.option("--topic", required=True, help="Topic of the key.")
 @click.option("--key", required=True, help="UNIQ_KEY (client msgId) or one KEYS token.")
-@click.option("--begin", type=TIME, default=0, help="Store time lower bound (epoch ms or ISO).")
-@click.option("--end", type=TIME, default=(1 << 63) - 1, help="Store time upper bound (epoch ms or ISO).")
+@click.option("--begin", type=TIME, default=0, help=f"Store time lower bound: {TIME_FORMS}.")
+@click.option("--end", type=TIME, default=(1 << 63) - 1, help=f"Store time upper bound: {TIME_FORMS}.")
 @click.option("--max-num", type=NON_NEGATIVE_LONG, default=64, show_default=True, help="Stop after this many items.")
 @click.option("--stats", is_flag=True, help="Report reads per lookup (slot/item reads, 4 KiB pages) on stderr.")
 @_geometry
@@ -57,6 +65,13 @@ def tiered_index_lookup(path, topic, key, begin, end, max_num, stats, hash_slots
     files = _open_tiered(path, hash_slots, max_items)
     rs = ReadStats()
     found = lookup_files(files, topic, key, max_num, begin, end, rs)
+    if not found and len(key) == 32 and key != key.upper() and all(c in string.hexdigits for c in key):
+        # a pasted UNIQ_KEY in lower case: the broker indexes it upper case (a KEYS token is case-sensitive, so
+        # the key as typed goes first)
+        found = lookup_files(files, topic, key.upper(), max_num, begin, end, rs)
+        if found:
+            note(f"no item carries the key {key!r} as typed; {key.upper()!r}, the UNIQ_KEY as the broker writes it, "
+                 "finds them")
     rows = [{"file": f.name, "layout": f.layout, "item": it.item, "hash_code": it.hash_code,
              "topic_id": it.topic_id, "queue_id": it.queue_id, "offset": it.offset, "size": it.size,
              "time_diff": it.time_diff, "store_timestamp": it.store_timestamp(f.begin_timestamp),
@@ -66,7 +81,13 @@ def tiered_index_lookup(path, topic, key, begin, end, max_num, stats, hash_slots
         click.echo(f"reads: {rs.read_calls} read calls, {rs.pages} distinct 4 KiB pages, {rs.bytes} bytes",
                    err=True)
     if not rows:
-        sys.exit(3)
+        window = "" if (begin, end) == (0, (1 << 63) - 1) else f" in [{ms_to_iso(begin)}, {ms_to_iso(end)}]"
+        # PATH is the store, its tiered_index_file/ or one file in it: the topics are the store's queues
+        up = os.path.abspath(path)
+        root = next((d for d in (up, os.path.dirname(up), os.path.dirname(os.path.dirname(up)))
+                     if os.path.isdir(os.path.join(d, "consumequeue"))), None)
+        no_match(f"no item for the key {key!r} of topic {topic!r}{window} in {len(files)} tiered index file(s)",
+                 topic=topic, store_root=root)
 
 
 @click.command("compact-index")

@@ -8,13 +8,15 @@ import click
 
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
-from ._params import POSITIVE_INT, TIME, broker_version_option, store_argument
-from .output import emit, format_option, handle_errors, ms_to_iso, print_kv, warn
+from ._params import POSITIVE_INT, TIME, TIME_FORMS, broker_version_option, store_argument
+from .output import emit, format_option, handle_errors, ms_to_iso, no_match, print_kv, topic_names, warn
 
 
 @click.command("timers")
 @store_argument
-@click.option("--due-before", type=TIME, default=None, help="Only timers whose delivery time is before this.")
+@click.option("--topic", help="Only timers for this topic (REAL_TOPIC: where the message is delivered).")
+@click.option("--due-before", type=TIME, default=None,
+              help=f"Only timers whose delivery time is before this: {TIME_FORMS}.")
 @click.option("--pending", is_flag=True, help="Only timers the wheel will still fire: not yet dequeued (delivery >= "
               "timercheck lastReadTimeMs) and not cancelled by a delete marker in their slot.")
 @click.option("--precision-ms", type=POSITIVE_INT, default=1000, show_default=True,
@@ -22,7 +24,7 @@ from .output import emit, format_option, handle_errors, ms_to_iso, print_kv, war
 @broker_version_option
 @format_option
 @handle_errors
-def timers(store, due_before, pending, precision_ms, broker_version, fmt):
+def timers(store, topic, due_before, pending, precision_ms, broker_version, fmt):
     """List scheduled (timer) messages: timerlog/ units, their delivery time and the commit-log record
     in rmq_sys_wheel_timer each points to (REAL_TOPIC, UNIQ_KEY, TIMER_OUT_MS), checked against the
     timerwheel and config/timercheck.
@@ -36,14 +38,14 @@ def timers(store, due_before, pending, precision_ms, broker_version, fmt):
 
     def rows():
         for r in rep.rows:
-            if pending and r.state != "pending":
+            if (pending and r.state != "pending") or (topic is not None and r.real_topic != topic):
                 continue
             d = r.to_dict()
             d["delivery"] = ms_to_iso(r.delivery_time)
             yield d
 
-    emit(rows(), fmt, ("timerlog_pos", "kind", "state", "delivery", "commitlog_offset", "size", "real_topic",
-                       "real_queue_id", "uniq_key", "in_wheel", "cancelled_by"))
+    n = emit(rows(), fmt, ("timerlog_pos", "kind", "state", "delivery", "commitlog_offset", "size", "real_topic",
+                           "real_queue_id", "uniq_key", "in_wheel", "cancelled_by"))
     if fmt == "table":
         c = rep.counts()
         print_kv("the wheel after load", [
@@ -55,6 +57,14 @@ def timers(store, due_before, pending, precision_ms, broker_version, fmt):
             for p in r.problems:
                 warn(f"timerlog @ {r.timerlog_pos}: {p}")
         sys.exit(EXIT_PROBLEMS)
+    if n == 0:
+        # after the wheel's counts (they describe the whole timer store, which is an answer too)
+        filters = " ".join(f for f, on in ((f"--topic {topic}", topic is not None), ("--pending", pending), (
+            f"--due-before {ms_to_iso(due_before)}", due_before is not None)) if on)
+        # a timer's topic may have no queue yet (nothing delivered): its REAL_TOPIC counts as a topic too
+        names = set(topic_names(st.root)) | {r.real_topic for r in rep.rows if r.real_topic}
+        no_match(f"no timer in the timerlog matches {filters}" if filters else
+                 "the timerlog holds no timer", topic=topic, names=sorted(names))
 
 
 COMMANDS = [timers]
