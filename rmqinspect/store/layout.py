@@ -350,7 +350,7 @@ def resolve_store_path(path: str | os.PathLike) -> tuple[str, str | None]:
     A path in or at ``commitlog/`` is returned unchanged (one commitlog file or directory is a valid input).
     A directory above several stores raises ``StoreNotFoundError`` naming them."""
     p = os.path.normpath(os.fspath(path))
-    if not os.path.exists(p) or os.path.isdir(os.path.join(p, "commitlog")):
+    if not os.path.exists(p) or _is_store_root(p):
         return p, None
     cur = p
     for _ in range(_STORE_DEPTH):
@@ -358,22 +358,27 @@ def resolve_store_path(path: str | os.PathLike) -> tuple[str, str | None]:
         if os.path.abspath(up) == os.path.abspath(cur):
             break
         cur = up
-        if os.path.isdir(os.path.join(cur, "commitlog")):
+        if _is_store_root(cur):
             part = os.path.relpath(p, cur).split(os.sep)[0]
             if part not in _STORE_PARTS:
                 return p, None
             return cur, f"{p} lies inside the store {cur} (its {part}); reading the store {cur}"
     if os.path.isdir(p) and not any(is_offset_file_name(n) for n in os.listdir(p)):
-        stores = sorted(os.path.join(p, n) for n in os.listdir(p) if os.path.isdir(os.path.join(p, n, "commitlog")))
+        stores = sorted(os.path.join(p, n) for n in os.listdir(p) if _is_store_root(os.path.join(p, n)))
         if len(stores) == 1:
             return stores[0], f"{p} is not a store; reading the store inside it, {stores[0]}"
         if not stores:  # two levels down (e.g. one directory per copied broker, each holding ./store)
             stores = sorted(os.path.join(p, a, b) for a in os.listdir(p) if os.path.isdir(os.path.join(p, a))
-                            for b in _listdir(os.path.join(p, a)) if os.path.isdir(os.path.join(p, a, b, "commitlog")))
+                            for b in _listdir(os.path.join(p, a)) if _is_store_root(os.path.join(p, a, b)))
         if stores:
             shown = ", ".join(stores[:5]) + (f" and {len(stores) - 5} more" if len(stores) > 5 else "")
             raise StoreNotFoundError(f"not a RocketMQ store; it holds the stores {shown}: name one", p)
     return p, None
+
+
+def _is_store_root(d: str) -> bool:
+    """A store root: ``commitlog/``, or a DLedger member directory (``dledger-<selfId>``) in it."""
+    return os.path.isdir(os.path.join(d, "commitlog")) or (os.path.isdir(d) and bool(dledger_members(d)))
 
 
 def _listdir(d: str) -> list[str]:
