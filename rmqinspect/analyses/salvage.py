@@ -360,7 +360,9 @@ def record_chunks(f: MappedFile, start: int, *, accept_v2: bool = True, step: in
     while at < f.size:
         if not any(bytes(buf[at:min(f.size, at + 4096)])):
             break  # zeros: most likely the pre-allocated rest of the file, no record start to look for
-        g = find_next_valid(f, at, True, accept_v2, min(f.size, at + _CHUNK_SEARCH))
+        # a near window first: each magic code not found makes find() read the whole window
+        g = find_next_valid(f, at, True, accept_v2, min(f.size, at + (64 << 10))) \
+            or find_next_valid(f, at, True, accept_v2, min(f.size, at + _CHUNK_SEARCH))
         if g is None or g.kind != MESSAGE:
             break
         out.append(g.position)
