@@ -457,7 +457,9 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
     buf = f.buffer
     stop_set = set(stops)
     stop_arr = np.asarray(stops, dtype=np.int64)
-    widest = 0  # the largest record met so far: runs aimed at the next stop never pass it by more than a record
+    # records and bytes walked so far: a run aimed at the next stop asks for the records of average size that fit
+    # before it (a record far larger than the average must not shrink the runs to a few records each)
+    seen_n = seen_bytes = 0
     while pos < f.size and pos not in stop_set:
         resync_from = None
         dmg = None
@@ -465,7 +467,7 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
         aim = next((s for s in stops if s > pos), None)
         run_batch = _RUN_BATCH
         if aim is not None:
-            run_batch = min(_RUN_BATCH, max(1, (aim - pos) // widest)) if widest else _AIM_PROBE
+            run_batch = min(_RUN_BATCH, max(1, (aim - pos) * seen_n // seen_bytes)) if seen_n else _AIM_PROBE
         # walked pages are dropped from the map as the walk goes (PageReleaser): RSS stays flat in the file size
         for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=run_batch,
                             release_pages=True):
@@ -494,7 +496,8 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                     pos = cut
                     break
                 if aim is not None:  # the next run aimed at the next stop again
-                    widest = max(widest, int(r["total_size"].max()))
+                    seen_n += len(r)
+                    seen_bytes += int(r["total_size"].sum())
                     break
                 continue
             kind, p, size, reason = ev.kind, ev.position, ev.size, ev.reason

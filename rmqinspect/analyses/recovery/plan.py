@@ -520,10 +520,10 @@ def scan_file(args) -> tuple[int, int, int, list]:
             out = [ev.records if type(ev) is RecordRun else FileStop(ev.kind, ev.position, ev.reason)
                    for ev in walk_file(f, lo, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=RUN_BATCH)]
             return start, lo, WALK_ENDED, out
-        pos, widest = lo, 0
+        pos, seen_n, seen_bytes = lo, 0, 0  # runs ask for the records of average size that fit before hi
         while True:
             # runs sized to reach hi: the scanner is not asked for records far past the chunk
-            batch = min(RUN_BATCH, max(1, (hi - pos) // widest)) if widest else _AIM_PROBE
+            batch = min(RUN_BATCH, max(1, (hi - pos) * seen_n // seen_bytes)) if seen_n else _AIM_PROBE
             for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=batch):
                 if type(ev) is RecordRun:
                     r = ev.records
@@ -534,7 +534,8 @@ def scan_file(args) -> tuple[int, int, int, list]:
                         return start, lo, hi if int(r["position"][k]) == hi else WALKED_PAST, out
                     out.append(r)
                     pos = ev.end
-                    widest = max(widest, int(r["total_size"].max()))
+                    seen_n += len(r)
+                    seen_bytes += int(r["total_size"].sum())
                     if pos > hi:
                         return start, lo, WALKED_PAST, out
                     break  # the next run aimed at hi again
