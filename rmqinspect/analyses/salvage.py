@@ -347,8 +347,8 @@ def record_chunks(f: MappedFile, start: int, *, accept_v2: bool = True, step: in
     ``parallel.chunk_bytes()``), ``start`` first: at each aimed-at position, the next fully valid record
     (``find_next_valid``: magic code, every length adding up, the body CRC, the stored PHYSICALOFFSET equal to
     where it lies). A few pages read per chunk start, nothing walked: the split costs nothing serial.
-    Where none is found within ``_CHUNK_SEARCH`` (damage, the blank end-of-file record, the zero tail) the split
-    ends: the rest of the file is the last chunk.
+    Where none is found within ``_CHUNK_SEARCH`` (damage, the blank end-of-file record) the chunk before grows
+    by a step; zeros at the aimed-at position (the pre-allocated rest of the newest file) end the split there.
 
     A valid record is where the file's walk goes through when nothing before it is damaged; whether it does is
     the chunk walks' business (``file_events``' ``stops``, ``join_chunks``), so a start the walk passes over
@@ -359,12 +359,15 @@ def record_chunks(f: MappedFile, start: int, *, accept_v2: bool = True, step: in
     buf = f.buffer
     while at < f.size:
         if not any(bytes(buf[at:min(f.size, at + 4096)])):
-            break  # zeros: most likely the pre-allocated rest of the file, no record start to look for
+            # zeros: most likely the pre-allocated rest of the newest file (read further, its pages would come
+            # from disk one by one for nothing); the rest of the file is the last chunk
+            break
         # a near window first: each magic code not found makes find() read the whole window
         g = find_next_valid(f, at, True, accept_v2, min(f.size, at + (64 << 10))) \
             or find_next_valid(f, at, True, accept_v2, min(f.size, at + _CHUNK_SEARCH))
         if g is None or g.kind != MESSAGE:
-            break
+            at += step  # none here: the chunk before grows by a step
+            continue
         out.append(g.position)
         at = g.position + step
     return out
