@@ -4,16 +4,22 @@ zlib.crc32 pass over the same bytes in the same run.
     python benchmarks/bench_parallel.py                   # 256 MiB in 64 MiB files (4 files), jobs 1 and 2
     python benchmarks/bench_parallel.py --anchor          # issue 17's anchor: 1.24 GB, 1 M messages, 1 GiB files
     python benchmarks/bench_parallel.py --mib 1270 --file-mib 128 --jobs 1,2,4
+    python benchmarks/bench_parallel.py --anchor --keep --dir /tmp/b   # keep the store (and its meta.json)
+    python benchmarks/bench_parallel.py --store /tmp/b --per-file      # reuse it; also jobs > 1 one task per file
 
 The store is written with the project's writer in the anchor's shape: ~1.2 KiB records (1 KiB bodies), 4 topics x
 8 queues, two KEYS and a UNIQ_KEY each. Every measurement is the command as a user runs it (``rmqinspect verify
 --checks structure,crc`` and ``rmqinspect rebuild --out``), each in a fresh child process, so the time includes
 the command's start-up (``in cmd``: without the interpreter start and imports) and the peak RSS is the
-command's own: ``rss`` the main process, ``worker_rss`` the
-largest worker process. The baseline is one zlib.crc32 pass over the commit log's data bytes, in the same run;
+command's own: ``rss`` the main process, ``worker_rss`` the largest worker process; ``cpu main`` / ``cpu
+workers`` the CPU seconds (user + system) of the command's process (start-up included) and of all its workers
+together: on a machine other work keeps busy, these show the parallel share and the cost of the split when the
+wall-clock ratios cannot. The baseline is one zlib.crc32 pass over the commit log's data bytes, in the same run;
 ``vs_crc`` = crc32 time / command time (1.0 = as fast as one CRC pass). Parallel speed-ups need an idle
 machine with at least as many cores as jobs: ``uptime`` is printed with the results. Data is deleted unless
---keep. One commitlog file is one task: with 1 GiB files a 1.24 GB store is two tasks of unequal size.
+--keep. The files are split into chunks of about 64 MiB at valid record starts (``RMQINSPECT_CHUNK_BYTES``), so
+the 1.24 GB anchor in 1 GiB files is 19 tasks; ``--per-file`` adds each jobs > 1 run with one task per file (the
+chunk size set past the file size), the engine before the split.
 """
 
 from __future__ import annotations
@@ -45,9 +51,10 @@ t0 = time.perf_counter()
 r = CliRunner().invoke(cli, sys.argv[1:], catch_exceptions=False)
 dt = time.perf_counter() - t0
 kib = 1024
-print(json.dumps({"seconds": dt, "exit_code": r.exit_code,
-                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kib,
-                  "worker_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kib}))
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"seconds": dt, "exit_code": r.exit_code, "rss_mib": me.ru_maxrss / kib,
+                  "worker_rss_mib": kids.ru_maxrss / kib, "cpu_main": me.ru_utime + me.ru_stime,
+                  "cpu_workers": kids.ru_utime + kids.ru_stime}))
 """
 
 
@@ -88,11 +95,12 @@ def crc_pass(root: str, data_end: int) -> float:
     return time.perf_counter() - t0
 
 
-def run(args: list[str]) -> dict:
+def run(args: list[str], env: dict | None = None) -> dict:
     """The command in a fresh interpreter: ``seconds`` end to end (interpreter start and imports included),
     ``in_cmd`` the command itself."""
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, cwd=REPO)
+    p = subprocess.run([sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, cwd=REPO,
+                       env={**os.environ, **(env or {})})
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed:\n{p.stderr[-3000:]}")
@@ -111,16 +119,30 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs of each measurement (the best is kept)")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--store", default=None, help="a directory kept by an earlier --keep run: its store is reused")
+    ap.add_argument("--per-file", action="store_true", help="also every jobs > 1 with one task per file")
     a = ap.parse_args()
-    file_size = (a.file_mib or (1024 if a.anchor else 64)) << 20
     jobs = [int(j) for j in a.jobs.split(",")]
-    base = a.dir or tempfile.mkdtemp(prefix="rmqinspect-bench-parallel-")
+    base = a.store or a.dir or tempfile.mkdtemp(prefix="rmqinspect-bench-parallel-")
     root = os.path.join(base, "store")
+    keep = a.keep or a.store is not None
+    variants = [(j, "chunks", {}) for j in jobs]
+    if a.per_file:
+        variants += [(j, "per file", {"RMQINSPECT_CHUNK_BYTES": str(1 << 40)}) for j in jobs if j > 1]
     try:
-        t0 = time.perf_counter()
-        meta = generate(root, ANCHOR_MESSAGES if a.anchor else None, None if a.anchor else int(a.mib * (1 << 20)),
-                        file_size)
-        meta["write_seconds"] = round(time.perf_counter() - t0, 1)
+        if a.store:
+            with open(os.path.join(base, "meta.json"), encoding="utf-8") as fh:
+                meta = json.load(fh)
+            file_size = meta["file_size"]
+        else:
+            file_size = (a.file_mib or (1024 if a.anchor else 64)) << 20
+            t0 = time.perf_counter()
+            meta = generate(root, ANCHOR_MESSAGES if a.anchor else None,
+                            None if a.anchor else int(a.mib * (1 << 20)), file_size)
+            meta["write_seconds"] = round(time.perf_counter() - t0, 1)
+            meta["file_size"] = file_size
+            with open(os.path.join(base, "meta.json"), "w", encoding="utf-8") as fh:
+                json.dump(meta, fh)
         from rmqinspect.store.scanner import describe
 
         print(f"store: {meta['bytes'] / 1e9:.3f} GB, {meta['messages']:,} messages in {meta['files']} file(s) of "
@@ -129,42 +151,47 @@ def main() -> None:
         for rep in range(a.repeat):
             crc = crc_pass(root, meta["bytes"])
             rows.append({"what": "crc32", "jobs": 1, "seconds": crc, "rep": rep})
-            for j in jobs:
+            for j, how, env in variants:
                 for what, cmd in (("verify", ["verify", root, "--checks", "structure,crc", "--format", "json"]),
                                   ("rebuild", ["rebuild", root, "--format", "json"])):
                     out = os.path.join(base, f"rebuild-{j}-{rep}")
-                    r = run(cmd + (["--out", out] if what == "rebuild" else []) + ["--jobs", str(j)])
+                    r = run(cmd + (["--out", out] if what == "rebuild" else []) + ["--jobs", str(j)], env)
                     shutil.rmtree(out, ignore_errors=True)
                     if r["exit_code"] not in (0, 1):
                         raise SystemExit(f"{what} --jobs {j}: exit code {r['exit_code']}")
-                    rows.append({"what": what, "jobs": j, "rep": rep, "crc_seconds": crc, **r})
+                    rows.append({"what": what, "jobs": j, "how": how, "rep": rep, "crc_seconds": crc, **r})
         best: dict = {}
         for r in rows:
-            k = (r["what"], r["jobs"])
+            k = (r["what"], r["jobs"], r.get("how", "chunks"))
             if k not in best or r["seconds"] < best[k]["seconds"]:
                 best[k] = r
-        crc = best[("crc32", 1)]["seconds"]
-        print(f"{'command':<10}{'jobs':>5}{'seconds':>10}{'in cmd':>8}{'GB/s':>8}{'vs crc32':>10}{'speed-up':>10}"
-              f"{'rss MiB':>9}{'worker MiB':>12}")
-        print(f"{'crc32':<10}{1:>5}{crc:>10.2f}{crc:>8.2f}{meta['bytes'] / crc / 1e9:>8.2f}{1.0:>10.2f}")
+        crc = best[("crc32", 1, "chunks")]["seconds"]
+        print(f"{'command':<10}{'jobs':>5}{'tasks':>11}{'seconds':>10}{'in cmd':>8}{'GB/s':>8}{'vs crc32':>10}"
+              f"{'speed-up':>10}{'in cmd':>8}{'rss MiB':>9}{'worker MiB':>12}{'cpu main':>10}{'cpu workers':>13}")
+        print(f"{'crc32':<10}{1:>5}{'':>11}{crc:>10.2f}{crc:>8.2f}{meta['bytes'] / crc / 1e9:>8.2f}{1.0:>10.2f}")
         result = {"store": meta, "file_size": file_size, "crc32_seconds": crc, "commands": []}
         for what in ("verify", "rebuild"):
-            one = best[(what, jobs[0])]["seconds"]
-            for j in jobs:
-                r = best[(what, j)]
+            one = best[(what, jobs[0], "chunks")]
+            for j, how, _ in variants:
+                r = best[(what, j, how)]
                 vs = r["crc_seconds"] / r["seconds"]  # against the crc pass of the same repetition
-                print(f"{what:<10}{j:>5}{r['seconds']:>10.2f}{r['in_cmd']:>8.2f}"
+                label = "in-process" if j == 1 else how
+                print(f"{what:<10}{j:>5}{label:>11}{r['seconds']:>10.2f}{r['in_cmd']:>8.2f}"
                       f"{meta['bytes'] / r['seconds'] / 1e9:>8.2f}{vs:>10.2f}"
-                      f"{one / r['seconds']:>10.2f}{r['rss_mib']:>9.0f}{r['worker_rss_mib']:>12.0f}")
+                      f"{one['seconds'] / r['seconds']:>10.2f}{one['in_cmd'] / r['in_cmd']:>8.2f}"
+                      f"{r['rss_mib']:>9.0f}{r['worker_rss_mib']:>12.0f}{r['cpu_main']:>10.2f}{r['cpu_workers']:>13.2f}")
                 result["commands"].append({
-                    "command": what, "jobs": j, "seconds": round(r["seconds"], 3), "in_command": round(r["in_cmd"], 3),
-                    "vs_crc32": round(vs, 3), "speedup_vs_first": round(one / r["seconds"], 3),
+                    "command": what, "jobs": j, "tasks": label, "seconds": round(r["seconds"], 3),
+                    "in_command": round(r["in_cmd"], 3), "vs_crc32": round(vs, 3),
+                    "speedup_vs_first": round(one["seconds"] / r["seconds"], 3),
+                    "speedup_in_command": round(one["in_cmd"] / r["in_cmd"], 3),
+                    "cpu_main": round(r["cpu_main"], 3), "cpu_workers": round(r["cpu_workers"], 3),
                     "rss_mib": round(r["rss_mib"]), "worker_rss_mib": round(r["worker_rss_mib"])})
         result["uptime"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
         print("uptime:", result["uptime"])
         print(json.dumps(result))
     finally:
-        if not a.keep:
+        if not keep:
             shutil.rmtree(base, ignore_errors=True)
 
 

@@ -1,7 +1,9 @@
 """The local parallel engine (analyses/parallel.py): every command that walks the commit log gives, with worker
 processes (jobs 2), byte for byte what it gives with jobs 1 (one file after another in this process), on every
 oracle store the product reads and on writer-made stores damaged in the first, a middle and the last file, and
-with a middle file missing."""
+with a middle file missing; and again with the files split into many chunks (RMQINSPECT_CHUNK_BYTES forced
+small: verify, summary, salvage, rebuild balance by bytes), with damage inside a chunk and at a chunk start, and
+with chunk starts the walk passes over."""
 
 from __future__ import annotations
 
@@ -12,11 +14,14 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from rmqinspect.analyses import parallel
+from rmqinspect.analyses import parallel, rebuild_run
+from rmqinspect.analyses import salvage as salvage_mod
 from rmqinspect.analyses.export import export_local
+from rmqinspect.analyses.rebuild import RebuildOptions
 from rmqinspect.analyses.rebuild_run import rebuild
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
-from rmqinspect.analyses.salvage import salvage
+from rmqinspect.analyses.recovery import plan as recovery_plan
+from rmqinspect.analyses.salvage import chunk_tasks, record_chunks, salvage, walk_tasks
 from rmqinspect.analyses.summary import summarize
 from rmqinspect.analyses.verify import ALL_CHECKS, verify
 from rmqinspect.cli.main import cli
@@ -35,6 +40,8 @@ def _commitlog_files(name: str) -> int:
 # comparison would be jobs 1 against itself). DLedger stores keep their log in dledger-*/data, which is not read
 # yet (issue 14).
 SCENARIOS = [s for s in ALL_SCENARIOS if s == ORACLE_MISSING or _commitlog_files(s) > 1]
+# Split inside the files, a store of one file goes to workers too.
+CHUNKED_SCENARIOS = [s for s in ALL_SCENARIOS if s == ORACLE_MISSING or _commitlog_files(s) > 0]
 
 
 def _tree_bytes(root) -> dict[str, bytes]:
@@ -82,20 +89,45 @@ def _everything(root: str, tmp, jobs: int) -> dict:
     return out
 
 
-def _same(root: str, tmp) -> dict:
+def _same(root: str, tmp, chunk: int | None = None, monkeypatch=None) -> dict:
+    """Every command with jobs 1 and jobs 2; with ``chunk``, jobs 2 splits the files into chunks of about
+    ``chunk`` bytes."""
     before = tree_hashes(root)
     one = _everything(root, tmp, 1)
+    if chunk is not None:
+        monkeypatch.setenv(parallel.CHUNK_ENV, str(chunk))
+        (tmp / "chunked").mkdir()
+        tmp = tmp / "chunked"
     two = _everything(root, tmp, 2)
     assert tree_hashes(root) == before  # evidence untouched by every worker
     for k in one:
-        assert one[k] == two[k], f"{k}: jobs 2 differs from jobs 1"
+        assert one[k] == two[k], f"{k}: jobs 2 differs from jobs 1" + (f" (chunks of {chunk} bytes)" if chunk else "")
     return one
+
+
+def _chunks(root: str) -> list:
+    """The chunk tasks the parallel walk makes of ``root`` (with the chunk size in effect)."""
+    st = Store.open(root)
+    try:
+        return chunk_tasks(st.commitlog, walk_tasks(st.commitlog, convert=_pid))
+    finally:
+        st.close()
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_jobs_2_equals_jobs_1_on_oracle(name, tmp_path):
     root = str(require_oracle(name) / "store")
     one = _same(root, tmp_path)
+    assert json.loads(one["summary"])["messages"] > 0
+
+
+@pytest.mark.parametrize("name", CHUNKED_SCENARIOS)
+def test_chunked_jobs_2_equals_jobs_1_on_oracle(name, tmp_path, monkeypatch):
+    root = str(require_oracle(name) / "store")
+    monkeypatch.setenv(parallel.CHUNK_ENV, "32768")  # the oracle's 256 KiB files: up to 8 chunks each
+    files = len(Store.open(root).commitlog.files)
+    assert len(_chunks(root)) > files + 1  # really split inside the files
+    one = _same(root, tmp_path, 32768, monkeypatch)
     assert json.loads(one["summary"])["messages"] > 0
 
 
@@ -123,10 +155,11 @@ def _damaged(tmp, kind: str) -> str:
     return f.root
 
 
+@pytest.mark.parametrize("chunk", [None, 1500])
 @pytest.mark.parametrize("kind", ["first", "middle", "last", "missing_middle"])
-def test_jobs_2_equals_jobs_1_on_damaged_store(kind, tmp_path):
+def test_jobs_2_equals_jobs_1_on_damaged_store(kind, chunk, tmp_path, monkeypatch):
     root = _damaged(tmp_path, kind)
-    one = _same(root, tmp_path)
+    one = _same(root, tmp_path, chunk, monkeypatch)
     rep = json.loads(one["verify"])
     assert not rep[0]["ok"]  # the damage is seen (the comparison is not between two empty reports)
     kinds = {p["kind"] for p in rep[1]}
@@ -193,3 +226,95 @@ def test_cli_jobs_option_same_output(tmp_path):
     assert docs[0] == docs[1] and files[0] == files[1] and docs[0]["rows"] > 200
     r = runner.invoke(cli, ["verify", root, "--jobs", "0"])
     assert r.exit_code == 2 and "--jobs" in r.output
+
+
+def _boundary_damaged(tmp) -> tuple[str, list[int]]:
+    """A store whose middle file is split into chunks of ~1500 bytes (planned on the intact file), then damaged:
+    the record at a chunk start gets a bad body CRC, a zeroed stretch runs across the next chunk start, and a
+    record inside a later chunk gets a bad magic code."""
+    f = build_store(tmp / "boundary", n=240, file_size=8192, preallocate=True)
+    names = f.file_names()
+    name = names[len(names) // 2]
+    st = Store.open(f.root)
+    mf = next(m for m in st.commitlog.files if m.name == name)
+    starts = record_chunks(mf, 0, step=1500)
+    st.close()
+    assert len(starts) >= 5, starts
+    recs = [r for r in f.records if f.file_of(r.offset) == name]
+    at = {r.offset - mf.start: r for r in recs}
+    a = at[starts[1]]  # the record starting chunk 1: two bytes of its body flipped
+    with open(os.path.join(f.commitlog, name), "rb") as fh:
+        data = fh.read()
+    body_at = data.index(a.body, a.offset - mf.start)
+    f.patch(mf.start + body_at + 5, bytes(x ^ 0xFF for x in a.body[5:7]))
+    b = at[starts[2]]  # zeros from inside the record before chunk 2 into chunk 2's first record
+    f.zero(b.offset - 40, b.offset + 40)
+    c = next(r for r in recs if starts[3] < r.offset - mf.start < starts[4])  # inside chunk 3
+    f.patch(c.offset + 4, b"\x12\x34\x56\x78")
+    f.set_abort()
+    return f.root, starts
+
+
+def test_chunked_damage_inside_a_chunk_and_at_its_start(tmp_path, monkeypatch):
+    root, _ = _boundary_damaged(tmp_path)
+    monkeypatch.setenv(parallel.CHUNK_ENV, "1500")
+    assert len(_chunks(root)) > 2 * len(Store.open(root).commitlog.files)
+    one = _same(root, tmp_path, 1500, monkeypatch)
+    kinds = {p["kind"] for p in json.loads(one["verify"])[1]}
+    assert {"crc_mismatch", "illegal"} <= kinds | {p.get("cause") for p in json.loads(one["verify"])[1]}, kinds
+
+
+def test_chunk_starts_the_walk_passes_over(tmp_path, monkeypatch):
+    """Chunk starts that are not record starts (inside a record: the file's walk never lands there) make each
+    chunk's walk go on to a later start or the file's end, and the chunks it covered are dropped (salvage's
+    join_chunks; rebuild re-dispatches the rest of the file): the result is still the file walk's."""
+    root, _ = _boundary_damaged(tmp_path)
+    real = record_chunks
+
+    def skewed(f, start, *, accept_v2=True, step=None):
+        out = real(f, start, accept_v2=accept_v2, step=1500)
+        # every second start moved 7 bytes into its record
+        return [p + 7 if k % 2 else p for k, p in enumerate(out)]
+
+    monkeypatch.setattr(salvage_mod, "record_chunks", skewed)
+    monkeypatch.setattr(rebuild_run, "record_chunks", skewed)
+    monkeypatch.setattr(recovery_plan, "record_chunks", skewed)
+    counts = {"made": 0, "kept": 0}
+    real_join = salvage_mod.join_chunks
+
+    def counting(results):
+        def made():
+            for r in results:
+                counts["made"] += 1
+                yield r
+
+        for events in real_join(made()):
+            counts["kept"] += 1
+            yield events
+
+    monkeypatch.setattr(salvage_mod, "join_chunks", counting)
+    one = _same(root, tmp_path, 1500, monkeypatch)
+    assert json.loads(one["summary"])["messages"] > 200
+    # chunks were made and some of them were dropped (their start was passed over)
+    assert counts["made"] > counts["kept"] > 0
+    # rebuild: chunk dispatches that did not stop exactly at the next chunk's start (the join dispatched the rest
+    # of those files again)
+    st = Store.open(root)
+    args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
+    st.close()
+    missed = []
+    for a in args:
+        if a[7] is not None:
+            rep = rebuild_run.dispatch_file(a)["report"]
+            missed += [a] if not (rep.stop_kind == "to" and rep.end_offset == a[1] + a[7]) else []
+    assert len(args) > len(st.commitlog.files) and missed
+    # recover's scan: chunk walks that went past their end (walked again from their start in the parent)
+    st = Store.open(root)
+    landed = []
+    for f in st.commitlog.files:
+        starts = recovery_plan.record_chunks(f, 0)
+        for k in range(len(starts) - 1):
+            landed.append(recovery_plan.scan_file((f.path, f.start, True, True, starts[k], starts[k + 1]))[2])
+    st.close()
+    assert recovery_plan.WALKED_PAST in landed
+

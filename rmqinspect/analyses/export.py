@@ -10,6 +10,7 @@ pyarrow is imported lazily: the rest of rmqinspect never needs it.
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -101,10 +102,14 @@ def write_file_task(number: int, task: FileTask, out: str, *, with_body: bool = 
     schema = arrow_schema(with_body)
     result = FileResult(task)
     part = ds.partitioning(schema=arrow_schema_of(schema, PARTITION_COLUMNS), flavor="hive")
+    # rows in walk order: with threads pyarrow may write a file's batches out of order (the same export gave
+    # different bytes from run to run where damage cuts a file into many small batches)
+    order = {"preserve_order": True} if "preserve_order" in inspect.signature(ds.write_dataset).parameters \
+        else {"use_threads": False}
     ds.write_dataset(file_batches(task, with_body=with_body, flt=flt, result=result), out, schema=schema,
                      format="parquet", partitioning=part, existing_data_behavior="overwrite_or_ignore",
                      basename_template=f"part-{number:05d}-{{i}}.parquet", max_rows_per_group=1 << 17,
-                     max_partitions=1 << 16)
+                     max_partitions=1 << 16, **order)
     return result
 
 

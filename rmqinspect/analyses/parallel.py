@@ -28,6 +28,9 @@ from typing import Any
 
 START_METHOD_ENV = "RMQINSPECT_START_METHOD"
 JOBS_ENV = "RMQINSPECT_JOBS"
+CHUNK_ENV = "RMQINSPECT_CHUNK_BYTES"
+# A commitlog file is split into chunks of about this many bytes for the workers (a 1 GiB file is 16 tasks).
+DEFAULT_CHUNK_BYTES = 64 << 20
 
 
 def cores() -> int:
@@ -54,6 +57,13 @@ def resolve_jobs(jobs: int | None) -> int:
     if jobs is not None and jobs > 0:
         return jobs
     return _env_jobs() or 1
+
+
+def chunk_bytes() -> int:
+    """The size a commitlog file's chunks aim at (``salvage.record_chunks``, ``rebuild_run``):
+    ``RMQINSPECT_CHUNK_BYTES`` if set (tests force tiny chunks), else ``DEFAULT_CHUNK_BYTES``."""
+    v = os.environ.get(CHUNK_ENV, "").strip()
+    return int(v) if v.isdigit() and int(v) > 0 else DEFAULT_CHUNK_BYTES
 
 
 class _Failure:

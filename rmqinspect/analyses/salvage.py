@@ -13,6 +13,7 @@ Queue-offset monotonicity per queue is checked on what is salvaged.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from ..store.commitlog import (
 )
 from ..store.mapped import MappedFile
 from .dispatch import goes_to_consume_queue
-from .parallel import map_files, resolve_jobs
+from .parallel import chunk_bytes, map_files, resolve_jobs
 
 _V1B = MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)
 _V2B = MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
@@ -189,6 +190,8 @@ def _classify(kind: str, reason: str) -> str:
 
 # Records per walked run (verify's per-run numpy work is amortised over large runs).
 _RUN_BATCH = 1 << 16
+# A chunk walk's first run, before any record size is known (file_events' stops).
+_AIM_PROBE = 256
 
 
 def walk_with_resync(store_or_files, start: int | None = None, *, check_crc: bool = True, accept_v2: bool = True,
@@ -229,8 +232,10 @@ def walk_batches(store_or_files, start: int | None = None, *, check_crc: bool = 
     tasks = walk_tasks(cl, start, check_crc=check_crc, accept_v2=accept_v2, file_size=file_size, convert=convert,
                        convert_args=convert_args)
     join = ResyncJoin()
-    if convert is not None and resolve_jobs(jobs) > 1 and len(tasks) > 1:  # a RecordRun cannot leave its process
-        for events in map_files(run_walk_task, tasks, jobs):
+    # a RecordRun cannot leave its process: only converted walks go to workers, split inside the files
+    chunks = chunk_tasks(cl, tasks) if convert is not None and resolve_jobs(jobs) > 1 else []
+    if len(chunks) > 1:
+        for events in join_chunks(map_files(run_walk_task, chunks, jobs)):
             yield from join.feed_all(events)
     else:
         files = cl.files
@@ -311,6 +316,8 @@ class WalkTask:
     check_previous: bool  # the missing / overlapping file check against the file before (not for the first)
     convert: Callable | None = None
     convert_args: tuple = ()
+    # a chunk of the file (chunk_tasks): the later chunks' starts, where this walk ends when it lands on one
+    stops: tuple[int, ...] = ()
 
 
 def walk_tasks(cl, start: int | None = None, *, check_crc: bool = True, accept_v2: bool = True,
@@ -330,8 +337,72 @@ def walk_tasks(cl, start: int | None = None, *, check_crc: bool = True, accept_v
     return tasks
 
 
-def run_walk_task(task: WalkTask) -> list:
-    """A worker's walk of one file: its events, records converted (``task.convert``), the maps closed."""
+# How far past the aimed-at position a chunk start is looked for: a record of the broker's largest default size
+# (maxMessageSize, 4 MiB) starts in it.
+_CHUNK_SEARCH = (4 << 20) + 4096
+
+
+def record_chunks(f: MappedFile, start: int, *, accept_v2: bool = True, step: int | None = None) -> list[int]:
+    """Positions that split the walk of ``f`` from ``start`` into chunks of about ``step`` bytes (default
+    ``parallel.chunk_bytes()``), ``start`` first: at each aimed-at position, the next fully valid record
+    (``find_next_valid``: magic code, every length adding up, the body CRC, the stored PHYSICALOFFSET equal to
+    where it lies). A few pages read per chunk start, nothing walked: the split costs nothing serial.
+    Where none is found within ``_CHUNK_SEARCH`` (damage, the blank end-of-file record) the chunk before grows
+    by a step; zeros at the aimed-at position (the pre-allocated rest of the newest file) end the split there.
+
+    A valid record is where the file's walk goes through when nothing before it is damaged; whether it does is
+    the chunk walks' business (``file_events``' ``stops``, ``join_chunks``), so a start the walk passes over
+    costs work, never correctness."""
+    step = step or chunk_bytes()
+    out = [start]
+    at = start + step
+    buf = f.buffer
+    while at < f.size:
+        if not any(bytes(buf[at:min(f.size, at + 4096)])):
+            # zeros: most likely the pre-allocated rest of the newest file (read further, its pages would come
+            # from disk one by one for nothing); the rest of the file is the last chunk
+            break
+        # a near window first: each magic code not found makes find() read the whole window
+        g = find_next_valid(f, at, True, accept_v2, min(f.size, at + (64 << 10))) \
+            or find_next_valid(f, at, True, accept_v2, min(f.size, at + _CHUNK_SEARCH))
+        if g is None or g.kind != MESSAGE:
+            at += step  # none here: the chunk before grows by a step
+            continue
+        out.append(g.position)
+        at = g.position + step
+    return out
+
+
+def chunk_tasks(cl, tasks: list[WalkTask]) -> list[WalkTask]:
+    """``tasks`` (one per file) split inside each file (``record_chunks``): the parallel engine balances by
+    bytes, not files. Each chunk's walk is the file's walk from the chunk's start (the walk carries nothing but
+    its position), it ends where it lands on a later chunk's start (``stops``) or at the file's end, and
+    ``join_chunks`` keeps exactly the chunks the file's walk goes through."""
+    files = cl.files
+    out = []
+    for t in tasks:
+        starts = tuple(record_chunks(files[t.index], t.pos, accept_v2=t.accept_v2))
+        for k, b in enumerate(starts):
+            out.append(dataclasses.replace(t, pos=b, check_previous=t.check_previous and k == 0,
+                                           stops=starts[k + 1:]))
+    return out
+
+
+def join_chunks(results) -> Iterator[list]:
+    """The events of ``run_walk_task`` results taken in task order, as the walk of whole files gives them: a
+    chunk whose start the chunk before walked past (damage resynchronised over it, or the file ended) is
+    dropped; the next chunk kept starts where the one before landed."""
+    cur: tuple[int, int] | None = None
+    for index, pos, landed, events in results:
+        if cur is not None and cur[0] == index and pos < cur[1]:
+            continue
+        cur = (index, landed)
+        yield events
+
+
+def run_walk_task(task: WalkTask) -> tuple[int, int, int, list]:
+    """A worker's walk of one file or chunk: (file index, start, position it landed on, events), records
+    converted (``task.convert``), the maps closed."""
     own: dict[int, MappedFile] = {}
 
     def mapped(i: int) -> MappedFile:
@@ -346,12 +417,14 @@ def run_walk_task(task: WalkTask) -> list:
 
     try:
         out = []
+        landed: list[int] = []
         for ev in file_events(mapped(task.index), task.pos, task.file_size, task.check_crc, task.accept_v2,
-                              mapped(task.index - 1) if task.check_previous else None, has_after):
+                              mapped(task.index - 1) if task.check_previous else None, has_after,
+                              stops=task.stops, landed=landed):
             if type(ev) is not Held:
                 ev = task.convert(ev, *task.convert_args) if task.convert is not None else ev
             out.append(ev)
-        return out
+        return task.index, task.pos, landed[0], out
     finally:
         for f in own.values():
             f.close()
@@ -365,11 +438,17 @@ def _has_data_after(files, i: int) -> bool:
 
 
 def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2: bool, prev: MappedFile | None,
-                has_data_after: Callable[[], bool]) -> Iterator:
+                has_data_after: Callable[[], bool], *, stops: tuple[int, ...] = (),
+                landed: list[int] | None = None) -> Iterator:
     """The resynchronising walk of one file from ``pos``: ``RecordRun``s, ``Good`` blank records, and damage
     as (ADD|APPEND, Damage) events for ``ResyncJoin``. ``prev``: the file before, to report a missing or
     overlapping file; ``has_data_after()``: whether a later file holds data (zeros up to this file's end are
-    then damage)."""
+    then damage).
+
+    A chunk's walk (``chunk_tasks``): the walk ends as soon as it lands on a position in ``stops`` (a run of
+    records is cut before the record starting there), and the position it ended at (a stop, or the file's
+    size) is appended to ``landed``. Its runs are sized to reach the next stop (the scanner is never asked for
+    records far past it)."""
     if prev is not None:
         if f.start > prev.start + fsize:
             yield Held(APPEND, Damage(MISSING_FILE, prev.start + fsize, f.start, None, None,
@@ -379,13 +458,28 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
             yield Held(APPEND, Damage(NOT_CONTIGUOUS, f.start, prev.start + fsize, f.name, 0,
                                       f"{f.name} overlaps {prev.name}"))
     buf = f.buffer
-    while pos < f.size:
+    stop_set = set(stops)
+    stop_arr = np.asarray(stops, dtype=np.int64)
+    # records and bytes walked so far: a run aimed at the next stop asks for the records of average size that fit
+    # before it (a record far larger than the average must not shrink the runs to a few records each)
+    seen_n = seen_bytes = 0
+    while pos < f.size and pos not in stop_set:
         resync_from = None
         dmg = None
+        cut = None
+        aim = next((s for s in stops if s > pos), None)
+        run_batch = _RUN_BATCH
+        if aim is not None:
+            run_batch = min(_RUN_BATCH, max(1, (aim - pos) * seen_n // seen_bytes)) if seen_n else _AIM_PROBE
         # walked pages are dropped from the map as the walk goes (PageReleaser): RSS stays flat in the file size
-        for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=_RUN_BATCH,
+        for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=run_batch,
                             release_pages=True):
             if type(ev) is RecordRun:
+                if stop_arr.size:
+                    hit = np.flatnonzero(np.isin(ev.records["position"], stop_arr))
+                    if hit.size:  # the walk reaches a later chunk's start: this chunk's walk ends there
+                        cut = int(ev.records["position"][hit[0]])
+                        ev = ev[:int(hit[0])]
                 r = ev.records
                 # a valid-looking record in the wrong place: stale bytes (or a copied file)
                 stale = np.flatnonzero(r["physical_offset_field"] != r["position"] + f.start)
@@ -400,6 +494,13 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                     dmg = Damage(STALE, f.start + p, f.start + p + size, f.name, p,
                                  f"record claims PHYSICALOFFSET {claimed} but lies at {f.start + p}")
                     resync_from = p + 1
+                    break
+                if cut is not None:
+                    pos = cut
+                    break
+                if aim is not None:  # the next run aimed at the next stop again
+                    seen_n += len(r)
+                    seen_bytes += int(r["total_size"].sum())
                     break
                 continue
             kind, p, size, reason = ev.kind, ev.position, ev.size, ev.reason
@@ -454,6 +555,8 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                 yield Held(APPEND, Damage(ZERO_PAGE, f.start + data_end, f.start + f.size, f.name, data_end,
                                           "no blank end-of-file record after the damage, later files hold data"))
             pos = f.size
+    if landed is not None:
+        landed.append(min(pos, f.size))
 
 
 ZERO_PAGE_MIN = 4096

@@ -40,6 +40,7 @@ from ...store.mapped import MappedFile
 from ...store.version import BrokerVersion
 from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
 from ..parallel import map_files, resolve_jobs
+from ..salvage import record_chunks
 from .batch import BatchQueueModel, batch_queue_topics, load_batch_queues
 from .queues import ConsumeQueueModel, QueueRecovery, QueueSet, default_cq_file_size
 from .redispatch import (
@@ -503,29 +504,116 @@ class FileStop:
         return FileStop, (self.kind, self.position, self.reason)
 
 
-def scan_file(args) -> list:
-    """checkMessageAndReturnSize over one whole file, in a worker: the record arrays of its runs and what
-    ended the walk. ``args`` = (path, start, check_crc, accept_v2); the file is mapped here and closed."""
-    path, start, check_crc, accept_v2 = args
+# scan_file's ``landed`` besides the chunk's end: the walk ended in the chunk (a record that stops the scan, or
+# the file's end), or it went past the chunk's end without a record starting there
+WALK_ENDED = -1
+WALKED_PAST = -2
+_AIM_PROBE = 256  # a chunk walk's first run, before any record size is known
+
+
+def scan_file(args) -> tuple[int, int, int, list]:
+    """checkMessageAndReturnSize over one file or chunk, in a worker: (file start, chunk start, landed, events),
+    the events being the record arrays of its runs and what ended the walk. ``args`` = (path, start, check_crc,
+    accept_v2[, lo, hi]): the walk from position ``lo`` (default 0) up to the record starting at ``hi`` (None:
+    the file's end); ``landed`` is ``hi`` when the walk reached it, else WALK_ENDED or WALKED_PAST. The file is
+    mapped here and closed."""
+    path, start, check_crc, accept_v2 = args[:4]
+    lo, hi = args[4:6] if len(args) > 4 else (0, None)
     f = MappedFile(path, start)
+    out: list = []
     try:
-        return [ev.records if type(ev) is RecordRun else FileStop(ev.kind, ev.position, ev.reason)
-                for ev in walk_file(f, 0, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=RUN_BATCH)]
+        if hi is None:
+            out = [ev.records if type(ev) is RecordRun else FileStop(ev.kind, ev.position, ev.reason)
+                   for ev in walk_file(f, lo, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=RUN_BATCH)]
+            return start, lo, WALK_ENDED, out
+        pos, seen_n, seen_bytes = lo, 0, 0  # runs ask for the records of average size that fit before hi
+        while True:
+            # runs sized to reach hi: the scanner is not asked for records far past the chunk
+            batch = min(RUN_BATCH, max(1, (hi - pos) * seen_n // seen_bytes)) if seen_n else _AIM_PROBE
+            for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=batch):
+                if type(ev) is RecordRun:
+                    r = ev.records
+                    k = int(np.searchsorted(r["position"], hi))
+                    if k < len(r):
+                        if k:
+                            out.append(r[:k])
+                        return start, lo, hi if int(r["position"][k]) == hi else WALKED_PAST, out
+                    out.append(r)
+                    pos = ev.end
+                    seen_n += len(r)
+                    seen_bytes += int(r["total_size"].sum())
+                    if pos > hi:
+                        return start, lo, WALKED_PAST, out
+                    break  # the next run aimed at hi again
+                if ev.position >= hi:
+                    return start, lo, hi if ev.position == hi else WALKED_PAST, out
+                out.append(FileStop(ev.kind, ev.position, ev.reason))
+                return start, lo, WALK_ENDED, out  # every record that is not a message ends the scan's file
+            else:
+                return start, lo, WALK_ENDED, out
+            if pos == hi:
+                return start, lo, hi, out
     finally:
         f.close()
+
+
+class _ChunkResults:
+    """``scan_file`` results in order, handed out file by file (a file's walk the scan left early leaves results
+    behind: they are skipped)."""
+
+    def __init__(self, results):
+        self.results = results
+        self.head = None
+
+    def next_for(self, start: int):
+        while True:
+            if self.head is None:
+                self.head = next(self.results, None)
+                if self.head is None:
+                    return None
+            if self.head[0] < start:
+                self.head = None
+                continue
+            if self.head[0] > start:
+                return None
+            r, self.head = self.head, None
+            return r
+
+
+def _chunked_file_walk(f, results: _ChunkResults, check_crc: bool, accept_v2: bool):
+    """One file's events from its chunks' results: each chunk that reached the next one's start goes on with it;
+    a chunk whose walk went past its end is walked again here from its start to the file's end."""
+    while True:
+        r = results.next_for(f.start)
+        if r is None:
+            return
+        _, lo, landed, events = r
+        if landed == WALKED_PAST:
+            yield from walk_file(f, lo, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=RUN_BATCH)
+            return
+        yield from (RecordRun(f, e) if type(e) is np.ndarray else e for e in events)
+        if landed == WALK_ENDED:
+            return
 
 
 def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: int | None):
     """The walk of each file from ``files[idx]`` on, in order, one iterator of events per file: ``walk_file``
     in this process, or with ``jobs`` > 1 (``parallel.resolve_jobs``) the files checked by worker processes
-    ahead of the scan (``scan_file``), their runs handed over as ``RecordRun``s of this process' maps. The
-    scan takes the next file only after a blank record, so files past its stop are checked in vain but
-    never looked at."""
-    if resolve_jobs(jobs) > 1 and len(files) - idx > 1:
-        args = [(f.path, f.start, check_crc, accept_v2) for f in files[idx:]]
-        for f, events in zip(files[idx:], map_files(scan_file, args, jobs)):
-            yield (RecordRun(f, e) if type(e) is np.ndarray else e for e in events)
-        return
+    ahead of the scan (``scan_file``), split inside each file at valid records about every
+    ``parallel.chunk_bytes()`` (``salvage.record_chunks``), their runs handed over as ``RecordRun``s of this
+    process' maps. The scan takes the next file only after a blank record, so files past its stop are checked
+    in vain but never looked at."""
+    if resolve_jobs(jobs) > 1:
+        args = []
+        for f in files[idx:]:
+            starts = record_chunks(f, 0, accept_v2=accept_v2)
+            args += [(f.path, f.start, check_crc, accept_v2, lo, starts[k + 1] if k + 1 < len(starts) else None)
+                     for k, lo in enumerate(starts)]
+        if len(args) > 1:
+            results = _ChunkResults(map_files(scan_file, args, jobs))
+            for f in files[idx:]:
+                yield _chunked_file_walk(f, results, check_crc, accept_v2)
+            return
     for f in files[idx:]:
         yield walk_file(f, 0, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=RUN_BATCH)
 
