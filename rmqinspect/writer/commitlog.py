@@ -57,6 +57,63 @@ class AppendResult:
     record: bytes = field(repr=False, default=b"")
 
 
+@dataclass(frozen=True)
+class RecordLayout:
+    """What a message's record will hold before its offsets are known: the encoded topic, the properties (with the
+    __CRC32# placeholder when asked for), the record version and its TOTALSIZE. Every writer (commit log, DLedger)
+    sizes and encodes a ``MessageSpec`` through this one class."""
+
+    spec: MessageSpec
+    topic: bytes
+    properties: bytes
+    version: int
+    size: int
+
+    @classmethod
+    def of(cls, spec: MessageSpec) -> RecordLayout:
+        topic_b = spec.topic.encode("utf-8")
+        version = spec.version or (2 if len(spec.topic) > 127 else 1)
+        props = spec.properties
+        if spec.append_property_crc:
+            if props and not props.endswith(PROPERTY_SEPARATOR_B):
+                props += PROPERTY_SEPARATOR_B
+            props += b"\0" * CRC32_RESERVED_LEN  # placeholder, replaced in encode() once offsets are known
+        return cls(spec, topic_b, props, version,
+                   record_length(spec.sys_flag, len(spec.body), len(topic_b), len(props), version))
+
+    def encode(self, queue_offset: int, physical_offset: int) -> bytes:
+        spec = self.spec
+        rec = encode_record(
+            queue_id=spec.queue_id, flag=spec.flag, queue_offset=queue_offset, physical_offset=physical_offset,
+            sys_flag=spec.sys_flag, born_timestamp=spec.born_timestamp, born_ip=spec.born_ip,
+            born_port=spec.born_port, store_timestamp=spec.store_timestamp, store_ip=spec.store_ip,
+            store_port=spec.store_port, reconsume_times=spec.reconsume_times,
+            prepared_transaction_offset=spec.prepared_transaction_offset, body=spec.body, topic=self.topic,
+            properties=self.properties, version=self.version, body_crc_value=spec.body_crc,
+        )
+        if spec.append_property_crc:
+            rec = rec[:-CRC32_RESERVED_LEN] + crc32_trailer(rec[:-CRC32_RESERVED_LEN])
+        return rec
+
+
+def next_queue_offset(queue_offsets: dict[tuple[str, int], int], spec: MessageSpec) -> int:
+    """The QUEUEOFFSET the broker gives ``spec`` (CommitLog's topicQueueTable): the queue's next offset, advanced
+    by one; a prepared or rolled-back transaction message gets 0 and does not advance it. A spec that names its
+    own queue offset keeps it and moves the queue on past it."""
+    tx = spec.sys_flag & TRANSACTION_MASK
+    key = (spec.topic, spec.queue_id)
+    half = tx in (TransactionType.PREPARED, TransactionType.ROLLBACK)
+    if spec.queue_offset is not None:
+        if not half:
+            queue_offsets[key] = spec.queue_offset + 1
+        return spec.queue_offset
+    if half:
+        return 0
+    qoff = queue_offsets.get(key, 0)
+    queue_offsets[key] = qoff + 1
+    return qoff
+
+
 class CommitLogWriter:
     """Appends records to 20-digit-named files of ``file_size`` bytes in ``directory``."""
 
@@ -91,41 +148,17 @@ class CommitLogWriter:
         return self._file_start + self._pos
 
     def append(self, spec: MessageSpec) -> AppendResult:
-        topic_b = spec.topic.encode("utf-8")
-        version = spec.version or (2 if len(spec.topic) > 127 else 1)
-        props = spec.properties
-        if spec.append_property_crc:
-            if props and not props.endswith(PROPERTY_SEPARATOR_B):
-                props += PROPERTY_SEPARATOR_B
-            props += b"\0" * CRC32_RESERVED_LEN  # placeholder, replaced below once offsets are known
-        size = record_length(spec.sys_flag, len(spec.body), len(topic_b), len(props), version)
+        layout = RecordLayout.of(spec)
+        size = layout.size
         if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise ValueError(f"message of {size} bytes can never fit a {self.file_size}-byte file")
         if size + END_FILE_MIN_BLANK_LENGTH > self.file_size - self._pos:
             self._fh.seek(self._pos)
             self._fh.write(encode_blank(self.file_size - self._pos))
             self._open_file(self._file_start + self.file_size)
-        tx = spec.sys_flag & TRANSACTION_MASK
-        key = (spec.topic, spec.queue_id)
-        if spec.queue_offset is not None:
-            qoff = spec.queue_offset
-            if tx not in (TransactionType.PREPARED, TransactionType.ROLLBACK):
-                self.queue_offsets[key] = qoff + 1
-        elif tx in (TransactionType.PREPARED, TransactionType.ROLLBACK):
-            qoff = 0
-        else:
-            qoff = self.queue_offsets.get(key, 0)
-            self.queue_offsets[key] = qoff + 1
+        qoff = next_queue_offset(self.queue_offsets, spec)
         phys = self.write_offset
-        rec = encode_record(
-            queue_id=spec.queue_id, flag=spec.flag, queue_offset=qoff, physical_offset=phys, sys_flag=spec.sys_flag,
-            born_timestamp=spec.born_timestamp, born_ip=spec.born_ip, born_port=spec.born_port,
-            store_timestamp=spec.store_timestamp, store_ip=spec.store_ip, store_port=spec.store_port,
-            reconsume_times=spec.reconsume_times, prepared_transaction_offset=spec.prepared_transaction_offset,
-            body=spec.body, topic=topic_b, properties=props, version=version, body_crc_value=spec.body_crc,
-        )
-        if spec.append_property_crc:
-            rec = rec[:-CRC32_RESERVED_LEN] + crc32_trailer(rec[:-CRC32_RESERVED_LEN])
+        rec = layout.encode(qoff, phys)
         self._fh.seek(self._pos)
         self._fh.write(rec)
         self._pos += len(rec)

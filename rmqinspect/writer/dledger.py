@@ -16,8 +16,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..formats.commitlog import encode_record, record_length
-from ..formats.constants import CRC32_RESERVED_LEN, TRANSACTION_MASK, TransactionType
 from ..formats.dledger import (
     BLANK_MAGIC_CODE,
     BODY_OFFSET,
@@ -36,8 +34,7 @@ from ..formats.dledger import (
     MIN_BLANK_LENGTH,
     VOTE_LEADER_KEY,
 )
-from ..formats.properties import PROPERTY_SEPARATOR_B, crc32_trailer
-from .commitlog import AppendResult, MessageSpec
+from .commitlog import AppendResult, MessageSpec, RecordLayout, next_queue_offset
 from .store import StoreWriter
 
 
@@ -121,39 +118,15 @@ class DLedgerWriter:
 
     def append(self, spec: MessageSpec, term: int | None = None) -> AppendResult:
         """A RocketMQ message as DLedgerCommitLog stores it: the record (PHYSICALOFFSET = entry pos + 48)."""
-        topic_b = spec.topic.encode("utf-8")
-        version = spec.version or (2 if len(spec.topic) > 127 else 1)
-        props = spec.properties
-        if spec.append_property_crc:
-            if props and not props.endswith(PROPERTY_SEPARATOR_B):
-                props += PROPERTY_SEPARATOR_B
-            props += b"\0" * CRC32_RESERVED_LEN
-        size = record_length(spec.sys_flag, len(spec.body), len(topic_b), len(props), version)
+        layout = RecordLayout.of(spec)
+        size = layout.size
         if BODY_OFFSET + size + MIN_BLANK_LENGTH > self.data_file_size - self._pos:
             pos = self._file_start + self.data_file_size  # append_body moves to the next file
         else:
             pos = self.write_offset
-        tx = spec.sys_flag & TRANSACTION_MASK
-        key = (spec.topic, spec.queue_id)
-        if spec.queue_offset is not None:
-            qoff = spec.queue_offset
-            if tx not in (TransactionType.PREPARED, TransactionType.ROLLBACK):
-                self.queue_offsets[key] = qoff + 1
-        elif tx in (TransactionType.PREPARED, TransactionType.ROLLBACK):
-            qoff = 0
-        else:
-            qoff = self.queue_offsets.get(key, 0)
-            self.queue_offsets[key] = qoff + 1
+        qoff = next_queue_offset(self.queue_offsets, spec)
         phys = pos + BODY_OFFSET
-        rec = encode_record(
-            queue_id=spec.queue_id, flag=spec.flag, queue_offset=qoff, physical_offset=phys, sys_flag=spec.sys_flag,
-            born_timestamp=spec.born_timestamp, born_ip=spec.born_ip, born_port=spec.born_port,
-            store_timestamp=spec.store_timestamp, store_ip=spec.store_ip, store_port=spec.store_port,
-            reconsume_times=spec.reconsume_times, prepared_transaction_offset=spec.prepared_transaction_offset,
-            body=spec.body, topic=topic_b, properties=props, version=version, body_crc_value=spec.body_crc,
-        )
-        if spec.append_property_crc:
-            rec = rec[:-CRC32_RESERVED_LEN] + crc32_trailer(rec[:-CRC32_RESERVED_LEN])
+        rec = layout.encode(qoff, phys)
         e = self.append_body(rec, term)
         assert e.pos + BODY_OFFSET == phys
         return AppendResult(phys, len(rec), qoff, rec)
