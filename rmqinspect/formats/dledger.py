@@ -80,9 +80,8 @@ def physical_offset_of(entry_pos: int) -> int:
 def __getattr__(name: str):
     # The construct schemas (DLedgerEntryHeader, DLedgerIndexUnit) are built on first use: store/layout.py reads
     # this module's path constants for every command, and construct costs ~17 ms to import.
-    if name == "DLedgerEntryHeader":
-        return ENTRY_HEADER_TABLE.construct()
-    if name == "DLedgerIndexUnit":
-        return INDEX_UNIT_TABLE.construct()
+    tables = {"DLedgerEntryHeader": ENTRY_HEADER_TABLE, "DLedgerIndexUnit": INDEX_UNIT_TABLE}
+    if name in tables:
+        return tables[name].construct()  # FieldTable keeps the schema: built once
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -98,7 +98,7 @@ def check_commitlog_dir(layout, directory: str, names: list[str], is_offset_name
     """The checks above for one commit-log directory of ``layout``, said through ``notice``. A DLedger member's
     data directory is not where storePathCommitLog points (a DLedger broker ignores that key): its configured
     paths are said by the layout itself (storePathDLedgerCommitLog)."""
-    conf_notes = store_path_notes(layout.root, directory) if getattr(layout, "dledger", None) is None else []
+    conf_notes = store_path_notes(layout.root, directory) if layout.dledger is None else []
     for note in conf_notes + commitlog_entry_notes(layout.root, directory, names,
                                                                                 is_offset_name):
         notice(layout.notes, note)
