@@ -93,24 +93,27 @@ class Good:
     crc_ok: bool | None
 
 
-def _data_end(buf, lo: int, hi: int) -> int:
-    """Position after the last non-zero byte in buf[lo:hi] (lo if all zero), scanning backwards in
-    chunks (a pre-allocated 1 GiB file is mostly zeros: ``any()`` per chunk runs at memory speed)."""
+def _data_end(f: MappedFile, lo: int, hi: int) -> int:
+    """Position after the last non-zero byte of ``f`` in [lo, hi) (lo if all zero), scanning backwards in
+    chunks (a pre-allocated 1 GiB file is mostly zeros: ``any()`` per chunk runs at memory speed) over the
+    parts that are not holes (``MappedFile.data_ranges``: a hole is zeros without being read)."""
+    buf = f.buffer
     chunk = 4 << 20
-    end = hi
-    while end > lo:
-        a = max(lo, end - chunk)
-        # eight bytes at a time while the chunk is a whole number of words (any() is per element)
-        words = (end - a) % 8 == 0
-        arr = np.frombuffer(buf, dtype=np.uint64 if words else np.uint8, count=(end - a) // 8 if words else end - a,
-                            offset=a)
-        if arr.any():
-            arr = np.frombuffer(buf, dtype=np.uint8, count=end - a, offset=a)
-            nz = np.flatnonzero(arr)
-            return a + int(nz[-1]) + 1
-        del arr
-        _drop_pages(buf, a, end)
-        end = a
+    for r_lo, r_hi in reversed(f.data_ranges(lo, hi)):
+        end = r_hi
+        while end > r_lo:
+            a = max(r_lo, end - chunk)
+            # eight bytes at a time while the chunk is a whole number of words (any() is per element)
+            words = (end - a) % 8 == 0
+            arr = np.frombuffer(buf, dtype=np.uint64 if words else np.uint8,
+                                count=(end - a) // 8 if words else end - a, offset=a)
+            if arr.any():
+                arr = np.frombuffer(buf, dtype=np.uint8, count=end - a, offset=a)
+                nz = np.flatnonzero(arr)
+                return a + int(nz[-1]) + 1
+            del arr
+            _drop_pages(buf, a, end)
+            end = a
     return lo
 
 
@@ -166,7 +169,7 @@ def find_next_valid(f: MappedFile, frm: int, check_crc: bool, accept_v2: bool,
     buf = f.buffer
     limit = f.size
     if search_end is None:
-        search_end = _data_end(buf, frm, limit)
+        search_end = _data_end(f, frm, limit)
     if search_end <= frm:
         return None
     needles = [_V1B, _BLB] + ([_V2B] if accept_v2 else [])
@@ -512,7 +515,7 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                 pos = f.size
                 break
             if kind == END:
-                data_end = _data_end(buf, p, f.size)
+                data_end = _data_end(f, p, f.size)
                 nxt = find_next_valid(f, p, check_crc, accept_v2, data_end) if data_end > p else None
                 if nxt is None:
                     if data_end > p:
@@ -548,7 +551,7 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                 yield Held(ADD, dmg)
                 pos = nxt.position
                 continue
-            data_end = max(_data_end(buf, dmg.position, f.size), known_end)
+            data_end = max(_data_end(f, dmg.position, f.size), known_end)
             dmg.end = f.start + data_end
             yield Held(ADD, dmg)
             if data_end < f.size and has_data_after():

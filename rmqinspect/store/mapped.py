@@ -60,6 +60,42 @@ class MappedFile:
                     pass
         return self._map
 
+    def data_ranges(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The parts of [lo, hi) that are not holes of a sparse file (``SEEK_DATA``/``SEEK_HOLE``): a hole
+        reads as zeros by definition, so a search for the last non-zero byte need not read it. The broker
+        pre-allocates every commitlog and consume-queue file with ``setLength`` (a hole unless
+        ``warmMapedFileEnable``), so the unwritten rest of the newest file is usually one. Where the platform
+        or file system cannot tell (or the file is a buffer), the whole range."""
+        whole = [(lo, hi)] if hi > lo else []
+        seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
+        if hi <= lo or seek_data is None or seek_hole is None or isinstance(self._map, bytes) \
+                or not os.path.isfile(self.path):
+            return whole
+        out = []
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return whole
+        try:
+            pos = lo
+            while pos < hi:
+                try:
+                    a = os.lseek(fd, pos, seek_data)
+                except OSError:  # ENXIO: no data at or after pos
+                    break
+                if a >= hi:
+                    break
+                b = min(os.lseek(fd, a, seek_hole), hi)
+                if b <= a:  # a file system that answers nonsense: read everything
+                    return whole
+                out.append((a, b))
+                pos = b
+        except OSError:
+            return whole
+        finally:
+            os.close(fd)
+        return out
+
     def close(self) -> None:
         if isinstance(self._map, mmap.mmap):
             try:
