@@ -24,7 +24,7 @@ import numpy as np
 from ..formats.constants import DEFAULT_CQ_FILE_SIZE, DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
 from ..formats.consumequeue import CQ_DTYPE
 from ..sinks.consumequeue import ConsumeQueueSet, round_cq_file_size
-from ..sinks.indexfile import IndexFileSet
+from ..sinks.indexfile import IndexFileSet, slot_links
 from ..sinks.rocksdb_cq import file_cq_to_rocksdb
 from ..store import Store
 from ..store.broker_conf import BrokerConfigError, Setting, configured, setting
@@ -131,20 +131,27 @@ class RecordingIndex:
         self.p.append(p)
         self.t.append(t)
 
-    def arrays(self) -> dict:
+    def arrays(self, slots: int | None = None) -> dict:
+        """The puts as arrays; with ``slots``, also their hash-slot chains (``sinks.indexfile.slot_links``, the
+        sort done here, in the worker, instead of in the in-order join)."""
         def cat(xs):
             return np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)
 
-        return {"h": cat(self.h), "p": cat(self.p), "t": cat(self.t)}
+        out = {"h": cat(self.h), "p": cat(self.p), "t": cat(self.t)}
+        if slots:
+            out["links"] = slot_links(out["h"], slots)
+        return out
 
 
 def dispatch_file(args) -> dict:
     """One task: the dispatch of one commitlog file. ``args`` = (path, start, mapped file size, build_cq,
-    build_index, delay_table[, lo, hi]): with ``lo``/``hi`` only the chunk of the file from position ``lo`` up to
-    position ``hi`` (None: the file's end; ``chunk_dispatch_args``). The file is mapped here (in the worker) and
-    closed before returning; the result says which record scanner ran (``scanner``)."""
+    build_index, delay_table[, lo, hi[, index slots]]): with ``lo``/``hi`` only the chunk of the file from position
+    ``lo`` up to position ``hi`` (None: the file's end; ``chunk_dispatch_args``); with the index's slot count the
+    index puts come with their slot chains. The file is mapped here (in the worker) and closed before returning;
+    the result says which record scanner ran (``scanner``)."""
     path, start, file_size, build_cq, build_index, delay_table = args[:6]
     lo, hi = args[6:8] if len(args) > 6 else (0, None)
+    slots = args[8] if len(args) > 8 else None
     cl = CommitLog([MappedFile(path, start)], file_size)
     cq = RecordingCQ() if build_cq else None
     ix = RecordingIndex() if build_index else None
@@ -154,7 +161,7 @@ def dispatch_file(args) -> dict:
                                                             to_offset=None if hi is None else start + hi))
     finally:
         cl.close()
-    return {"start": start, "report": rep, "cq": cq.blocks() if cq else None, "index": ix.arrays() if ix else None,
+    return {"start": start, "report": rep, "cq": cq.blocks() if cq else None, "index": ix.arrays(slots) if ix else None,
             "scanner": describe_scanner(), "args": tuple(args)}
 
 
@@ -165,10 +172,11 @@ def chunk_dispatch_args(commitlog: CommitLog, cq, index, options: RebuildOptions
     so a chunk's dispatch is the file's from the chunk's start; ``join_file_dispatches`` checks that each chunk's
     walk reached the next chunk's start exactly."""
     out = []
+    slots = getattr(index, "slots", None) if options.build_index else None
     for a, f in zip(file_dispatch_args(commitlog, cq, index, options), commitlog.files):
         starts = record_chunks(f, 0, accept_v2=True)
         for k, lo in enumerate(starts):
-            out.append((*a, lo, starts[k + 1] if k + 1 < len(starts) else None))
+            out.append((*a, lo, starts[k + 1] if k + 1 < len(starts) else None, slots))
     return out
 
 
@@ -209,7 +217,7 @@ def join_file_dispatches(results, commitlog: CommitLog, cq, index, options: Rebu
         hi = args[7] if len(args) > 7 else None
         rep: RebuildReport = res["report"]
         if hi is not None and not (rep.stop_kind == "to" and rep.end_offset == f.start + hi):
-            res = dispatch_file((*args[:7], None))
+            res = dispatch_file((*args[:7], None, *args[8:]))
             rep, hi, redone = res["report"], None, f.start
         for topic, qid, qoff, packed in res["cq"] or ():
             w = queues.get((topic, qid))
@@ -219,8 +227,16 @@ def join_file_dispatches(results, commitlog: CommitLog, cq, index, options: Rebu
         x = res["index"]
         if x is not None and len(x["h"]):
             h, p, t = x["h"], x["p"], x["t"]
+            links = x.get("links")
+            if links is None or len(args) <= 8 or getattr(index, "slots", None) != args[8]:
+                links = None  # made without the slot count (Spark's per-file tasks): the join sorts
             for a in range(0, len(h), _INDEX_PUTS):
-                index.put_batch(h[a:a + _INDEX_PUTS], p[a:a + _INDEX_PUTS], t[a:a + _INDEX_PUTS])
+                b = a + _INDEX_PUTS
+                if links is None:
+                    index.put_batch(h[a:b], p[a:b], t[a:b])
+                else:
+                    slot, prev, nxt = links
+                    index.put_linked(h[a:b], p[a:b], t[a:b], (slot[a:b], prev[a:b] - a, nxt[a:b] - a))
         # join the per-file reports as the sequential walk would have counted them
         total.messages += rep.messages
         total.cq_entries += rep.cq_entries

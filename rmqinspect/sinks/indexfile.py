@@ -62,6 +62,23 @@ def _civil_from_days(z: int) -> tuple[int, int, int]:
     return (y + 1 if m <= 2 else y), m, d
 
 
+def slot_links(key_hash: np.ndarray, slots: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The hash-slot chains inside a run of puts, in put order: (slot, prev, next) where ``prev[i]`` is the
+    position of the previous put into the same slot (-1: none) and ``next[i]`` that of the next one (len: none).
+    Computed where the puts are made (a worker of the parallel rebuild), they spare the in-order join a sort:
+    ``IndexFileSet.put_linked`` only looks up the slot table for each slot's first put of a batch."""
+    m = len(key_hash)
+    slot = np.asarray(key_hash, dtype=np.int64) % slots
+    order = np.argsort(slot, kind="stable")
+    s_sorted = slot[order]
+    same = s_sorted[1:] == s_sorted[:-1]
+    prev = np.full(m, -1, dtype=np.int64)
+    nxt = np.full(m, m, dtype=np.int64)
+    prev[order[1:][same]] = order[:-1][same]
+    nxt[order[:-1][same]] = order[1:][same]
+    return slot, prev, nxt
+
+
 class IndexFileWriter:
     """One index file being filled."""
 
@@ -75,7 +92,8 @@ class IndexFileWriter:
         self.begin_phy = self.end_phy = prev_end_phy if prev_end_phy > 0 else 0
         self.hash_slot_count = 0
         self.index_count = 1
-        self.table = np.zeros(slots, dtype=np.int64)
+        # item numbers are Java ints: an int32 table is half the cache misses of the random slot look-ups
+        self.table = np.zeros(slots, dtype=np.int32)
         self.items_base = INDEX_HEADER_SIZE + slots * 4
         self._open()
 
@@ -102,12 +120,20 @@ class IndexFileWriter:
 
     def put_batch(self, key_hash: np.ndarray, phys: np.ndarray, ts: np.ndarray) -> None:
         """Insert puts that all fit (caller splits at ``room``). Arrays are int64."""
+        if len(key_hash) == 0:
+            return
+        slot, prev, nxt = slot_links(key_hash, self.slots)
+        self.put_linked(key_hash, phys, ts, slot, prev, nxt >= len(key_hash))
+
+    def put_linked(self, key_hash: np.ndarray, phys: np.ndarray, ts: np.ndarray, slot: np.ndarray,
+                   prev_in_batch: np.ndarray, last_in_batch: np.ndarray) -> None:
+        """``put_batch`` with the slot chains inside the batch already known (``slot_links``, computed where the
+        puts were made): ``prev_in_batch`` is the batch position of the previous put into the same slot (-1:
+        none in this batch), ``last_in_batch`` marks the last put into each slot."""
         m = len(key_hash)
         if m == 0:
             return
         n0 = self.index_count
-        items = np.arange(n0, n0 + m, dtype=np.int64)
-        slot = key_hash % self.slots
         # timeDiff, including the quirk for the first item of a file
         td = np.empty(m, dtype=np.int64)
         first = 0
@@ -120,29 +146,21 @@ class IndexFileWriter:
             if self.begin_ts <= 0:
                 td[first:] = 0
             else:
-                d = ts[first:] - self.begin_ts
-                q = np.abs(d) // 1000 * np.sign(d)  # Java long division truncates toward zero
-                td[first:] = np.clip(q, 0, INT_MAX)
-        # prevIndex chains
-        order = np.argsort(slot, kind="stable")
-        s_sorted = slot[order]
-        it_sorted = items[order]
-        same_as_prev = np.zeros(m, dtype=bool)
-        same_as_prev[1:] = s_sorted[1:] == s_sorted[:-1]
-        old = self.table[s_sorted]
-        # a slot value <= 0 or > indexCount is treated as empty (IndexFile.putKey)
+                # Java's long division truncates toward zero: a negative difference gives <= 0, clamped to 0
+                td[first:] = np.minimum(np.maximum(ts[first:] - self.begin_ts, 0) // 1000, INT_MAX)
+        # prevIndex chains: the previous item of the batch with the same slot, else the slot's value before the
+        # batch (a slot value <= 0 or > indexCount is treated as empty, IndexFile.putKey)
+        prev = prev_in_batch + n0
+        head = np.flatnonzero(prev_in_batch < 0)
+        old = self.table[slot[head]]
         old_valid = np.where((old <= 0) | (old > n0), 0, old)
-        prev_sorted = np.where(same_as_prev, np.concatenate(([0], it_sorted[:-1])), old_valid)
-        prev = np.empty(m, dtype=np.int64)
-        prev[order] = prev_sorted
-        group_first = ~same_as_prev
+        prev[head] = old_valid
         if self.count_every_put:
             self.hash_slot_count += m
         else:
-            self.hash_slot_count += int(np.count_nonzero(group_first & (old_valid == 0)))
-        last_of_group = np.ones(m, dtype=bool)
-        last_of_group[:-1] = s_sorted[1:] != s_sorted[:-1]
-        self.table[s_sorted[last_of_group]] = it_sorted[last_of_group]
+            self.hash_slot_count += int(np.count_nonzero(old_valid == 0))
+        last = np.flatnonzero(last_in_batch)
+        self.table[slot[last]] = last + n0
         rec = np.empty(m, dtype=INDEX_ITEM_DTYPE)
         rec["key_hash"] = key_hash
         rec["phy_offset"] = phys
@@ -244,6 +262,23 @@ class IndexFileSet:
             n = min(self.current.room, m - i)
             self.current.put_batch(key_hash[i:i + n], phys[i:i + n], ts[i:i + n])
             i += n
+
+    def put_linked(self, key_hash: np.ndarray, phys: np.ndarray, ts: np.ndarray, links: tuple) -> None:
+        """``put_batch`` with ``links`` = ``slot_links(key_hash, self.slots)`` computed beforehand (the same
+        items: the chains are cut where the puts cross into a new file)."""
+        slot, prev, nxt = links
+        i = 0
+        m = len(key_hash)
+        self.puts += m
+        while i < m:
+            if self.current is None or self.current.full:
+                self._roll(int(ts[i]))
+            n = min(self.current.room, m - i)
+            j = i + n
+            p = prev[i:j] - i
+            p[p < 0] = -1  # the previous put into the slot went into an earlier file (or there is none)
+            self.current.put_linked(key_hash[i:j], phys[i:j], ts[i:j], slot[i:j], p, nxt[i:j] >= j)
+            i = j
 
     def close(self, record_after_last_put_ts: int | None = None) -> None:
         """``record_after_last_put_ts``: store time of the first record dispatched after the last put, if any.
