@@ -55,8 +55,9 @@ def test_rocksdb_cq_no_match():
     assert "CartTopic/0: no RocksDB consume-queue entry at or after queue offset 100000" in one_sentence(r)
     # the RocksDB files of consumequeue/ (CURRENT, *.sst, ...) are never counted or offered as topics by the
     # commands that list queue directories
+    # ... but every command's nearest names include the database's topics (read through a private snapshot)
     line = one_sentence(run("decode-commitlog", store, "--topic", "CartTopc"))
-    assert "no record in" in line and "topics" not in line and ".sst" not in line
+    assert "no record in" in line and "nearest: CartTopic" in line and ".sst" not in line and "CURRENT" not in line
     assert tree_hashes(store) == before
 
 
@@ -106,6 +107,35 @@ def test_export_no_match(tmp_path):
     r = run("export", SAMPLE, "--since", "2030-01-01", "--out", tmp_path / "b")
     assert "no message matches --since 2030-01-01 00:00:00.000Z" in one_sentence(r)
     assert run("export", SAMPLE, "--topic", "OrderTopic", "--out", tmp_path / "c").exit_code == 0
+
+
+def test_export_names_a_misspelt_topic_among_good_ones(tmp_path):
+    # rows came from OrderTopic; the misspelt second --topic is named with its nearest topic, not passed over
+    before = tree_hashes(SAMPLE)
+    r = run("export", SAMPLE, "--topic", "OrderTopic", "--topic", "PayTopc", "--out", tmp_path / "a",
+            "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["rows"] > 0
+    notes = [x for x in r.stderr.splitlines() if "PayTopc" in x]
+    assert notes == ["rmqinspect: note: --topic PayTopc: the store has no topic 'PayTopc'; nearest: PayTopic; "
+                     "it contributed no rows"], r.stderr
+    r = run("export", SAMPLE, "--topic", "OrderTopic", "--topic", "PayTopic", "--out", tmp_path / "b")
+    assert r.exit_code == 0 and "no topic" not in r.stderr
+    assert tree_hashes(SAMPLE) == before
+
+
+def test_nearest_topics_come_from_topics_json_too(tmp_path):
+    # a copied store without consume-queue directories still knows its topics from config/topics.json
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(SAMPLE, store)
+    shutil.rmtree(store / "consumequeue")
+    (store / "config").mkdir(exist_ok=True)
+    (store / "config" / "topics.json").write_text(
+        '{"topicConfigTable":{"OrderTopic":{"topicName":"OrderTopic","readQueueNums":4,"writeQueueNums":4,'
+        '"perm":6}},"dataVersion":{"counter":1,"timestamp":1}}')
+    line = one_sentence(run("decode-commitlog", store, "--topic", "OrderTopc"))
+    assert "nearest: OrderTopic" in line
 
 
 def test_index_lookup_reads_a_lower_case_uniq_key():

@@ -68,7 +68,7 @@ _NATURAL_END = "end of the last commitlog file"
 # Index puts handed to the index files at a time by the join: a chunk's puts (~160 k for 64 MiB of 1.2 KiB records
 # with three keys) in one batch sort and look up a slot table far larger than the CPU caches; in batches of this
 # size the same puts go in about twice as fast (the result is the same for any split: puts go in in order).
-_INDEX_PUTS = 16384
+INDEX_PUTS = 16384
 
 
 class _RecordingQueue:
@@ -132,14 +132,17 @@ class RecordingIndex:
         self.t.append(t)
 
     def arrays(self, slots: int | None = None) -> dict:
-        """The puts as arrays; with ``slots``, also their hash-slot chains (``sinks.indexfile.slot_links``, the
-        sort done here, in the worker, instead of in the in-order join)."""
+        """The puts as arrays; with ``slots``, also the hash-slot chains of each batch of ``INDEX_PUTS`` puts
+        (``sinks.indexfile.slot_links``: the sort done here, in the worker, instead of in the in-order join)."""
         def cat(xs):
             return np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)
 
-        out = {"h": cat(self.h), "p": cat(self.p), "t": cat(self.t)}
+        h = cat(self.h)
+        out = {"h": h, "p": cat(self.p), "t": cat(self.t)}
         if slots:
-            out["links"] = slot_links(out["h"], slots)
+            links = [slot_links(h[a:a + INDEX_PUTS], slots) for a in range(0, len(h), INDEX_PUTS)]
+            out["links"] = tuple(cat([x[k] for x in links]) for k in range(3))
+            out["h"] = h.astype(np.int32)  # hashes are Java ints: half the bytes sent to the join
         return out
 
 
@@ -230,13 +233,12 @@ def join_file_dispatches(results, commitlog: CommitLog, cq, index, options: Rebu
             links = x.get("links")
             if links is None or len(args) <= 8 or getattr(index, "slots", None) != args[8]:
                 links = None  # made without the slot count (Spark's per-file tasks): the join sorts
-            for a in range(0, len(h), _INDEX_PUTS):
-                b = a + _INDEX_PUTS
+            for a in range(0, len(h), INDEX_PUTS):
+                b = a + INDEX_PUTS
                 if links is None:
                     index.put_batch(h[a:b], p[a:b], t[a:b])
                 else:
-                    slot, prev, nxt = links
-                    index.put_linked(h[a:b], p[a:b], t[a:b], (slot[a:b], prev[a:b] - a, nxt[a:b] - a))
+                    index.put_linked(h[a:b], p[a:b], t[a:b], links[0][a:b], links[1][a:b], links[2][a:b])
         # join the per-file reports as the sequential walk would have counted them
         total.messages += rep.messages
         total.cq_entries += rep.cq_entries

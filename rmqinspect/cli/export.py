@@ -14,7 +14,9 @@ from .output import (
     format_option,
     handle_errors,
     ms_to_iso,
+    nearest_topics,
     no_match,
+    note,
     print_kv,
     progress,
     topic_names,
@@ -86,6 +88,12 @@ def export(stores, out, engine, master, with_body, topics, since, until, labels,
     emit_document(res.to_dict(), fmt, _render)
     if res.rows == 0 and (topics or since is not None or until is not None):
         _no_rows(stores, topics, since, until)
+    if topics:
+        # rows came from some topics: one that no store has (a typo) would otherwise go unnoticed
+        known = sorted({t for s in stores for t in topic_names(s)})
+        for t in topics:
+            if known and t not in known:
+                note(f"--topic {t}: " + nearest_topics(t, "", known).strip(" ()") + "; it contributed no rows")
     if res.damage:
         sys.exit(EXIT_PROBLEMS)
 

@@ -322,15 +322,27 @@ def progress(total: int, description: str, enabled: bool) -> Iterator[Callable[[
 
 
 def topic_names(store_root: str) -> list[str]:
-    """The topics a store has queues for (consumequeue/, batchconsumequeue/ directory names): cheap, no walk.
-    A RocksDB consume queue (5.x storeType=defaultRocksDB) keeps its topics inside the database, not as
-    directories: its file names are not topics, so it contributes none (`rocksdb-cq` passes its own)."""
+    """The topics a store knows, without a walk: its queue directories (consumequeue/, batchconsumequeue/), the
+    topics of config/topics.json (or its .bak, as the broker loads it), and when the consume queue is a RocksDB
+    database (5.x storeType=defaultRocksDB: its file names are not topics) the topics of its rows, read through a
+    private snapshot - asked only when an answer came back empty, so its cost falls on that path alone."""
     names: set[str] = set()
     for d in ("consumequeue", "batchconsumequeue"):
         with contextlib.suppress(OSError):
-            entries = os.listdir(os.path.join(store_root, d))
+            path = os.path.join(store_root, d)
+            entries = os.listdir(path)
             if "CURRENT" not in entries:
                 names.update(n for n in entries if not n.startswith("."))
+                continue
+            with contextlib.suppress(ImportError, RmqInspectError, OSError):
+                from ..store.rocksdb_cq import list_rocksdb_queues
+
+                names.update(q.topic for q in list_rocksdb_queues(path))
+    from ..store.brokerconfig import load_config_file, topic_rows
+
+    with contextlib.suppress(OSError):
+        load = load_config_file(os.path.join(store_root, "config"), "topics.json")
+        names.update(r["topic"] for r in topic_rows(load.data) if isinstance(r["topic"], str) and r["topic"])
     return sorted(names)
 
 
@@ -345,7 +357,7 @@ def nearest_topics(topic: str, store_root: str, names: Sequence[str] | None = No
     near = difflib.get_close_matches(topic, names, n=3, cutoff=0.6) or difflib.get_close_matches(
         topic.lower(), [n.lower() for n in names], n=3, cutoff=0.6)
     if not near:
-        return f" (the store has no topic {topic!r}; {len(names)} topics, `cq STORE --all` lists them)"
+        return f" (the store has no topic {topic!r}; {len(names)} topics, `cq STORE --all` or `config STORE` list them)"
     return f" (the store has no topic {topic!r}; nearest: {', '.join(near)})"
 
 

@@ -63,20 +63,20 @@ def _civil_from_days(z: int) -> tuple[int, int, int]:
 
 
 def slot_links(key_hash: np.ndarray, slots: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The hash-slot chains inside a run of puts, in put order: (slot, prev, next) where ``prev[i]`` is the
-    position of the previous put into the same slot (-1: none) and ``next[i]`` that of the next one (len: none).
-    Computed where the puts are made (a worker of the parallel rebuild), they spare the in-order join a sort:
-    ``IndexFileSet.put_linked`` only looks up the slot table for each slot's first put of a batch."""
+    """The hash-slot chains inside one batch of puts, in put order: (slot, prev, last) where ``prev[i]`` is the
+    batch position of the previous put into the same slot (-1: none in the batch) and ``last[i]`` marks the last
+    put into each slot. Computed where the puts are made (a worker of the parallel rebuild), they spare the
+    in-order join a sort: ``IndexFileWriter.put_linked`` only looks up the slot table for each slot's first put."""
     m = len(key_hash)
     slot = np.asarray(key_hash, dtype=np.int64) % slots
     order = np.argsort(slot, kind="stable")
     s_sorted = slot[order]
     same = s_sorted[1:] == s_sorted[:-1]
-    prev = np.full(m, -1, dtype=np.int64)
-    nxt = np.full(m, m, dtype=np.int64)
+    prev = np.full(m, -1, dtype=np.int32)
     prev[order[1:][same]] = order[:-1][same]
-    nxt[order[:-1][same]] = order[1:][same]
-    return slot, prev, nxt
+    last = np.ones(m, dtype=bool)
+    last[order[:-1][same]] = False
+    return slot.astype(np.int32), prev, last
 
 
 class IndexFileWriter:
@@ -122,8 +122,7 @@ class IndexFileWriter:
         """Insert puts that all fit (caller splits at ``room``). Arrays are int64."""
         if len(key_hash) == 0:
             return
-        slot, prev, nxt = slot_links(key_hash, self.slots)
-        self.put_linked(key_hash, phys, ts, slot, prev, nxt >= len(key_hash))
+        self.put_linked(key_hash, phys, ts, *slot_links(key_hash, self.slots))
 
     def put_linked(self, key_hash: np.ndarray, phys: np.ndarray, ts: np.ndarray, slot: np.ndarray,
                    prev_in_batch: np.ndarray, last_in_batch: np.ndarray) -> None:
@@ -263,22 +262,18 @@ class IndexFileSet:
             self.current.put_batch(key_hash[i:i + n], phys[i:i + n], ts[i:i + n])
             i += n
 
-    def put_linked(self, key_hash: np.ndarray, phys: np.ndarray, ts: np.ndarray, links: tuple) -> None:
-        """``put_batch`` with ``links`` = ``slot_links(key_hash, self.slots)`` computed beforehand (the same
-        items: the chains are cut where the puts cross into a new file)."""
-        slot, prev, nxt = links
-        i = 0
+    def put_linked(self, key_hash: np.ndarray, phys: np.ndarray, ts: np.ndarray, slot: np.ndarray, prev: np.ndarray,
+                   last: np.ndarray) -> None:
+        """``put_batch`` of one batch whose chains ``slot_links`` computed beforehand. A batch that would cross
+        into a new file goes through ``put_batch`` (its chains are cut there: rare, once per ``maxIndexNum``)."""
         m = len(key_hash)
+        if self.current is None or self.current.full:
+            self._roll(int(ts[0]))
+        if m > self.current.room:
+            self.put_batch(key_hash, phys, ts)
+            return
         self.puts += m
-        while i < m:
-            if self.current is None or self.current.full:
-                self._roll(int(ts[i]))
-            n = min(self.current.room, m - i)
-            j = i + n
-            p = prev[i:j] - i
-            p[p < 0] = -1  # the previous put into the slot went into an earlier file (or there is none)
-            self.current.put_linked(key_hash[i:j], phys[i:j], ts[i:j], slot[i:j], p, nxt[i:j] >= j)
-            i = j
+        self.current.put_linked(key_hash, phys, ts, slot, prev, last)
 
     def close(self, record_after_last_put_ts: int | None = None) -> None:
         """``record_after_last_put_ts``: store time of the first record dispatched after the last put, if any.
