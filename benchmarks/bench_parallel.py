@@ -143,10 +143,10 @@ def main() -> None:
             meta["file_size"] = file_size
             with open(os.path.join(base, "meta.json"), "w", encoding="utf-8") as fh:
                 json.dump(meta, fh)
-        from rmqinspect.store.scanner import describe
+        from rmqinspect.store.scanner import crc32_path, describe
 
         print(f"store: {meta['bytes'] / 1e9:.3f} GB, {meta['messages']:,} messages in {meta['files']} file(s) of "
-              f"{file_size >> 20} MiB; scanner {describe()}; cores {os.cpu_count()}")
+              f"{file_size >> 20} MiB; scanner {describe()} (body CRC: {crc32_path()}); cores {os.cpu_count()}")
         rows = []
         for rep in range(a.repeat):
             crc = crc_pass(root, meta["bytes"])

@@ -115,4 +115,11 @@ def describe() -> str:
     return "pure-python (selected)"
 
 
-__all__ = ["PURE_PYTHON_ENV", "compiled", "compiled_built", "use_compiled", "selected", "describe"]
+def crc32_path() -> str:
+    """How the compiled scanner computes body CRCs: "pclmul" (carry-less multiply folding, x86-64) or "zlib"
+    (``RMQINSPECT_CRC_ZLIB=1``, another CPU, or the pure-Python scanner, which calls zlib.crc32)."""
+    m = compiled()
+    return m.crc32_path() if m is not None and hasattr(m, "crc32_path") else "zlib"
+
+
+__all__ = ["PURE_PYTHON_ENV", "compiled", "compiled_built", "use_compiled", "selected", "describe", "crc32_path"]
