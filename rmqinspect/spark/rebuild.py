@@ -4,8 +4,9 @@ The tasks and the join are the local parallel engine's (``analyses.rebuild_run.c
 ``dispatch_file`` and ``join_file_dispatches``): the driver splits each file into chunks of about
 ``RMQINSPECT_CHUNK_BYTES`` (64 MiB) at valid record starts (a few pages read per start), each task dispatches
 one chunk with recording sinks and returns the consume-queue entries and index puts with their slot chains; the
-driver takes the results in commitlog order (``toLocalIterator``: a few chunks' results in memory at a time) and feeds the real ``ConsumeQueueSet`` / ``IndexFileSet``, applying the rules
-that cross files as the sequential walk applies them. Every task reports the record scanner it ran; the job
+driver takes the results in commitlog order (``toLocalIterator``: a few chunks' results in memory at a time)
+and feeds the real ``ConsumeQueueSet`` / ``IndexFileSet``, applying the rules that cross files as the
+sequential walk applies them. Every task reports the record scanner it ran; the job
 warns when a task ran the pure-Python one (an executor without the compiled extension).
 """
 
