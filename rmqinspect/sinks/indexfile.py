@@ -267,6 +267,8 @@ class IndexFileSet:
         """``put_batch`` of one batch whose chains ``slot_links`` computed beforehand. A batch that would cross
         into a new file goes through ``put_batch`` (its chains are cut there: rare, once per ``maxIndexNum``)."""
         m = len(key_hash)
+        if m == 0:
+            return
         if self.current is None or self.current.full:
             self._roll(int(ts[0]))
         if m > self.current.room:
