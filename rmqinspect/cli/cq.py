@@ -113,12 +113,14 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
     except StoreNotFoundError as e:
         raise StoreNotFoundError(e.message + nearest_topics(topic, st.root), e.path, e.offset) from None
     if not join:
-        entries = list(q.entries(from_, count))
-        fates = _entry_fates(st, d, topic, queue_id, cq_file_size, entries)
+        fates = _EntryFates.of(st, d, topic, queue_id, cq_file_size)
         rows = ({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c,
-                 "tags_code": t} | ({"fate": fates[i]} if fates else {})
-                for i, (a, b, c, t) in enumerate(entries))
-        if emit(rows, fmt, COLUMNS + (("fate",) if fates else ())) == 0 and count != 0:
+                 "tags_code": t} | ({"fate": fates((a, b, c, t))} if fates else {})
+                for a, b, c, t in q.entries(from_, count))
+        n = emit(rows, fmt, COLUMNS + (("fate",) if fates else ()))
+        if fates:
+            fates.finish()
+        if n == 0 and count != 0:
             _no_entries(topic, queue_id, from_, queues)
         return
     cl = st.commitlog
@@ -184,36 +186,69 @@ def _no_entries(topic: str, queue_id: int, from_: int | None, queues=None):
              topic=topic if names is not None else None, names=names)
 
 
-def _entry_fates(st, d, topic, queue_id, cq_file_size, entries) -> list[str] | None:
-    """Each on-disk entry's fate once the broker has recovered the directory (ENTRY_FATES); None when the
-    queue is read from another directory (--cq-dir) or the recovery cannot be modelled (said on stderr)."""
-    from ..analyses.recovery.queues import entry_fates
-    from ..analyses.recovery.rocksdb import queue_entries_after_recovery
-    from ..store.errors import RmqInspectError
+class _EntryFates:
+    """Each on-disk entry's fate once the broker has recovered the directory (ENTRY_FATES), one entry at a time:
+    the shown entries stream out, never held in a list (a queue may hold millions). Entries whose records lie
+    before both the truncation offset and the re-dispatch range are left as they are by every step of the
+    recovery; only when an entry lies past that bound is the queue modelled (``queue_entries_after_recovery``).
+    If that model fails, the entries from there on carry no fate (null), said on stderr."""
 
-    from ..analyses.lookup import recovery_view
+    def __init__(self, st, topic: str, queue_id: int, cq_file_size, bound: int):
+        self.st, self.key, self.cq_file_size, self.bound = st, f"{topic}/{queue_id}", cq_file_size, bound
+        self.after: dict | None = None
+        self.truncate_offset = 0
+        self.failed = False
+        self.shown = self.gone = 0
 
-    if not entries or os.path.abspath(d) != os.path.abspath(st.layout.consumequeue_dir):
-        return None
-    try:
-        # the truncation offset and the re-dispatch range first (no queue model): entries whose records lie
-        # before both are left as they are by every step of the recovery; only otherwise is the queue modelled
-        view = recovery_view(st)
+    @classmethod
+    def of(cls, st, d, topic, queue_id, cq_file_size) -> _EntryFates | None:
+        """None when the queue is read from another directory (--cq-dir) or the recovery cannot be modelled."""
+        from ..analyses.lookup import recovery_view
+        from ..store.errors import RmqInspectError
+
+        if os.path.abspath(d) != os.path.abspath(st.layout.consumequeue_dir):
+            return None
+        try:
+            view = recovery_view(st)
+        except RmqInspectError as e:
+            warn(f"recovery not modelled ({e}): entries carry no fate after restart")
+            return None
         bound = min(view.truncate_offset, view.redispatch_first if view.redispatch_first is not None else
                     view.truncate_offset)
-        if max(e[1] for e in entries) < bound:
-            return ["survives"] * len(entries)
-        plan = _plan(st, cq_file_size)
-        after = queue_entries_after_recovery(st, plan, f"{topic}/{queue_id}")
-    except RmqInspectError as e:
-        warn(f"recovery not modelled ({e}): entries carry no fate after restart")
-        return None
-    fates = entry_fates(entries, after or [], plan.truncate_offset)
-    gone = len(fates) - fates.count("survives")
-    if gone:
-        warn(f"{gone} of {len(fates)} entries shown do not survive the broker's recovery of this directory "
-             f"(truncation offset {plan.truncate_offset}): see the fate column, or --as-recovered")
-    return fates
+        return cls(st, topic, queue_id, cq_file_size, bound)
+
+    def __call__(self, entry) -> str | None:
+        from ..analyses.recovery.queues import entry_fate
+
+        self.shown += 1
+        if entry[1] < self.bound:
+            return "survives"
+        if self.after is None and not self.failed:
+            self._model()
+        if self.after is None:
+            return None
+        fate = entry_fate(entry, self.after, self.truncate_offset)
+        self.gone += fate != "survives"
+        return fate
+
+    def _model(self) -> None:
+        from ..analyses.recovery.rocksdb import queue_entries_after_recovery
+        from ..store.errors import RmqInspectError
+
+        try:
+            plan = _plan(self.st, self.cq_file_size)
+            after = queue_entries_after_recovery(self.st, plan, self.key)
+        except RmqInspectError as e:
+            self.failed = True
+            warn(f"recovery not modelled ({e}): entries from here on carry no fate after restart")
+            return
+        self.after = {e[0]: tuple(e[:4]) for e in after or ()}
+        self.truncate_offset = plan.truncate_offset
+
+    def finish(self) -> None:
+        if self.gone:
+            warn(f"{self.gone} of {self.shown} entries shown do not survive the broker's recovery of this directory "
+                 f"(truncation offset {self.truncate_offset}): see the fate column, or --as-recovered")
 
 
 def _plan(st, cq_file_size):

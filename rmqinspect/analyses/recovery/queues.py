@@ -302,18 +302,20 @@ ENTRY_FATES = (
 )
 
 
+def entry_fate(entry, after: dict, truncate_offset: int) -> str:
+    """The fate (``ENTRY_FATES``) of one on-disk entry (queue offset, physical offset, size, tagsCode), given the
+    queue after recovery as {queue offset: entry} and the truncation offset."""
+    now = after.get(entry[0])
+    if now is None:
+        return "beyond_truncation" if entry[1] >= truncate_offset else "dropped"
+    return "survives" if now == tuple(entry[:4]) else "replaced"
+
+
 def entry_fates(on_disk, recovered, truncate_offset: int) -> list[str]:
-    """The fate (``ENTRY_FATES``) of each on-disk entry (queue offset, physical offset, size, tagsCode), given
-    the queue after recovery ``recovered`` (same tuples) and the truncation offset."""
+    """``entry_fate`` of each on-disk entry, given the queue after recovery ``recovered`` (same tuples)."""
     after = {e[0]: tuple(e[:4]) for e in recovered}
-    out = []
-    for e in on_disk:
-        now = after.get(e[0])
-        if now is None:
-            out.append("beyond_truncation" if e[1] >= truncate_offset else "dropped")
-        else:
-            out.append("survives" if now == tuple(e[:4]) else "replaced")
-    return out
+    return [entry_fate(e, after, truncate_offset) for e in on_disk]
 
 
-__all__ = ["ENTRY_FATES", "ConsumeQueueModel", "QueueRecovery", "QueueSet", "default_cq_file_size", "entry_fates"]
+__all__ = ["ENTRY_FATES", "ConsumeQueueModel", "QueueRecovery", "QueueSet", "default_cq_file_size", "entry_fate",
+           "entry_fates"]
