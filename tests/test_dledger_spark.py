@@ -121,3 +121,31 @@ def test_cli_spark_dledger_peers(spark, fleet, monkeypatch):
     r = CliRunner().invoke(cli, ["spark", "dledger-peers", "missing-group"])
     assert r.exit_code == 3 and "missing-group" in r.output
     assert tree_hashes(".") == before
+
+
+def test_broker_config_reaches_the_executors(spark, fleet, tmp_path, monkeypatch):
+    """--broker-config is in effect in the Spark tasks too: peers whose roots hold two DLedger members are read
+    with the member dLegerSelfId names, on the executors as on the driver (before, the executors saw no broker.conf
+    and refused the roots: "several DLedger members")."""
+    grp = tmp_path / "TwoMembers"
+    for peer in ("x", "y"):
+        shutil.copytree(fleet / "RaftNode02" / peer, grp / peer)
+        # a second member in the same root (another node's directory copied along)
+        shutil.copytree(grp / peer / f"dledger-{'n0' if peer == 'x' else 'n1'}", grp / peer / "dledger-n7")
+    conf = tmp_path / "broker.conf"
+    monkeypatch.chdir(tmp_path)
+    before = tree_hashes(grp)
+    r = CliRunner().invoke(cli, ["spark", "dledger-peers", "TwoMembers", "--format", "json"])
+    assert r.exit_code != 0 and "several DLedger members" in r.output  # never guessed
+    conf.write_text("dLegerSelfId=n7\n")
+    r = CliRunner().invoke(cli, ["spark", "dledger-peers", "TwoMembers", "--broker-config", str(conf),
+                                 "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert len(rows) == 1 and "error" not in rows[0], rows
+    single = CliRunner().invoke(cli, ["dledger-peers", "TwoMembers/x", "TwoMembers/y", "--broker-config", str(conf),
+                                      "--format", "json"])
+    assert single.exit_code == 0, single.output
+    assert {k: v for k, v in rows[0].items() if k != "group"} == json.loads(single.stdout)
+    assert rows[0]["first_divergent_index"] is None and rows[0]["common_prefix_last_index"] == 11
+    assert tree_hashes(grp) == before

@@ -318,3 +318,20 @@ def test_chunk_starts_the_walk_passes_over(tmp_path, monkeypatch):
     st.close()
     assert recovery_plan.WALKED_PAST in landed
 
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_workers_see_the_broker_conf_in_effect(method, tmp_path, monkeypatch):
+    """The broker.conf in effect in the command is in effect in its workers, whatever the start method (a
+    ContextVar is not shared by a spawned process: the engine hands it over with each task)."""
+    from rmqinspect.store.broker_conf import broker_conf_in_effect, read_broker_conf
+    from support.conf_probe import configured_value
+
+    monkeypatch.setenv(parallel.START_METHOD_ENV, method)
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=4096\nmaxIndexNum=40\n")
+    keys = ["mappedFileSizeCommitLog", "maxIndexNum", "maxHashSlotNum"]
+    with broker_conf_in_effect(read_broker_conf(conf)):
+        got = list(parallel.map_files(configured_value, keys, 2))
+    assert got == [(4096, "config"), (40, "config"), None]
+    assert list(parallel.map_files(configured_value, keys, 2)) == [None, None, None]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ..analyses.export import ExportResult, check_output_dir, file_tasks, write_file_task
 from ..analyses.fileverify import verify_file
 from ..analyses.rows import RowFilter
+from ..store.broker_conf import InBrokerConf
 from .session import ScannerTally
 
 
@@ -52,8 +53,8 @@ def export_spark(spark, stores: Sequence[str], out: str, *, labels=None, with_bo
         return {"rows": r.rows, "damage": r.damage, "scanner": describe()}
 
     tally = ScannerTally("export")
-    done = list(tally.watch(spark.sparkContext.parallelize(list(enumerate(tasks)), max(len(tasks), 1)).map(run)
-                            .collect()))
+    rdd = spark.sparkContext.parallelize(list(enumerate(tasks)), max(len(tasks), 1))
+    done = list(tally.watch(rdd.map(InBrokerConf(run)).collect()))
     tally.warn()
     return ExportResult("spark", target, [t.store_path for t in tasks if t.index == 0], len(tasks),
                         sum(d["rows"] for d in done), [x for d in done for x in d["damage"]], dict(tally.counts))
@@ -143,7 +144,7 @@ def verify(spark, stores: Sequence[str], *, labels=None) -> dict:
     tasks = file_tasks(stores, labels)
     rdd = spark.sparkContext.parallelize(tasks, max(len(tasks), 1))
     tally = ScannerTally("spark verify")
-    files = [d["file"] for d in tally.watch(rdd.map(_verify_task).collect())]
+    files = [d["file"] for d in tally.watch(rdd.map(InBrokerConf(_verify_task)).collect())]
     tally.warn()
     problems = []
     for first in (t for t in tasks if t.index == 0):
@@ -287,7 +288,7 @@ def dledger_peers(spark, groups: Sequence[DLedgerGroup]) -> list[dict]:
         work.append((g.name, list(g.peers), [os.path.abspath(p) for p in g.peers], roots))
     if not work:
         return []
-    return spark.sparkContext.parallelize(work, len(work)).map(_dledger_group_task).collect()
+    return spark.sparkContext.parallelize(work, len(work)).map(InBrokerConf(_dledger_group_task)).collect()
 
 
 def _dledger_group_task(item) -> dict:

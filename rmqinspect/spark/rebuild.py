@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..analyses.rebuild import RebuildOptions, RebuildReport
 from ..analyses.rebuild_run import chunk_dispatch_args, dispatch_file, join_file_dispatches
+from ..store.broker_conf import InBrokerConf
 from ..store.commitlog import CommitLog
 from .session import ScannerTally
 
@@ -26,7 +27,7 @@ def rebuild_spark(spark, commitlog: CommitLog, cq, index, options: RebuildOption
     if opt.from_offset is not None or opt.to_offset is not None:
         raise ValueError("--from/--to are not supported with --engine spark")
     args = chunk_dispatch_args(commitlog, cq, index, opt)
-    rdd = spark.sparkContext.parallelize(args, len(args)).map(dispatch_file)
+    rdd = spark.sparkContext.parallelize(args, len(args)).map(InBrokerConf(dispatch_file))
     tally = ScannerTally("rebuild")
     rep = join_file_dispatches(tally.watch(rdd.toLocalIterator(prefetchPartitions=True)), commitlog, cq, index,
                                opt, progress)

@@ -15,7 +15,7 @@ from the data, inference over the broker's default.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
@@ -251,6 +251,24 @@ def broker_conf_in_effect(conf: BrokerConf | None) -> Iterator[BrokerConf | None
         yield conf
     finally:
         _ACTIVE.reset(token)
+
+
+class InBrokerConf:
+    """``fn`` to be called in another process (a worker of the local parallel engine started with ``spawn``, a
+    Spark executor) with the broker.conf in effect where it was made: ``configured`` there answers as here
+    (the conf is a ContextVar, which other processes do not share). Picklable when ``fn`` is."""
+
+    __slots__ = ("fn", "conf")
+
+    def __init__(self, fn: Callable[..., Any], conf: BrokerConf | None = None):
+        self.fn, self.conf = fn, conf if conf is not None else _ACTIVE.get()
+
+    def __call__(self, *args: Any) -> Any:
+        with broker_conf_in_effect(self.conf):
+            return self.fn(*args)
+
+    def __reduce__(self):
+        return InBrokerConf, (self.fn, self.conf)
 
 
 def configured(key: str) -> Setting | None:
