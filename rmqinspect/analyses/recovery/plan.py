@@ -40,7 +40,6 @@ from ...store.mapped import MappedFile
 from ...store.version import BrokerVersion
 from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
 from ..parallel import map_files, resolve_jobs
-from ..salvage import record_chunks
 from .batch import BatchQueueModel, batch_queue_topics, load_batch_queues
 from .queues import ConsumeQueueModel, QueueRecovery, QueueSet, default_cq_file_size
 from .redispatch import (
@@ -604,6 +603,8 @@ def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: in
     process' maps. The scan takes the next file only after a blank record, so files past its stop are checked
     in vain but never looked at."""
     if resolve_jobs(jobs) > 1:
+        from ..salvage import record_chunks  # only here: a key look-up's recovery scan runs in one process
+
         args = []
         for f in files[idx:]:
             starts = record_chunks(f, 0, accept_v2=accept_v2)
