@@ -595,6 +595,14 @@ def _chunked_file_walk(f, results: _ChunkResults, check_crc: bool, accept_v2: bo
             return
 
 
+def record_chunks(f, start: int, *, accept_v2: bool = True, step: int | None = None) -> list[int]:
+    """``salvage.record_chunks``, imported when a multi-process scan first splits a file: a key look-up's recovery
+    scan runs in one process and should not import the salvage."""
+    from ..salvage import record_chunks as chunks
+
+    return chunks(f, start, accept_v2=accept_v2, step=step)
+
+
 def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: int | None):
     """The walk of each file from ``files[idx]`` on, in order, one iterator of events per file: ``walk_file``
     in this process, or with ``jobs`` > 1 (``parallel.resolve_jobs``) the files checked by worker processes
@@ -603,8 +611,6 @@ def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: in
     process' maps. The scan takes the next file only after a blank record, so files past its stop are checked
     in vain but never looked at."""
     if resolve_jobs(jobs) > 1:
-        from ..salvage import record_chunks  # only here: a key look-up's recovery scan runs in one process
-
         args = []
         for f in files[idx:]:
             starts = record_chunks(f, 0, accept_v2=accept_v2)
