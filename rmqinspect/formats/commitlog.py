@@ -183,6 +183,7 @@ def __getattr__(name: str):
             _SCHEMAS[name] = BLANK_RECORD.construct(magic_code=Const(BLANK_MAGIC_CODE, Int32sb))
     return _SCHEMAS[name]
 
+
 # --- FORMATS.md §1.4, end-of-file blank record (CommitLog.DefaultAppendMessageCallback) -------------------
 # Only these 8 bytes are written; TOTALSIZE = bytes left in the file. Every record starts with them too.
 BLANK_FIELDS: tuple[tuple[str, str], ...] = (("total_size", "i"), ("magic_code", "i"))

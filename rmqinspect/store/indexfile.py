@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 # geometry): a one-key look-up on a small index file reads a slot and a few items and should not pay its
 # ~60 ms start-up.
 
+
 @dataclass
 class IndexHeaderData:
     begin_timestamp: int
