@@ -80,6 +80,7 @@ def __getattr__(name: str):
         return _KEY_SCHEMAS[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 CQ_VALUE = CQ_VALUE_TABLE.struct
 OFFSET_VALUE = OFFSET_VALUE_TABLE.struct
 CHECKPOINT_VALUE = CHECKPOINT_VALUE_TABLE.struct
