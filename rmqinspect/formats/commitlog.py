@@ -19,19 +19,7 @@ combination) derives from them:
 
 from __future__ import annotations
 
-from construct import (
-    Bytes,
-    Computed,
-    Const,
-    IfThenElse,
-    Int8sb,
-    Int16sb,
-    Int32sb,
-    OneOf,
-    Struct,
-    Switch,
-    this,
-)
+from typing import TYPE_CHECKING
 
 from .constants import (
     BLANK_MAGIC_CODE,
@@ -51,6 +39,9 @@ from .properties import (  # noqa: F401  (re-exported: the rules live in formats
     parse_properties_checked,
     properties_well_formed,
 )
+
+if TYPE_CHECKING:
+    from construct import Struct
 
 # --- FORMATS.md §1.2, CommitLog record (MessageExtEncoder.encode / MessageDecoder.decode) ---------------
 HEADER_FIELDS: tuple[tuple[str, str], ...] = (
@@ -145,6 +136,8 @@ def body_position(sys_flag):
 
 def _host_schema(v6_bit: int) -> Struct:
     """``host_fields`` with the IP length chosen by the record's sys_flag (construct form only)."""
+    from construct import Bytes, IfThenElse, Int32sb, Struct, this
+
     return Struct(
         "ip" / IfThenElse(this._.sys_flag & v6_bit, Bytes(IPV6_LENGTH), Bytes(IPV4_LENGTH)),
         "port" / Int32sb,
@@ -153,26 +146,48 @@ def _host_schema(v6_bit: int) -> Struct:
 
 _HEADER = FieldTable(HEADER_FIELDS)
 
-# The record. Negative BODYLEN / PROPLEN mean "no bytes follow".
-CommitLogRecord = Struct(
-    *_HEADER.subcons(magic_code=OneOf(Int32sb, [MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2])),
-    "born_host" / _host_schema(SysFlag.BORNHOST_V6),
-    *FieldTable(MIDDLE_FIELDS).subcons(),
-    "store_host" / _host_schema(SysFlag.STOREHOSTADDRESS_V6),
-    *_TRAILER.subcons(),
-    "body" / Bytes(lambda ctx: max(ctx.body_length, 0)),
-    "topic_length" / Switch(this.magic_code, {MESSAGE_MAGIC_CODE_V1: Int8sb, MESSAGE_MAGIC_CODE_V2: Int16sb}),
-    "topic" / Bytes(lambda ctx: max(ctx.topic_length, 0)),
-    "properties_length" / Int16sb,
-    "properties" / Bytes(lambda ctx: max(ctx.properties_length, 0)),
-    "magic_version" / Computed(lambda ctx: 1 if ctx.magic_code == MESSAGE_MAGIC_CODE_V1 else 2),
-)
+
+def _commitlog_record() -> Struct:
+    """The record. Negative BODYLEN / PROPLEN mean "no bytes follow"."""
+    from construct import Bytes, Computed, Int8sb, Int16sb, Int32sb, OneOf, Struct, Switch, this
+
+    return Struct(
+        *_HEADER.subcons(magic_code=OneOf(Int32sb, [MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2])),
+        "born_host" / _host_schema(SysFlag.BORNHOST_V6),
+        *FieldTable(MIDDLE_FIELDS).subcons(),
+        "store_host" / _host_schema(SysFlag.STOREHOSTADDRESS_V6),
+        *_TRAILER.subcons(),
+        "body" / Bytes(lambda ctx: max(ctx.body_length, 0)),
+        "topic_length" / Switch(this.magic_code, {MESSAGE_MAGIC_CODE_V1: Int8sb, MESSAGE_MAGIC_CODE_V2: Int16sb}),
+        "topic" / Bytes(lambda ctx: max(ctx.topic_length, 0)),
+        "properties_length" / Int16sb,
+        "properties" / Bytes(lambda ctx: max(ctx.properties_length, 0)),
+        "magic_version" / Computed(lambda ctx: 1 if ctx.magic_code == MESSAGE_MAGIC_CODE_V1 else 2),
+    )
+
+
+_SCHEMAS: dict[str, Struct] = {}
+
+
+def __getattr__(name: str):
+    # The construct schemas (CommitLogRecord, BlankRecord) are built on first use: the hot paths read records
+    # with HEADER_STRUCTS, and a command that reads one record should not pay ~16 ms to import construct.
+    if name not in ("CommitLogRecord", "BlankRecord"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _SCHEMAS:
+        if name == "CommitLogRecord":
+            _SCHEMAS[name] = _commitlog_record()
+        else:
+            from construct import Const, Int32sb
+
+            _SCHEMAS[name] = BLANK_RECORD.construct(magic_code=Const(BLANK_MAGIC_CODE, Int32sb))
+    return _SCHEMAS[name]
+
 
 # --- FORMATS.md §1.4, end-of-file blank record (CommitLog.DefaultAppendMessageCallback) -------------------
 # Only these 8 bytes are written; TOTALSIZE = bytes left in the file. Every record starts with them too.
 BLANK_FIELDS: tuple[tuple[str, str], ...] = (("total_size", "i"), ("magic_code", "i"))
 BLANK_RECORD = FieldTable(BLANK_FIELDS)
-BlankRecord = BLANK_RECORD.construct(magic_code=Const(BLANK_MAGIC_CODE, Int32sb))
 PREFIX = BLANK_RECORD.struct  # total_size, magic_code
 INT32 = FieldTable((("v", "i"),)).struct
 INT16 = FieldTable((("v", "h"),)).struct

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from construct import Array, Struct
+from typing import TYPE_CHECKING
 
 from .fields import FieldTable
+
+if TYPE_CHECKING:
+    from construct import Struct
 
 INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
@@ -31,22 +34,35 @@ INDEX_HEADER_TABLE = FieldTable(INDEX_HEADER_FIELDS)
 HASH_SLOT_TABLE = FieldTable(HASH_SLOT_FIELDS)
 INDEX_ITEM_TABLE = FieldTable(INDEX_ITEM_FIELDS)
 
-IndexHeader = INDEX_HEADER_TABLE.construct()
-IndexItem = INDEX_ITEM_TABLE.construct()
 INDEX_HEADER = INDEX_HEADER_TABLE.struct
 INDEX_ITEM = INDEX_ITEM_TABLE.struct
-INDEX_ITEM_DTYPE = INDEX_ITEM_TABLE.dtype
-HASH_SLOT_DTYPE = HASH_SLOT_TABLE.dtype[0]  # a plain >i4: the slot table is an int array
-assert INDEX_HEADER.size == INDEX_HEADER_SIZE and INDEX_ITEM.size == INDEX_ITEM_SIZE == INDEX_ITEM_DTYPE.itemsize
+assert INDEX_HEADER.size == INDEX_HEADER_SIZE and INDEX_ITEM.size == INDEX_ITEM_SIZE
 assert HASH_SLOT_TABLE.size == HASH_SLOT_SIZE
+
+
+def __getattr__(name: str):
+    # The construct schemas (IndexHeader, IndexItem) and the numpy dtypes are built on first use: a one-key
+    # look-up reads the header and a few items with INDEX_HEADER / INDEX_ITEM and should pay for neither
+    # construct (~16 ms) nor numpy (~60 ms). FieldTable keeps each one: built once.
+    if name == "IndexHeader":
+        return INDEX_HEADER_TABLE.construct()
+    if name == "IndexItem":
+        return INDEX_ITEM_TABLE.construct()
+    if name == "INDEX_ITEM_DTYPE":
+        return INDEX_ITEM_TABLE.dtype  # FieldTable.dtype checks its itemsize against INDEX_ITEM_SIZE
+    if name == "HASH_SLOT_DTYPE":
+        return HASH_SLOT_TABLE.dtype[0]  # a plain >i4: the slot table is an int array
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def index_file_schema(slots: int, max_items: int) -> Struct:
     """A whole index file; geometry is not stored in the file and comes from the broker config."""
+    from construct import Array, Struct
+
     return Struct(
-        "header" / IndexHeader,
+        "header" / INDEX_HEADER_TABLE.construct(),
         "slots" / Array(slots, HASH_SLOT_TABLE.subcons()[0].subcon),
-        "items" / Array(max_items, IndexItem),
+        "items" / Array(max_items, INDEX_ITEM_TABLE.construct()),
     )
 
 

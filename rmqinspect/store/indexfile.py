@@ -10,18 +10,18 @@ read without the user settling it (``IndexGeometryError``, naming the flag and c
 from __future__ import annotations
 
 import os
+import sys
+from array import array
+from bisect import bisect_left
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..formats.constants import DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
 from ..formats.indexfile import (
-    HASH_SLOT_DTYPE,
     HASH_SLOT_SIZE,
     INDEX_HEADER,
     INDEX_HEADER_SIZE,
     INDEX_ITEM,
-    INDEX_ITEM_DTYPE,
     INDEX_ITEM_SIZE,
     index_file_size,
     slot_position,
@@ -30,6 +30,13 @@ from ..formats.javahash import build_index_key, index_key_hash
 from .broker_conf import configured
 from .errors import EXIT_USAGE, CorruptDataError, RmqInspectError
 from .mapped import MappedFile
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy is imported where a whole table is viewed as an array (slot_table, items, the proof of a large file's
+# geometry): a one-key look-up on a small index file reads a slot and a few items and should not pay its
+# ~60 ms start-up.
 
 
 @dataclass
@@ -122,11 +129,19 @@ class IndexFile:
         return INDEX_ITEM.unpack_from(self.mapped.buffer, pos)
 
     def slot_table(self) -> np.ndarray:
+        import numpy as np
+
+        from ..formats.indexfile import HASH_SLOT_DTYPE
+
         n = min(self.slots, (self.mapped.size - INDEX_HEADER_SIZE) // HASH_SLOT_SIZE)
         return np.frombuffer(self.mapped.buffer, dtype=HASH_SLOT_DTYPE, count=n, offset=INDEX_HEADER_SIZE)
 
     def items(self) -> np.ndarray:
         """Used items 1..indexCount-1 (item 0 is never written), bounded by the file length."""
+        import numpy as np
+
+        from ..formats.indexfile import INDEX_ITEM_DTYPE
+
         used = max(self.header.index_count - 1, 0)
         avail = max((self.mapped.size - self.items_base) // INDEX_ITEM_SIZE - 1, 0)
         n = min(used, avail)
@@ -230,31 +245,6 @@ class IndexGeometry:
                 "candidates": [{"slots": s, "max_items": m} for s, m in self.candidates], "detail": self.detail}
 
 
-def _words(buf, size: int) -> np.ndarray:
-    return np.frombuffer(buf, dtype=HASH_SLOT_DTYPE, count=max(size - INDEX_HEADER_SIZE, 0) // HASH_SLOT_SIZE,
-                         offset=INDEX_HEADER_SIZE)
-
-
-def _first_bad_slot_word(w: np.ndarray, ic: int) -> int:
-    """Index of the first word that cannot be a slot value (outside [0, indexCount-1]); len(w) if none."""
-    hi = max(ic - 1, 0)
-    for a in range(0, len(w), _SCAN_CHUNK):
-        c = w[a:a + _SCAN_CHUNK]
-        bad = np.flatnonzero((c < 0) | (c > hi))
-        if bad.size:
-            return a + int(bad[0])
-    return len(w)
-
-
-def _last_nonzero_word(w: np.ndarray) -> int:
-    for b in range(len(w), 0, -_SCAN_CHUNK):
-        c = w[max(b - _SCAN_CHUNK, 0):b]
-        nz = np.flatnonzero(c)
-        if nz.size:
-            return max(b - _SCAN_CHUNK, 0) + int(nz[-1])
-    return -1
-
-
 _CHAIN_SAMPLE = 1 << 17  # items at each end whose prev links are followed (the rest: cheap whole-table rules)
 # up to this many items the sampled chains cover every item and the whole-table rule costs next to nothing: it
 # always runs; above it, only when the sampled rules leave more than one geometry
@@ -265,53 +255,184 @@ _WHOLE_TABLE_ITEMS = 2 * _CHAIN_SAMPLE
 # and fewer random reads keep a cold 420 MB file from being paged in for them
 _SETTLED_SAMPLE = 256
 
-
-def _consistent(w: np.ndarray, s: int, ic: int, sample: int = _CHAIN_SAMPLE, whole_table: bool = True) -> bool:
-    """The check of one candidate slot count (rules heads and chains; zeros for item 0). Strided views of the
-    mapped words, no copy of the item table. ``whole_table=False`` leaves out the one rule that reads every
-    item (heads + links == used items); ``sample`` bounds the heads checked and the items at each end whose
-    prev links are followed (each a random read into the item area)."""
-    used = max(ic - 1, 0)
-    if (w[s:s + 5] != 0).any():
-        return False
-    items = w[s:s + 5 * ic].reshape(ic, 5) if ic else w[s:s].reshape(0, 5)
-    if used:
-        # prev links followed at both ends of the table (backwards, same slot, each item the prev of at most one)
-        for a in sorted({1, max(1, ic - sample)}):
-            b = min(ic, a + sample)
-            part = items[a:b]
-            if (part[:, 0] < 0).any() or (part[:, 3] < 0).any():
-                return False
-            n = np.arange(a, b)
-            p = items[a:b, 4].astype(np.int64)
-            if (p >= n).any():
-                return False
-            linked = p > 0
-            pl = p[linked]
-            if (items[pl, 0].astype(np.int64) % s != items[a:b, 0][linked].astype(np.int64) % s).any():
-                return False
-            if np.unique(pl).size != pl.size:
-                return False
-    table = w[:s]
-    nz = np.flatnonzero(table)
-    if nz.size > sample:  # an even sample of the used slots: random reads over the whole file otherwise
-        nz = nz[::nz.size // sample]
-    heads = table[nz].astype(np.int64)
-    if (items[heads, 0].astype(np.int64) % s != nz).any():
-        return False
-    if not whole_table:
-        return True
-    # every item is either a slot head or one later item's prev: heads + links == used items (prev < 0 was
-    # ruled out above for the sampled items; here it would only make the count disagree)
-    links = items[1:, 4]
-    return int(np.count_nonzero(table)) + int(np.count_nonzero(links > 0)) == used and not (links < 0).any()
+# Files up to this size are proven with plain Python over an array of the file's words (the whole proof of a
+# 1 MiB file stays within a few tens of ms even when every rule runs, about what importing numpy costs); larger
+# ones with numpy views of the map. Both engines apply the same rules to the same words: the verdict is one
+# (tests/test_index_geometry_paths.py compares them field by field on the oracle's files, writer-made files of
+# several geometries and damaged copies).
+SMALL_INDEX_FILE_BYTES = 1 << 20
+GEOMETRY_ENGINES = ("python", "numpy")
 
 
-def prove_index_geometry(buf, size: int, index_count: int, whole_table: bool = False) -> IndexGeometry:
+class _NumpyWords:
+    """The file after its header as big-endian int32 words, viewed with numpy (no copy of the map)."""
+
+    def __init__(self, buf, size: int):
+        import numpy as np
+
+        from ..formats.indexfile import HASH_SLOT_DTYPE
+
+        self.np = np
+        self.w = np.frombuffer(buf, dtype=HASH_SLOT_DTYPE,
+                               count=max(size - INDEX_HEADER_SIZE, 0) // HASH_SLOT_SIZE, offset=INDEX_HEADER_SIZE)
+
+    def first_bad_slot_word(self, ic: int) -> int:
+        """Index of the first word that cannot be a slot value (outside [0, indexCount-1]); len(w) if none."""
+        np, w = self.np, self.w
+        hi = max(ic - 1, 0)
+        for a in range(0, len(w), _SCAN_CHUNK):
+            c = w[a:a + _SCAN_CHUNK]
+            bad = np.flatnonzero((c < 0) | (c > hi))
+            if bad.size:
+                return a + int(bad[0])
+        return len(w)
+
+    def last_nonzero_word(self) -> int:
+        np, w = self.np, self.w
+        for b in range(len(w), 0, -_SCAN_CHUNK):
+            c = w[max(b - _SCAN_CHUNK, 0):b]
+            nz = np.flatnonzero(c)
+            if nz.size:
+                return max(b - _SCAN_CHUNK, 0) + int(nz[-1])
+        return -1
+
+    def consistent(self, s: int, ic: int, sample: int = _CHAIN_SAMPLE, whole_table: bool = True) -> bool:
+        """The check of one candidate slot count (rules heads and chains; zeros for item 0). Strided views of the
+        mapped words, no copy of the item table. ``whole_table=False`` leaves out the one rule that reads every
+        item (heads + links == used items); ``sample`` bounds the heads checked and the items at each end whose
+        prev links are followed (each a random read into the item area)."""
+        np, w = self.np, self.w
+        used = max(ic - 1, 0)
+        if (w[s:s + 5] != 0).any():
+            return False
+        items = w[s:s + 5 * ic].reshape(ic, 5) if ic else w[s:s].reshape(0, 5)
+        if used:
+            # prev links followed at both ends of the table (backwards, same slot, each item the prev of at most one)
+            for a in sorted({1, max(1, ic - sample)}):
+                b = min(ic, a + sample)
+                part = items[a:b]
+                if (part[:, 0] < 0).any() or (part[:, 3] < 0).any():
+                    return False
+                n = np.arange(a, b)
+                p = items[a:b, 4].astype(np.int64)
+                if (p >= n).any():
+                    return False
+                linked = p > 0
+                pl = p[linked]
+                if (items[pl, 0].astype(np.int64) % s != items[a:b, 0][linked].astype(np.int64) % s).any():
+                    return False
+                if np.unique(pl).size != pl.size:
+                    return False
+        table = w[:s]
+        nz = np.flatnonzero(table)
+        if nz.size > sample:  # an even sample of the used slots: random reads over the whole file otherwise
+            nz = nz[::nz.size // sample]
+        heads = table[nz].astype(np.int64)
+        if (items[heads, 0].astype(np.int64) % s != nz).any():
+            return False
+        if not whole_table:
+            return True
+        # every item is either a slot head or one later item's prev: heads + links == used items (prev < 0 was
+        # ruled out above for the sampled items; here it would only make the count disagree)
+        links = items[1:, 4]
+        return int(np.count_nonzero(table)) + int(np.count_nonzero(links > 0)) == used and not (links < 0).any()
+
+
+_WORD = "i" if array("i").itemsize == 4 else "l"
+_PY_CHUNK = 4096  # words whose min and max are taken at C speed before a slot word is looked for in them
+
+
+class _PythonWords:
+    """The same words as ``_NumpyWords``, copied into an ``array`` of native int32 (a small file: at most
+    SMALL_INDEX_FILE_BYTES), and the same rules in plain Python, statement for statement."""
+
+    def __init__(self, buf, size: int):
+        n = max(size - INDEX_HEADER_SIZE, 0) // HASH_SLOT_SIZE
+        self.w = w = array(_WORD)
+        w.frombytes(buf[INDEX_HEADER_SIZE:INDEX_HEADER_SIZE + n * HASH_SLOT_SIZE])
+        if sys.byteorder == "little":
+            w.byteswap()
+        self._nonzero: list[int] = []  # positions of the non-zero words below _nonzero_limit
+        self._nonzero_limit = 0
+
+    def first_bad_slot_word(self, ic: int) -> int:
+        w = self.w
+        hi = max(ic - 1, 0)
+        for a in range(0, len(w), _PY_CHUNK):
+            c = w[a:a + _PY_CHUNK]
+            if min(c) >= 0 and max(c) <= hi:
+                continue
+            for i, v in enumerate(c):
+                if v < 0 or v > hi:
+                    return a + i
+        return len(w)
+
+    def last_nonzero_word(self) -> int:
+        n = len(self.w.tobytes().rstrip(b"\0"))  # zero words are zero bytes in either byte order
+        return (n - 1) // HASH_SLOT_SIZE if n else -1
+
+    def _nonzero_below(self, s: int) -> list[int]:
+        """Positions of the non-zero words of w[:s] (numpy's flatnonzero(w[:s])); every candidate slot count asks,
+        so they are found once, for the largest s asked, and cut for each."""
+        if s > self._nonzero_limit:
+            w, lo = self.w, self._nonzero_limit
+            self._nonzero.extend(i for i in range(lo, s) if w[i])
+            self._nonzero_limit = s
+        return self._nonzero[:bisect_left(self._nonzero, s)]
+
+    def consistent(self, s: int, ic: int, sample: int = _CHAIN_SAMPLE, whole_table: bool = True) -> bool:
+        w = self.w
+        used = max(ic - 1, 0)
+        if any(w[s:s + 5]):
+            return False
+        # item k's words: key_hash w[s+5k], phy_offset w[s+5k+1:s+5k+3], time_diff w[s+5k+3], prev_index w[s+5k+4]
+        if used:
+            for a in sorted({1, max(1, ic - sample)}):
+                b = min(ic, a + sample)
+                linked: set[int] = set()
+                for k in range(a, b):
+                    row = s + 5 * k
+                    h, p = w[row], w[row + 4]
+                    if h < 0 or w[row + 3] < 0 or p >= k:
+                        return False
+                    if p > 0:
+                        if w[s + 5 * p] % s != h % s or p in linked:
+                            return False
+                        linked.add(p)
+        nz = self._nonzero_below(s)
+        used_slots = len(nz)
+        if len(nz) > sample:
+            nz = nz[::len(nz) // sample]
+        for slot in nz:
+            if w[s + 5 * w[slot]] % s != slot:
+                return False
+        if not whole_table:
+            return True
+        links = w[s + 9:s + 5 * ic:5]  # prev_index of items 1 .. indexCount-1
+        if links and min(links) < 0:
+            return False
+        return used_slots + len(links) - links.count(0) == used
+
+
+def index_words(buf, size: int, engine: str | None = None) -> _NumpyWords | _PythonWords:
+    """The words after the header with the proof's scans (first_bad_slot_word, last_nonzero_word, consistent),
+    by ``engine``; None: plain Python up to SMALL_INDEX_FILE_BYTES, numpy above."""
+    if engine is None:
+        engine = "python" if size <= SMALL_INDEX_FILE_BYTES else "numpy"
+    if engine == "python":
+        return _PythonWords(buf, size)
+    if engine == "numpy":
+        return _NumpyWords(buf, size)
+    raise ValueError(f"unknown geometry engine {engine!r} (one of {GEOMETRY_ENGINES})")
+
+
+def prove_index_geometry(buf, size: int, index_count: int, whole_table: bool = False,
+                          engine: str | None = None) -> IndexGeometry:
     """Every (slots, maxIndexNum) the file's size and header allow, kept only if the data is self-consistent
     under it (rules above); the answer when exactly one survives, else ``source="ambiguous"``.
     ``whole_table=True`` applies the whole-table rule even when the sampled rules already settled a large file
-    (it reads every item: 0.2-0.6 s on a full default file)."""
+    (it reads every item: 0.2-0.6 s on a full default file). ``engine`` (``GEOMETRY_ENGINES``) forces how the
+    words are scanned; by default plain Python up to SMALL_INDEX_FILE_BYTES, numpy above (the same verdict)."""
     ic = index_count
     rest = size - INDEX_HEADER_SIZE
     if rest <= 0 or rest % HASH_SLOT_SIZE or ic < 0:
@@ -319,9 +440,9 @@ def prove_index_geometry(buf, size: int, index_count: int, whole_table: bool = F
                              f"a {size}-byte file fits no geometry (40 + 4*slots + 20*maxIndexNum); "
                              f"pass {INDEX_GEOMETRY_SETTLE}")
     r = rest // HASH_SLOT_SIZE  # = slots + 5 * maxIndexNum
-    w = _words(buf, size)
-    hi = min(_first_bad_slot_word(w, ic), r - 5 * max(ic, 1))  # rules slots and size
-    lo = max(1, _last_nonzero_word(w) - 5 * ic + 1)  # rule zeros: the used items reach the last non-zero word
+    w = index_words(buf, size, engine)
+    hi = min(w.first_bad_slot_word(ic), r - 5 * max(ic, 1))  # rules slots and size
+    lo = max(1, w.last_nonzero_word() - 5 * ic + 1)  # rule zeros: the used items reach the last non-zero word
     first = lo + (r - lo) % 5  # slots = r - 5*maxIndexNum
     cands = range(first, hi + 1, 5)
     if ic <= 1:
@@ -337,7 +458,7 @@ def prove_index_geometry(buf, size: int, index_count: int, whole_table: bool = F
         if checked >= _MAX_FULL_CHECKS:
             return IndexGeometry(None, None, "ambiguous", tuple(survivors),
                                  f"more than {_MAX_FULL_CHECKS} slot counts fit; pass {INDEX_GEOMETRY_SETTLE}")
-        if _consistent(w, s, ic, _SETTLED_SAMPLE, whole_table=False):
+        if w.consistent(s, ic, _SETTLED_SAMPLE, whole_table=False):
             survivors.append((s, (r - s) // 5))
     if len(survivors) == 1 and ic > _WHOLE_TABLE_ITEMS and not whole_table:
         # Settled without reading the item area: no other geometry fits the size, the slot words and the zeros,
@@ -347,7 +468,7 @@ def prove_index_geometry(buf, size: int, index_count: int, whole_table: bool = F
         return IndexGeometry(s, m, "inferred", tuple(survivors),
                              f"{s} slots / {m} items: the only geometry that fits the size, the slot table and the "
                              "sampled chains (settled without the whole-table chain count)")
-    survivors = [(s, m) for s, m in survivors if _consistent(w, s, ic)]
+    survivors = [(s, m) for s, m in survivors if w.consistent(s, ic)]
     if len(survivors) == 1:
         s, m = survivors[0]
         return IndexGeometry(s, m, "inferred", tuple(survivors),
@@ -361,14 +482,14 @@ def prove_index_geometry(buf, size: int, index_count: int, whole_table: bool = F
                          f"({', '.join(f'{s}/{m}' for s, m in survivors[:5])}); pass {INDEX_GEOMETRY_SETTLE}")
 
 
-def prove_geometry_of(path: str, whole_table: bool = False) -> IndexGeometry:
+def prove_geometry_of(path: str, whole_table: bool = False, engine: str | None = None) -> IndexGeometry:
     """``prove_index_geometry`` of the index file at ``path`` (the header read, the body mapped read-only)."""
     m = MappedFile(path)
     try:
         if m.size < INDEX_HEADER_SIZE:
             return IndexGeometry(None, None, "ambiguous", (), f"{m.size} bytes: shorter than the header")
         ic = IndexHeaderData(*INDEX_HEADER.unpack_from(m.buffer, 0)).index_count
-        return prove_index_geometry(m.buffer, m.size, ic, whole_table)
+        return prove_index_geometry(m.buffer, m.size, ic, whole_table, engine)
     finally:
         m.close()
 

@@ -40,7 +40,6 @@ from ...store.mapped import MappedFile
 from ...store.version import BrokerVersion
 from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
 from ..parallel import map_files, resolve_jobs
-from ..salvage import record_chunks
 from .batch import BatchQueueModel, batch_queue_topics, load_batch_queues
 from .queues import ConsumeQueueModel, QueueRecovery, QueueSet, default_cq_file_size
 from .redispatch import (
@@ -594,6 +593,14 @@ def _chunked_file_walk(f, results: _ChunkResults, check_crc: bool, accept_v2: bo
         yield from (RecordRun(f, e) if type(e) is np.ndarray else e for e in events)
         if landed == WALK_ENDED:
             return
+
+
+def record_chunks(f, start: int, *, accept_v2: bool = True, step: int | None = None) -> list[int]:
+    """``salvage.record_chunks``, imported when a multi-process scan first splits a file: a key look-up's recovery
+    scan runs in one process and should not import the salvage."""
+    from ..salvage import record_chunks as chunks
+
+    return chunks(f, start, accept_v2=accept_v2, step=step)
 
 
 def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: int | None):

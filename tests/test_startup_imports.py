@@ -1,0 +1,84 @@
+"""Start-up guards (issue 13): what the cheap command paths must not import, checked on sys.modules of a fresh
+interpreter that ran the command (not a timing test: benchmarks/bench_startup.py measures the time).
+
+- ``--help``, ``--version`` and decoding a msgId import neither numpy nor construct nor the recovery model;
+- a key look-up through the index files (IndexService on the sample store, geometry proven from the data, then
+  IndexService.queryOffset) imports no numpy: the index files are small, so their geometry proof runs in plain
+  Python (store.indexfile SMALL_INDEX_FILE_BYTES);
+- ``index-lookup`` (table and JSON) never imports construct, and of the recovery only what its scan needs:
+  not the salvage, the DLedger or the report modules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from support import REPO, SAMPLE_STORE
+
+CLI = """
+import json, sys
+from rmqinspect.cli.main import cli
+try:
+    cli(prog_name="rmqinspect", args={args!r}, standalone_mode=False)
+except SystemExit:
+    pass
+sys.stdout.flush()
+print("\\nMODULES " + json.dumps(sorted(sys.modules)))
+"""
+
+INDEX_ONLY = """
+import json, sys
+from rmqinspect.analyses.lookup import IndexService, query_offset
+svc = IndexService({index_dir!r})
+res = query_offset(svc, "OrderTopic", "ord-14", 64, 0, (1 << 63) - 1)
+assert res.offsets == [1964], res.offsets
+assert [i.geometry["source"] for i in svc.infos] == ["inferred"] * len(svc.infos)
+print("\\nMODULES " + json.dumps(sorted(sys.modules)))
+"""
+
+# the recovery's report side, which a look-up's fate (truncation offset, re-dispatch range) does not need
+REPORT_MODULES = ("rmqinspect.analyses.salvage", "rmqinspect.analyses.recovery.dledger", "rmqinspect.analyses.verify",
+                  "rmqinspect.report", "rmqinspect.analyses.report_data")
+
+
+def _modules(code: str) -> tuple[set[str], str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    head, _, mods = out.stdout.rpartition("\nMODULES ")
+    return set(json.loads(mods)), head
+
+
+def _loaded(mods: set[str], name: str) -> bool:
+    return name in mods or any(m.startswith(name + ".") for m in mods)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["msgid", "C0A80A0B3E8F1B6D3586F1F8665C0005"],
+                                  ["msgid", "C0A80A0B3E8F1B6D3586F1F8665C0005", "--format", "json"]])
+def test_cheap_commands_import_no_numpy_construct_or_recovery(args):
+    mods, out = _modules(CLI.format(args=args))
+    assert out.strip()  # the command did run and print
+    for heavy in ("numpy", "construct", "rmqinspect.analyses.recovery", "pyarrow", "rocksdict"):
+        assert not _loaded(mods, heavy), (args, heavy)
+
+
+def test_index_lookup_through_the_index_files_imports_no_numpy():
+    mods, _ = _modules(INDEX_ONLY.format(index_dir=str(SAMPLE_STORE / "index")))
+    assert "rmqinspect.store.indexfile" in mods  # the index was read here, not somewhere else
+    assert not _loaded(mods, "numpy") and not _loaded(mods, "construct")
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_index_lookup_imports_no_construct_nor_the_recovery_reports(fmt):
+    mods, out = _modules(CLI.format(args=["index-lookup", str(SAMPLE_STORE), "--topic", "OrderTopic", "--key",
+                                          "ord-14", "--format", fmt]))
+    assert "1964" in out and "survives" in out  # the hit, with its fate after restart: the recovery scan ran
+    assert "rmqinspect.analyses.recovery.plan" in mods
+    assert not _loaded(mods, "construct")
+    for name in REPORT_MODULES:
+        assert not _loaded(mods, name), name
