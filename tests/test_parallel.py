@@ -335,3 +335,29 @@ def test_workers_see_the_broker_conf_in_effect(method, tmp_path, monkeypatch):
         got = list(parallel.map_files(configured_value, keys, 2))
     assert got == [(4096, "config"), (40, "config"), None]
     assert list(parallel.map_files(configured_value, keys, 2)) == [None, None, None]
+
+
+def _shm_files() -> set[str]:
+    d = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    return {n for n in os.listdir(d) if n.startswith("rmqinspect-")} if d else set()
+
+
+@pytest.mark.parametrize("kind", ["middle", "last"])
+def test_results_handed_over_through_shared_memory_are_the_same(kind, tmp_path, monkeypatch):
+    """Large results go from the workers to the command through shared-memory files (their arrays mapped, not
+    copied through the result pipe): forced for every result, every command still gives jobs 1's bytes, and no
+    file is left behind - also when the walk stops early at damage and results nobody reads are dropped."""
+    monkeypatch.setattr(parallel, "_HANDOVER_BYTES", 0)  # inherited by the forked workers
+    before = _shm_files()
+    root = _damaged(tmp_path, kind)
+    _same(root, tmp_path, 1500, monkeypatch)
+    assert _shm_files() == before
+    # the handover really ran: a worker's result arrives as the mapped arrays
+    st = Store.open(root)
+    try:
+        args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
+    finally:
+        st.close()
+    res = list(parallel.map_files(rebuild_run.dispatch_file, args[:3], 2))
+    assert any(not r["index"]["h"].flags.writeable for r in res)  # backed by the read-only map
+    assert _shm_files() == before

@@ -87,9 +87,74 @@ class _Failure:
             return RuntimeError(f"{self.cls.__name__}: {self.message}")
 
 
+# A result whose arrays add up to more than this goes through a shared-memory file instead of the result pipe
+# (``_Handover``): a rebuild chunk's puts are ~6 MB, and pickling them into the pipe, copying them through it 64 KiB
+# at a time and unpickling them cost both processes more CPU than the work they carry needs.
+_HANDOVER_BYTES = 1 << 20
+_SHM_DIR = "/dev/shm"
+
+
+class _Handover:
+    """A worker's result with its large buffers (numpy arrays: pickle protocol 5's out-of-band buffers) written to a
+    file in shared memory; the parent maps the file, removes it at once and unpickles the result over the map, so the
+    arrays are not copied again. Never inside a store: ``/dev/shm`` (or the temporary directory)."""
+
+    __slots__ = ("meta", "path", "sizes")
+
+    def __init__(self, meta: bytes, path: str, sizes: list[int]):
+        self.meta, self.path, self.sizes = meta, path, sizes
+
+    def __reduce__(self):
+        return _Handover, (self.meta, self.path, self.sizes)
+
+    @staticmethod
+    def pack(res: Any) -> Any:
+        import pickle
+
+        buffers: list = []
+        meta = pickle.dumps(res, protocol=5, buffer_callback=buffers.append)
+        raws = [b.raw() for b in buffers]
+        if sum(r.nbytes for r in raws) < _HANDOVER_BYTES:
+            return res
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="rmqinspect-", dir=_SHM_DIR if os.path.isdir(_SHM_DIR) else None)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for r in raws:
+                    f.write(r)
+        except BaseException:
+            os.unlink(path)
+            raise
+        return _Handover(meta, path, [r.nbytes for r in raws])
+
+    def unpack(self) -> Any:
+        import mmap
+        import pickle
+
+        try:
+            with open(self.path, "rb") as f:
+                total = sum(self.sizes)
+                m = mmap.mmap(f.fileno(), total, access=mmap.ACCESS_READ) if total else b""
+        finally:
+            os.unlink(self.path)
+        views, at = [], 0
+        mv = memoryview(m)
+        for n in self.sizes:
+            views.append(mv[at:at + n])
+            at += n
+        return pickle.loads(self.meta, buffers=views)
+
+    def discard(self) -> None:
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
 def _call(fn: Callable[[Any], Any], item: Any) -> Any:
     try:
-        return fn(item)
+        return _Handover.pack(fn(item))
     except Exception as e:  # carried to the parent and raised there (see _Failure)
         return _Failure(e)
 
@@ -134,7 +199,11 @@ def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None =
                 nxt += 1
             if isinstance(res, _Failure):
                 raise res.rebuild()
-            yield res
+            yield res.unpack() if type(res) is _Handover else res
     finally:
-        # the caller may stop early (the walk ended at damage): tasks not started are dropped
+        # the caller may stop early (the walk ended at damage): tasks not started are dropped, and the shared-memory
+        # files of results nobody will read are removed
         pool.shutdown(wait=True, cancel_futures=True)
+        for fut in pending:
+            if fut.done() and not fut.cancelled() and fut.exception() is None and type(fut.result()) is _Handover:
+                fut.result().discard()
