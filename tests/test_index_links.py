@@ -40,8 +40,7 @@ def test_linked_batches_equal_one_put_at_a_time(tmp_path_factory, slots, max_ite
     while i < n:
         j = min(n, i + cuts[k % len(cuts)])
         k += 1
-        slot, prev, last = slot_links(h[i:j], slots)
-        linked.put_linked(h[i:j].astype(np.int32), p[i:j], t[i:j], slot, prev, last)
+        linked.put_linked(h[i:j].astype(np.int32), p[i:j], t[i:j], *slot_links(h[i:j], slots))
         i = j
     linked.close(None)
     assert linked.puts == one.puts == n

@@ -140,8 +140,8 @@ class RecordingIndex:
         h = cat(self.h)
         out = {"h": h, "p": cat(self.p), "t": cat(self.t)}
         if slots:
-            links = [slot_links(h[a:a + INDEX_PUTS], slots) for a in range(0, len(h), INDEX_PUTS)]
-            out["links"] = tuple(cat([x[k] for x in links]) for k in range(3))
+            # per batch: slot, prev and the batch's heads/lasts (positions inside the batch, kept per batch)
+            out["links"] = [slot_links(h[a:a + INDEX_PUTS], slots) for a in range(0, len(h), INDEX_PUTS)]
             out["h"] = h.astype(np.int32)  # hashes are Java ints: half the bytes sent to the join
         return out
 
@@ -238,7 +238,7 @@ def join_file_dispatches(results, commitlog: CommitLog, cq, index, options: Rebu
                 if links is None:
                     index.put_batch(h[a:b], p[a:b], t[a:b])
                 else:
-                    index.put_linked(h[a:b], p[a:b], t[a:b], links[0][a:b], links[1][a:b], links[2][a:b])
+                    index.put_linked(h[a:b], p[a:b], t[a:b], *links[a // INDEX_PUTS])
         # join the per-file reports as the sequential walk would have counted them
         total.messages += rep.messages
         total.cq_entries += rep.cq_entries
