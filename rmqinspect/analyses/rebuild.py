@@ -182,6 +182,27 @@ def dispatch_fields(buf, rows: np.ndarray, want_keys: bool = True, use_compiled:
     return fields, np.array(keyh, dtype=np.int64), topics
 
 
+def queue_groups(tid: np.ndarray, qid: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The records of a run grouped by (topic, queue): (order, bounds, groups) - the members of group g are
+    ``order[bounds[g]:bounds[g + 1]]`` in run order, and ``groups`` lists the groups in order of first appearance.
+    A run's topics and queue ids are few and small: their combined key fits 16 bits and numpy's stable sort of
+    16-bit keys is a radix sort (linear); otherwise the general sort of 64-bit keys."""
+    n = len(tid)
+    tmax = int(tid.max()) if n else 0
+    qmin, qmax = (int(qid.min()), int(qid.max())) if n else (0, 0)
+    if qmin >= 0 and (tmax + 1) * (qmax + 1) <= 1 << 16:
+        key = (tid.astype(np.int64) * (qmax + 1) + qid).astype(np.uint16)
+    else:
+        key = (tid.astype(np.int64) << 32) | (qid.astype(np.int64) & 0xFFFFFFFF)
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    starts = np.flatnonzero(np.concatenate(([True], ks[1:] != ks[:-1]))) if n else np.zeros(0, dtype=np.int64)
+    bounds = np.concatenate((starts, [n]))
+    # a stable sort keeps each group's first member first: order[starts] is where each group first appears
+    groups = np.argsort(order[starts], kind="stable").tolist()
+    return order, bounds, groups
+
+
 class _Dispatcher:
     """The dispatchers' work for batches of scanned records, in numpy. Every effect happens in the order
     the record-by-record loop would produce it where a sink can observe order: consume-queue puts go per
@@ -307,11 +328,8 @@ class _Dispatcher:
                     q.put(qoff, p, size, code)
                     self.cq_entries += 1
             return
-        key = (tid << 32) | (qid & 0xFFFFFFFF)
-        uk, first, inv, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
-        order = np.argsort(inv, kind="stable")
-        bounds = np.concatenate(([0], np.cumsum(counts)))
-        for g in np.argsort(first, kind="stable").tolist():
+        order, bounds, groups = queue_groups(tid, qid)
+        for g in groups:
             members = idx[order[bounds[g]:bounds[g + 1]]]
             t = int(fields[members[0], 0])
             q = self._queue(t, int(r[members[0]]["queue_id"]), infos)
