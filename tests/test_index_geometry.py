@@ -12,17 +12,8 @@ from rmqinspect.formats.constants import DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
 from rmqinspect.formats.indexfile import INDEX_HEADER, index_file_size, item_position, slot_position
 from rmqinspect.formats.javahash import build_index_key, index_key_hash
 from rmqinspect.store.indexfile import IndexFile, IndexGeometryError, prove_index_geometry
-from rmqinspect.writer.store import StoreWriter
 from tests.support import oracle_scenarios, require_oracle
-from tests.support.msgstores import spec
-
-
-def _store(root: str, slots: int, items: int, n: int = 120) -> list[str]:
-    with StoreWriter(root, commitlog_file_size=1 << 20, index_slots=slots, index_max=items) as w:
-        for i in range(n):
-            w.append(spec(i, topic=("OrderTopic", "PayTopic")[i % 2], queue=i % 3))
-    idir = os.path.join(root, "index")
-    return [os.path.join(idir, n) for n in sorted(os.listdir(idir))]
+from tests.support.msgstores import writer_index_files
 
 
 def _prove(path: str):
@@ -35,7 +26,7 @@ def _prove(path: str):
 
 @pytest.mark.parametrize("slots,items", [(16, 400), (1, 400), (64, 2000), (7, 33), (1000, 50)])
 def test_inference_picks_the_writers_geometry(tmp_path, slots, items):
-    paths = _store(str(tmp_path / "s"), slots, items)
+    paths = writer_index_files(str(tmp_path / "s"), slots, items)
     assert paths
     for p in paths:
         g = _prove(p)
@@ -45,13 +36,13 @@ def test_inference_picks_the_writers_geometry(tmp_path, slots, items):
 
 def test_16_400_was_read_as_one_slot_before(tmp_path):
     """The issue's store: 8,104-byte files read as 1 slot / 403 items by the old search."""
-    p = _store(str(tmp_path / "s"), 16, 400)[0]
+    p = writer_index_files(str(tmp_path / "s"), 16, 400)[0]
     assert os.path.getsize(p) == 8104
     assert IndexFile(p).slots == 16
 
 
 def test_default_geometry_is_proven(tmp_path):
-    p = _store(str(tmp_path / "s"), DEFAULT_INDEX_SLOTS, DEFAULT_INDEX_MAX, n=30)[0]
+    p = writer_index_files(str(tmp_path / "s"), DEFAULT_INDEX_SLOTS, DEFAULT_INDEX_MAX, n=30)[0]
     t = time.perf_counter()
     g = _prove(p)
     assert (g.slots, g.max_items, g.source) == (DEFAULT_INDEX_SLOTS, DEFAULT_INDEX_MAX, "inferred")
@@ -122,7 +113,7 @@ def test_no_item_to_prove_with_is_ambiguous_between_survivors(tmp_path):
 
 def test_a_forward_prev_link_proves_nothing(tmp_path):
     """A damaged file (an item whose prevIndex points forward) is consistent under no geometry: said."""
-    p = _store(str(tmp_path / "s"), 16, 400)[0]
+    p = writer_index_files(str(tmp_path / "s"), 16, 400)[0]
     broken = str(tmp_path / "20261121213626289")
     data = bytearray(open(p, "rb").read())
     pos = item_position(16, 3) + 16

@@ -14,19 +14,10 @@ from hypothesis import strategies as st
 
 from rmqinspect.formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE, item_position, slot_position
 from rmqinspect.store.indexfile import SMALL_INDEX_FILE_BYTES, index_words, prove_geometry_of, prove_index_geometry
-from rmqinspect.writer.store import StoreWriter
 from support import ORACLE, SAMPLE_STORE
-from support.msgstores import spec
+from support.msgstores import writer_index_files
 
 GEOMETRIES = [(16, 400), (1, 400), (64, 2000), (7, 33), (1000, 50), (3, 5)]
-
-
-def _writer_files(root: str, slots: int, items: int, n: int = 120) -> list[str]:
-    with StoreWriter(root, commitlog_file_size=1 << 20, index_slots=slots, index_max=items) as w:
-        for i in range(n):
-            w.append(spec(i, topic=("OrderTopic", "PayTopic")[i % 2], queue=i % 3))
-    idir = os.path.join(root, "index")
-    return [os.path.join(idir, n) for n in sorted(os.listdir(idir))]
 
 
 def _both(buf, size: int, ic: int) -> None:
@@ -65,7 +56,7 @@ def test_sample_store_and_default_engine_choice():
 
 @pytest.mark.parametrize("slots,items", GEOMETRIES)
 def test_writer_files_same_verdict(tmp_path, slots, items):
-    paths = _writer_files(str(tmp_path / "s"), slots, items)
+    paths = writer_index_files(str(tmp_path / "s"), slots, items)
     assert paths
     for p in paths:
         data = open(p, "rb").read()
@@ -77,7 +68,7 @@ def test_writer_files_same_verdict(tmp_path, slots, items):
 def damaged_base(tmp_path_factory) -> list[bytes]:
     root = tmp_path_factory.mktemp("geom")
     return [open(p, "rb").read() for s, m in ((16, 400), (7, 33), (64, 2000))
-            for p in _writer_files(str(root / f"s{s}"), s, m, n=90)[:1]]
+            for p in writer_index_files(str(root / f"s{s}"), s, m, n=90)[:1]]
 
 
 def _used_end(data: bytes) -> int:
@@ -153,7 +144,7 @@ def test_damaged_files_same_verdict(damaged_base, which, edits, cut, index_count
 
 def test_larger_files_use_numpy_and_agree(tmp_path):
     """Past SMALL_INDEX_FILE_BYTES the default is numpy; the Python engine still agrees (it is only slower)."""
-    p = _writer_files(str(tmp_path / "s"), 20_000, 60_000, n=300)[0]
+    p = writer_index_files(str(tmp_path / "s"), 20_000, 60_000, n=300)[0]
     size = os.path.getsize(p)
     assert size > SMALL_INDEX_FILE_BYTES
     g = prove_geometry_of(p)

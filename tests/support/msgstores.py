@@ -50,3 +50,15 @@ def replicas(tmp: str):
         f.seek(torn.physical_offset - fstart + half)
         f.write(b"\0" * (torn.total_size - half))
     return a, b, ra, rb, torn
+
+
+def writer_index_files(root: str, slots: int, items: int, n: int = 120) -> list[str]:
+    """The index files the project's writer makes for ``n`` messages (two topics, three queues, one key each) with
+    the index geometry (slots, items), in order."""
+    from rmqinspect.writer.store import StoreWriter
+
+    with StoreWriter(root, commitlog_file_size=1 << 20, index_slots=slots, index_max=items) as w:
+        for i in range(n):
+            w.append(spec(i, topic=("OrderTopic", "PayTopic")[i % 2], queue=i % 3))
+    idir = os.path.join(root, "index")
+    return [os.path.join(idir, name) for name in sorted(os.listdir(idir))]
