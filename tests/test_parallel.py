@@ -361,3 +361,26 @@ def test_results_handed_over_through_shared_memory_are_the_same(kind, tmp_path, 
     res = list(parallel.map_files(rebuild_run.dispatch_file, args[:3], 2))
     assert any(not r["index"]["h"].flags.writeable for r in res)  # backed by the read-only map
     assert _shm_files() == before
+
+
+def test_results_come_back_through_the_pipe_when_shared_memory_cannot_be_written(tmp_path, monkeypatch):
+    """No writable shared memory (full, read-only, absent): the workers fall back to the result pipe, same bytes."""
+    import tempfile
+
+    def no_space(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    root = _damaged(tmp_path, "middle")
+    monkeypatch.setattr(parallel, "_HANDOVER_BYTES", 0)
+    monkeypatch.setattr(tempfile, "mkstemp", no_space)  # inherited by the forked workers
+    st = Store.open(root)
+    try:
+        args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
+    finally:
+        st.close()
+    res = list(parallel.map_files(rebuild_run.dispatch_file, args[:3], 2))
+    seq = [rebuild_run.dispatch_file(a) for a in args[:3]]
+    assert all(r["index"]["h"].flags.writeable for r in res)  # unpickled copies: the pipe carried them
+    for a, b in zip(res, seq):
+        assert (a["index"]["h"] == b["index"]["h"]).all()
+        assert [(t, q, o.tolist(), p) for t, q, o, p in a["cq"]] == [(t, q, o.tolist(), p) for t, q, o, p in b["cq"]]

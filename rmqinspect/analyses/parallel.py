@@ -118,11 +118,17 @@ class _Handover:
             return res
         import tempfile
 
-        fd, path = tempfile.mkstemp(prefix="rmqinspect-", dir=_SHM_DIR if os.path.isdir(_SHM_DIR) else None)
+        try:
+            fd, path = tempfile.mkstemp(prefix="rmqinspect-", dir=_SHM_DIR if os.path.isdir(_SHM_DIR) else None)
+        except OSError:
+            return res  # no shared memory to write (full, read-only): the result pipe still works
         try:
             with os.fdopen(fd, "wb") as f:
                 for r in raws:
                     f.write(r)
+        except OSError:
+            os.unlink(path)
+            return res
         except BaseException:
             os.unlink(path)
             raise
