@@ -232,7 +232,7 @@ def join_file_dispatches(results, commitlog: CommitLog, cq, index, options: Rebu
             h, p, t = x["h"], x["p"], x["t"]
             links = x.get("links")
             if links is None or len(args) <= 8 or getattr(index, "slots", None) != args[8]:
-                links = None  # made without the slot count (Spark's per-file tasks): the join sorts
+                links = None  # made without the slot count (a caller that passed none): the join sorts
             for a in range(0, len(h), INDEX_PUTS):
                 b = a + INDEX_PUTS
                 if links is None:
