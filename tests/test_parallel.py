@@ -342,6 +342,16 @@ def _shm_files() -> set[str]:
     return {n for n in os.listdir(d) if n.startswith("rmqinspect-")} if d else set()
 
 
+def _three_chunk_dispatches(root: str) -> tuple[list, list]:
+    """The rebuild dispatch of the first three chunks of ``root``: by two workers, and in this process."""
+    st = Store.open(root)
+    try:
+        args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())[:3]
+    finally:
+        st.close()
+    return list(parallel.map_files(rebuild_run.dispatch_file, args, 2)), [rebuild_run.dispatch_file(a) for a in args]
+
+
 @pytest.mark.parametrize("kind", ["middle", "last"])
 def test_results_handed_over_through_shared_memory_are_the_same(kind, tmp_path, monkeypatch):
     """Large results go from the workers to the command through shared-memory files (their arrays mapped, not
@@ -353,12 +363,7 @@ def test_results_handed_over_through_shared_memory_are_the_same(kind, tmp_path, 
     _same(root, tmp_path, 1500, monkeypatch)
     assert _shm_files() == before
     # the handover really ran: a worker's result arrives as the mapped arrays
-    st = Store.open(root)
-    try:
-        args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
-    finally:
-        st.close()
-    res = list(parallel.map_files(rebuild_run.dispatch_file, args[:3], 2))
+    res, _ = _three_chunk_dispatches(root)
     assert any(not r["index"]["h"].flags.writeable for r in res)  # backed by the read-only map
     assert _shm_files() == before
 
@@ -373,13 +378,7 @@ def test_results_come_back_through_the_pipe_when_shared_memory_cannot_be_written
     root = _damaged(tmp_path, "middle")
     monkeypatch.setattr(parallel, "_HANDOVER_BYTES", 0)
     monkeypatch.setattr(tempfile, "mkstemp", no_space)  # inherited by the forked workers
-    st = Store.open(root)
-    try:
-        args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
-    finally:
-        st.close()
-    res = list(parallel.map_files(rebuild_run.dispatch_file, args[:3], 2))
-    seq = [rebuild_run.dispatch_file(a) for a in args[:3]]
+    res, seq = _three_chunk_dispatches(root)
     assert all(r["index"]["h"].flags.writeable for r in res)  # unpickled copies: the pipe carried them
     for a, b in zip(res, seq):
         assert (a["index"]["h"] == b["index"]["h"]).all()
