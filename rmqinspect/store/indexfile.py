@@ -13,6 +13,7 @@ import os
 import sys
 from array import array
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -226,16 +227,17 @@ class IndexFile:
 # only those are checked in full. So inference costs O(file size), whatever the size.
 INDEX_GEOMETRY_SETTLE = "--index-slots/--index-max (or maxHashSlotNum/maxIndexNum in --broker-config)"
 _SCAN_CHUNK = 1 << 22  # words per pass: bounded memory on a 420 MB file
-_MAX_FULL_CHECKS = 64  # a crafted file could leave many; past this the answer is "ambiguous"
+MAX_GEOMETRY_CHECKS = 64  # a crafted file could leave many; past this the answer is "ambiguous"
 
 
 @dataclass(frozen=True)
 class IndexGeometry:
-    """Proven (slots, maxIndexNum) of one index file, or the reason it could not be proven."""
+    """Proven (slots, maxIndexNum) of one index file - an IndexFile, or a 5.x tiered index file
+    (``store.tiered_index``) - or the reason it could not be proven."""
 
     slots: int | None
     max_items: int | None
-    source: str  # inferred | ambiguous | flag | config
+    source: str  # inferred | ambiguous | flag | config | compacted (a tiered file's layout check)
     candidates: tuple[tuple[int, int], ...] = ()
     detail: str = ""
 
@@ -243,6 +245,48 @@ class IndexGeometry:
         value = None if self.slots is None else {"slots": self.slots, "max_items": self.max_items}
         return {"value": value, "source": self.source,
                 "candidates": [{"slots": s, "max_items": m} for s, m in self.candidates], "detail": self.detail}
+
+
+# The steps every geometry proof ends with, whatever the file's rules (IndexFile here, the tiered index in
+# store.tiered_index): an empty file needs no geometry, the candidates are checked up to a bound, and exactly one
+# self-consistent survivor is the answer.
+
+def empty_file_geometry(cands: range, default_slots: int, items_of: Callable[[int], int], settle: str,
+                        what: str) -> IndexGeometry:
+    """A file without items: no item proves anything and none is needed to read it (every lookup is empty); the
+    broker's default slot count when it fits, else the smallest that does."""
+    pick = default_slots if default_slots in cands else (cands[0] if cands else None)
+    if pick is None:
+        return IndexGeometry(None, None, "ambiguous", (), f"no geometry fits; pass {settle}")
+    return IndexGeometry(pick, items_of(pick), "inferred", (),
+                         f"{what}: {len(cands)} geometries fit, none is needed to read it")
+
+
+def consistent_candidates(cands: range, check: Callable[[int], bool], items_of: Callable[[int], int],
+                          settle: str) -> tuple[list[tuple[int, int]], IndexGeometry | None]:
+    """The (slots, items) of the candidate slot counts ``check`` keeps, in order; past MAX_GEOMETRY_CHECKS
+    candidates, the "ambiguous" answer instead (second item)."""
+    survivors: list[tuple[int, int]] = []
+    for checked, s in enumerate(cands):
+        if checked >= MAX_GEOMETRY_CHECKS:
+            return survivors, IndexGeometry(None, None, "ambiguous", tuple(survivors),
+                                            f"more than {MAX_GEOMETRY_CHECKS} slot counts fit; pass {settle}")
+        if check(s):
+            survivors.append((s, items_of(s)))
+    return survivors, None
+
+
+def geometry_verdict(survivors: list[tuple[int, int]], none_detail: str, settle: str) -> IndexGeometry:
+    """The geometry when exactly one candidate is self-consistent, else "ambiguous" naming what settles it."""
+    if len(survivors) == 1:
+        s, m = survivors[0]
+        return IndexGeometry(s, m, "inferred", tuple(survivors),
+                             f"{s} slots / {m} items: the only geometry under which the file is self-consistent")
+    if not survivors:
+        return IndexGeometry(None, None, "ambiguous", (), f"{none_detail}; pass {settle}")
+    return IndexGeometry(None, None, "ambiguous", tuple(survivors),
+                         f"{len(survivors)} geometries fit and are self-consistent "
+                         f"({', '.join(f'{s}/{m}' for s, m in survivors[:5])}); pass {settle}")
 
 
 _CHAIN_SAMPLE = 1 << 17  # items at each end whose prev links are followed (the rest: cheap whole-table rules)
@@ -445,21 +489,14 @@ def prove_index_geometry(buf, size: int, index_count: int, whole_table: bool = F
     lo = max(1, w.last_nonzero_word() - 5 * ic + 1)  # rule zeros: the used items reach the last non-zero word
     first = lo + (r - lo) % 5  # slots = r - 5*maxIndexNum
     cands = range(first, hi + 1, 5)
+    items_of = lambda s: (r - s) // 5  # noqa: E731
     if ic <= 1:
-        # no item to prove anything with; none is needed to read the file (every lookup is empty)
-        pick = DEFAULT_INDEX_SLOTS if DEFAULT_INDEX_SLOTS in cands else (cands[0] if cands else None)
-        if pick is None:
-            return IndexGeometry(None, None, "ambiguous", (), f"no geometry fits; pass {INDEX_GEOMETRY_SETTLE}")
-        return IndexGeometry(pick, (r - pick) // 5, "inferred", (),
-                             f"empty index file (indexCount {ic}): {len(cands)} geometries fit, none is needed "
-                             "to read it")
-    survivors: list[tuple[int, int]] = []
-    for checked, s in enumerate(cands):
-        if checked >= _MAX_FULL_CHECKS:
-            return IndexGeometry(None, None, "ambiguous", tuple(survivors),
-                                 f"more than {_MAX_FULL_CHECKS} slot counts fit; pass {INDEX_GEOMETRY_SETTLE}")
-        if w.consistent(s, ic, _SETTLED_SAMPLE, whole_table=False):
-            survivors.append((s, (r - s) // 5))
+        return empty_file_geometry(cands, DEFAULT_INDEX_SLOTS, items_of, INDEX_GEOMETRY_SETTLE,
+                                   f"empty index file (indexCount {ic})")
+    survivors, too_many = consistent_candidates(
+        cands, lambda s: w.consistent(s, ic, _SETTLED_SAMPLE, whole_table=False), items_of, INDEX_GEOMETRY_SETTLE)
+    if too_many is not None:
+        return too_many
     if len(survivors) == 1 and ic > _WHOLE_TABLE_ITEMS and not whole_table:
         # Settled without reading the item area: no other geometry fits the size, the slot words and the zeros,
         # and this one passes the head and chain rules where they were sampled. The whole-table rule could only
@@ -468,18 +505,9 @@ def prove_index_geometry(buf, size: int, index_count: int, whole_table: bool = F
         return IndexGeometry(s, m, "inferred", tuple(survivors),
                              f"{s} slots / {m} items: the only geometry that fits the size, the slot table and the "
                              "sampled chains (settled without the whole-table chain count)")
-    survivors = [(s, m) for s, m in survivors if w.consistent(s, ic)]
-    if len(survivors) == 1:
-        s, m = survivors[0]
-        return IndexGeometry(s, m, "inferred", tuple(survivors),
-                             f"{s} slots / {m} items: the only geometry under which the file is self-consistent")
-    if not survivors:
-        return IndexGeometry(None, None, "ambiguous", (),
-                             f"no geometry fitting {size} bytes is self-consistent (damaged or truncated file); "
-                             f"pass {INDEX_GEOMETRY_SETTLE}")
-    return IndexGeometry(None, None, "ambiguous", tuple(survivors),
-                         f"{len(survivors)} geometries fit and are self-consistent "
-                         f"({', '.join(f'{s}/{m}' for s, m in survivors[:5])}); pass {INDEX_GEOMETRY_SETTLE}")
+    return geometry_verdict([(s, m) for s, m in survivors if w.consistent(s, ic)],
+                            f"no geometry fitting {size} bytes is self-consistent (damaged or truncated file)",
+                            INDEX_GEOMETRY_SETTLE)
 
 
 def prove_geometry_of(path: str, whole_table: bool = False, engine: str | None = None) -> IndexGeometry:

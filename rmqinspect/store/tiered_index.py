@@ -35,6 +35,7 @@ from ..formats.tiered_index import (
     unsealed_file_size,
 )
 from .errors import CorruptDataError, StoreNotFoundError
+from .indexfile import IndexGeometry, consistent_candidates, empty_file_geometry, geometry_verdict
 from .mapped import MappedFile
 
 UNSEALED = "unsealed"
@@ -100,26 +101,14 @@ class ReadStats:
 # The slot and zero rules bound the slot count in one pass; the few candidates left are checked in full.
 TIERED_GEOMETRY_SETTLE = ("--hash-slots/--max-items (the broker's tieredStoreIndexFileMaxHashSlotNum/"
                           "tieredStoreIndexFileMaxIndexNum)")
-_TIERED_MAX_CHECKS = 64
 _ITEM_DTYPE = np.dtype([("hash_code", ">i4"), ("topic_id", ">i4"), ("queue_id", ">i4"), ("offset", ">i8"),
                        ("size", ">i4"), ("time_diff", ">i4"), ("prev", ">i4")])
 assert _ITEM_DTYPE.itemsize == INDEX_ITEM_SIZE
 
 
-@dataclass(frozen=True)
-class TieredGeometry:
-    """Proven (slots, maxItems) of one tiered index file, or why it could not be proven."""
-
-    slots: int | None
-    max_items: int | None
-    source: str  # flag | inferred | ambiguous | compacted (set by the layout check)
-    candidates: tuple[tuple[int, int], ...] = ()
-    detail: str = ""
-
-    def to_dict(self) -> dict:
-        value = None if self.slots is None else {"slots": self.slots, "max_items": self.max_items}
-        return {"value": value, "source": self.source,
-                "candidates": [{"slots": s, "max_items": m} for s, m in self.candidates], "detail": self.detail}
+# Proven (slots, maxItems) of one tiered index file, or why it could not be proven: the same answer as an
+# IndexFile's (source "compacted" is set by the layout check).
+TieredGeometry = IndexGeometry
 
 
 def _unsealed_consistent(buf, size: int, s: int, n: int, hash_slot_count: int) -> bool:
@@ -183,32 +172,17 @@ def prove_unsealed_geometry(buf, size: int, n: int, hash_slot_count: int) -> Tie
     lo = max(1, -(-(last + 1 - INDEX_ITEM_SIZE * (n + 1)) // HASH_SLOT_SIZE))
     first = lo + (r - lo) % 4
     cands = range(first, hi + 1, 4)
+    items_of = lambda c: (r - c) // 4  # noqa: E731
     if n == 0 and (hash_slot_count != 0 or last >= 0):
         cands = range(0)  # no item, yet used slots or data: self-consistent under no geometry
     elif n == 0:
-        pick = next((c for c in (DEFAULT_HASH_SLOTS,) if c in cands), cands[0] if cands else None)
-        if pick is None:
-            return TieredGeometry(None, None, "ambiguous", (), f"no geometry fits; pass {TIERED_GEOMETRY_SETTLE}")
-        return TieredGeometry(pick, (r - pick) // 4, "inferred", (),
-                              f"empty file: {len(cands)} geometries fit, none is needed to read it")
-    survivors = []
-    for checked, c in enumerate(cands):
-        if checked >= _TIERED_MAX_CHECKS:
-            return TieredGeometry(None, None, "ambiguous", tuple(survivors),
-                                  f"more than {_TIERED_MAX_CHECKS} slot counts fit; pass {TIERED_GEOMETRY_SETTLE}")
-        if _unsealed_consistent(buf, size, c, n, hash_slot_count):
-            survivors.append((c, (r - c) // 4))
-    if len(survivors) == 1:
-        c, m = survivors[0]
-        return TieredGeometry(c, m, "inferred", tuple(survivors),
-                              f"{c} slots / {m} items: the only geometry under which the file is self-consistent")
-    if not survivors:
-        return TieredGeometry(None, None, "ambiguous", (),
-                              f"size {size} matches neither layout for indexItemCount {n} (no unsealed geometry "
-                              f"is self-consistent: damaged, or not an index file); pass {TIERED_GEOMETRY_SETTLE}")
-    return TieredGeometry(None, None, "ambiguous", tuple(survivors),
-                          f"{len(survivors)} geometries fit and are self-consistent "
-                          f"({', '.join(f'{c}/{m}' for c, m in survivors[:5])}); pass {TIERED_GEOMETRY_SETTLE}")
+        return empty_file_geometry(cands, DEFAULT_HASH_SLOTS, items_of, TIERED_GEOMETRY_SETTLE, "empty file")
+    survivors, too_many = consistent_candidates(
+        cands, lambda c: _unsealed_consistent(buf, size, c, n, hash_slot_count), items_of, TIERED_GEOMETRY_SETTLE)
+    if too_many is not None:
+        return too_many
+    return geometry_verdict(survivors, f"size {size} matches neither layout for indexItemCount {n} (no unsealed "
+                            "geometry is self-consistent: damaged, or not an index file)", TIERED_GEOMETRY_SETTLE)
 
 
 class TieredIndexFile:
