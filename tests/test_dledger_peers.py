@@ -14,36 +14,14 @@ from rmqinspect.analyses.recovery.dledger import dledger_recover
 from rmqinspect.analyses.verify import verify
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
-from rmqinspect.writer.commitlog import MessageSpec
 from rmqinspect.writer.dledger import DLedgerWriter
 from support import tree_hashes
-
-SIZE = 4096
-
-
-def _spec(i: int, tag: bytes = b"") -> MessageSpec:
-    return MessageSpec(topic="T", queue_id=i % 3, body=tag + b"m%d-" % i * (1 + i % 5), born_timestamp=1000 + i,
-                       store_timestamp=2000 + i)
-
-
-def _peer(root, self_id: str, plan: list[tuple[int, int, bytes]]) -> str:
-    """A store root holding member ``self_id`` with entries (message number, term, body tag)."""
-    w = DLedgerWriter(str(root / f"dledger-{self_id}"), SIZE, 32 * 64)
-    for i, term, tag in plan:
-        w.append(_spec(i, tag), term)
-    last = w.entries[-1]
-    w.write_checkpoint(last.index)
-    w.write_currterm(last.term, self_id)
-    return str(root)
+from support.dledger_peers import SIZE, flip_last_body_byte, leader_change_group, peer_spec, write_peer
 
 
 @pytest.fixture
 def group(tmp_path):
-    common = [(i, 1, b"") for i in range(20)]
-    a = _peer(tmp_path / "a", "n0", common + [(i, 2, b"") for i in range(20, 35)])  # leader of term 2
-    b = _peer(tmp_path / "b", "n1", common + [(i, 1, b"old") for i in range(20, 24)])  # old leader's tail
-    c = _peer(tmp_path / "c", "n2", common[:15])  # a follower that fell behind
-    return a, b, c
+    return leader_change_group(tmp_path)
 
 
 def test_leader_change_and_truncated_follower(group):
@@ -66,20 +44,12 @@ def test_leader_change_and_truncated_follower(group):
 
 def test_bytes_divergence_and_identical_peers(tmp_path):
     plan = [(i, 1, b"") for i in range(12)]
-    a = _peer(tmp_path / "a", "n0", plan)
-    b = _peer(tmp_path / "b", "n1", plan)
-    # same header fields (term, pos, size) but one byte of entry 7's body differs
-    with Store.open(b) as st:
-        e = [x for x in st.dledger.entries() if x.index == 7][0]
-        path, at = e.file.path, e.position + e.size - 1
-    with open(path, "r+b") as f:
-        f.seek(at)
-        old = f.read(1)
-        f.seek(at)
-        f.write(bytes([old[0] ^ 0xFF]))
+    a = write_peer(tmp_path / "a", "n0", plan)
+    b = write_peer(tmp_path / "b", "n1", plan)
+    flip_last_body_byte(b, 7)  # same header fields (term, pos, size) but one byte of entry 7's body differs
     rep = compare_peers([Store.open(a), Store.open(b)], ["a", "b"])
     assert rep.first_divergent_index == 7 and rep.divergence.how == "bytes"
-    same = compare_peers([Store.open(a), Store.open(_peer(tmp_path / "c", "n2", plan))], ["a", "c"])
+    same = compare_peers([Store.open(a), Store.open(write_peer(tmp_path / "c", "n2", plan))], ["a", "c"])
     assert same.first_divergent_index is None and same.common_prefix_last_index == 11
 
 
@@ -103,8 +73,8 @@ def test_entry_rules_in_verify_and_recovery(tmp_path):
     root = tmp_path / "s"
     w = DLedgerWriter(str(root / "dledger-n0"), SIZE, 32 * 64)
     for i in range(10):
-        w.append(_spec(i), 3)
-    w.append(_spec(10), 2)  # term goes back: DLedger's recovery stops here
+        w.append(peer_spec(i), 3)
+    w.append(peer_spec(10), 2)  # term goes back: DLedger's recovery stops here
     w.write_checkpoint(10)
     w.write_currterm(3, "n0")
     with Store.open(root) as st:
