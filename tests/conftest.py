@@ -14,6 +14,22 @@ def scenario(request):
     return p, load_expected(request.param)
 
 
+@pytest.fixture(scope="module")
+def spark():
+    """A local[2] SparkSession for one test module (the Spark tests skip at import when pyspark or Java is
+    missing; here, when the session cannot start)."""
+    from rmqinspect.spark.session import SparkUnavailableError, get_session
+
+    try:
+        s = get_session("local[2]", "rmqinspect-tests", {"spark.sql.shuffle.partitions": "2",
+                                                         "spark.default.parallelism": "2"})
+    except SparkUnavailableError as e:
+        pytest.skip(str(e))
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()
+
+
 # Oracle cases that fail today because the product does not yet read that part of the format. Each is an
 # xfail(strict=True) naming the issue that teaches the product; when that issue lands its case passes, the
 # strict mark turns it red, and the change removes the entry. Never a skip: the case must keep running.

@@ -16,60 +16,21 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Java (17+) not found: Spark cannot start", allow_module_level=True)
 
 from rmqinspect.cli.main import cli  # noqa: E402
-from rmqinspect.store import Store  # noqa: E402
-from rmqinspect.writer.commitlog import MessageSpec  # noqa: E402
-from rmqinspect.writer.dledger import DLedgerWriter  # noqa: E402
 from support import tree_hashes  # noqa: E402
-
-SIZE = 4096
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from rmqinspect.spark.session import SparkUnavailableError, get_session
-
-    try:
-        s = get_session("local[2]", "rmqinspect-tests", {"spark.sql.shuffle.partitions": "2",
-                                                         "spark.default.parallelism": "2"})
-    except SparkUnavailableError as e:
-        pytest.skip(str(e))
-    s.sparkContext.setLogLevel("ERROR")
-    yield s
-    s.stop()
-
-
-def _peer(root, self_id: str, plan: list[tuple[int, int, bytes]]) -> str:
-    """A store root holding member ``self_id`` with entries (message number, term, body tag)."""
-    w = DLedgerWriter(str(root / f"dledger-{self_id}"), SIZE, 32 * 64)
-    for i, term, tag in plan:
-        w.append(MessageSpec(topic="T", queue_id=i % 3, body=tag + b"m%d-" % i * (1 + i % 5),
-                             born_timestamp=1000 + i, store_timestamp=2000 + i), term)
-    w.write_checkpoint(w.entries[-1].index)
-    w.write_currterm(w.entries[-1].term, self_id)
-    return str(root)
+from support.dledger_peers import flip_last_body_byte, leader_change_group, write_peer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     """Three group directories, one subdirectory per peer copy (relative paths, as an operator types them)."""
     base = tmp_path_factory.mktemp("fleet")
-    common = [(i, 1, b"") for i in range(20)]
-    _peer(base / "RaftNode00" / "a", "n0", common + [(i, 2, b"") for i in range(20, 35)])  # leader of term 2
-    _peer(base / "RaftNode00" / "b", "n1", common + [(i, 1, b"old") for i in range(20, 24)])  # old leader's tail
-    _peer(base / "RaftNode00" / "c", "n2", common[:15])  # fell behind
+    leader_change_group(base / "RaftNode00")
     plan = [(i, 1, b"") for i in range(12)]
-    _peer(base / "RaftNode01" / "a", "n0", plan)
-    b = _peer(base / "RaftNode01" / "b", "n1", plan)
-    with Store.open(b) as st:  # same term, pos and size at entry 7; one body byte differs
-        e = [x for x in st.dledger.entries() if x.index == 7][0]
-        path, at = e.file.path, e.position + e.size - 1
-    with open(path, "r+b") as f:
-        f.seek(at)
-        old = f.read(1)
-        f.seek(at)
-        f.write(bytes([old[0] ^ 0xFF]))
-    _peer(base / "RaftNode02" / "x", "n0", plan)
-    _peer(base / "RaftNode02" / "y", "n1", plan)
+    write_peer(base / "RaftNode01" / "a", "n0", plan)
+    # same term, pos and size at entry 7; one body byte differs
+    flip_last_body_byte(write_peer(base / "RaftNode01" / "b", "n1", plan), 7)
+    write_peer(base / "RaftNode02" / "x", "n0", plan)
+    write_peer(base / "RaftNode02" / "y", "n1", plan)
     return base
 
 

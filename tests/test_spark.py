@@ -29,20 +29,6 @@ from support.msgstores import common_specs, replicas, write_store  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def spark():
-    from rmqinspect.spark.session import SparkUnavailableError, get_session
-
-    try:
-        s = get_session("local[2]", "rmqinspect-tests", {"spark.sql.shuffle.partitions": "2",
-                                                         "spark.default.parallelism": "2"})
-    except SparkUnavailableError as e:
-        pytest.skip(str(e))
-    s.sparkContext.setLogLevel("ERROR")
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
 def two_replicas(tmp_path_factory):
     return replicas(str(tmp_path_factory.mktemp("replicas")))
 
