@@ -22,37 +22,11 @@ import time
 
 import numpy as np
 
-from rmqinspect.formats.indexfile import HASH_SLOT_DTYPE, INDEX_HEADER, INDEX_ITEM_DTYPE
 from rmqinspect.store.indexfile import prove_geometry_of
 from rmqinspect.store.mapped import MappedFile
+from rmqinspect.writer.indexfile import write_chained_index
 
 SLOTS, ITEMS = 5_000_000, 20_000_000
-
-
-def write_full_index(path: str, pad: int = 0) -> None:
-    rng = np.random.default_rng(1)
-    ic = ITEMS
-    h = rng.integers(0, 2**31 - 1, ic, dtype=np.int64)
-    h[0] = 0
-    slot = h % SLOTS
-    items = np.zeros(ic, dtype=INDEX_ITEM_DTYPE)
-    items["key_hash"], items["phy_offset"], items["time_diff"] = h, np.arange(ic) * 100, np.arange(ic) // 1000
-    order = np.lexsort((np.arange(1, ic), slot[1:]))
-    idx, sl = np.arange(1, ic)[order], slot[1:][order]
-    prev = np.zeros(ic, dtype=np.int64)
-    same = np.r_[False, sl[1:] == sl[:-1]]
-    prev[idx[same]] = idx[np.r_[same[1:], False]]
-    items["prev_index"] = prev
-    items[0] = 0
-    table = np.zeros(SLOTS, dtype=HASH_SLOT_DTYPE)
-    last = np.r_[sl[1:] != sl[:-1], True]
-    table[sl[last]] = idx[last]
-    with open(path, "wb") as f:
-        f.write(INDEX_HEADER.pack(1, 2, 0, 1, int(last.sum()), ic))
-        f.write(table.tobytes())
-        f.write(items.tobytes())
-        if pad:
-            f.truncate(f.tell() + pad)
 
 
 def best(fn, n=3) -> float:
@@ -100,7 +74,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as d:
         for name, pad in (("full", 0), ("padded_2MiB", 2 * 1024 * 1024)):
             p = os.path.join(d, name)
-            write_full_index(p, pad)
+            write_chained_index(p, SLOTS, ITEMS, ITEMS, seed=1, pad=pad)
             g = prove_geometry_of(p)
             full = prove_geometry_of(p, whole_table=True)
             out[name] = {"source": g.source, "slots": g.slots, "max_items": g.max_items, "detail": g.detail,

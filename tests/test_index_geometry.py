@@ -12,6 +12,7 @@ from rmqinspect.formats.constants import DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
 from rmqinspect.formats.indexfile import INDEX_HEADER, index_file_size, item_position, slot_position
 from rmqinspect.formats.javahash import build_index_key, index_key_hash
 from rmqinspect.store.indexfile import IndexFile, IndexGeometryError, prove_index_geometry
+from rmqinspect.writer.indexfile import write_chained_index
 from tests.support import oracle_scenarios, require_oracle
 from tests.support.msgstores import writer_index_files
 
@@ -138,34 +139,6 @@ def test_oracle_index_files_are_proven_with_the_brokers_geometry(scenario):
                                                     conf.get("maxIndexNum", DEFAULT_INDEX_MAX)), (n, g)
 
 
-def _numpy_index(path: str, slots: int, items: int, used: int) -> None:
-    """A full-size index file of ``used`` items chained as putKey chains them, built with numpy (fast enough for
-    files past the size where the sampled rules alone settle the geometry)."""
-    import numpy as np
-
-    from rmqinspect.formats.indexfile import HASH_SLOT_DTYPE, INDEX_ITEM_DTYPE
-
-    rng = np.random.default_rng(7)
-    h = rng.integers(0, 2**31 - 1, used, dtype=np.int64)
-    slot = h % slots
-    it = np.zeros(items, dtype=INDEX_ITEM_DTYPE)
-    n = np.arange(1, used)
-    it["key_hash"][1:used], it["phy_offset"][1:used], it["time_diff"][1:used] = h[1:], n * 100, n // 1000
-    order = np.lexsort((n, slot[1:]))
-    idx, sl = n[order], slot[1:][order]
-    same = np.r_[False, sl[1:] == sl[:-1]]
-    prev = np.zeros(items, dtype=np.int64)
-    prev[idx[same]] = idx[np.r_[same[1:], False]]
-    it["prev_index"] = prev
-    table = np.zeros(slots, dtype=HASH_SLOT_DTYPE)
-    last = np.r_[sl[1:] != sl[:-1], True]
-    table[sl[last]] = idx[last]
-    with open(path, "wb") as f:
-        f.write(INDEX_HEADER.pack(1, 2, 0, 1, int(last.sum()), used))
-        f.write(table.tobytes())
-        f.write(it.tobytes())
-
-
 @pytest.mark.parametrize("slots,items", [(100_000, 400_000), (100_005, 399_999)])
 def test_large_file_settled_by_the_sampled_rules(tmp_path, slots, items):
     """Past 262,144 items the whole-table chain count runs only when the sampled rules leave more than one
@@ -174,7 +147,7 @@ def test_large_file_settled_by_the_sampled_rules(tmp_path, slots, items):
     from rmqinspect.store.indexfile import prove_geometry_of
 
     p = str(tmp_path / "20240101000000000")
-    _numpy_index(p, slots, items, used=300_000)
+    write_chained_index(p, slots, items, used=300_000, seed=7)
     assert os.path.getsize(p) == index_file_size(100_000, 400_000)
     g, full = prove_geometry_of(p), prove_geometry_of(p, whole_table=True)
     assert (g.source, g.slots, g.max_items) == ("inferred", slots, items)

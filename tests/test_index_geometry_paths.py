@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from rmqinspect.formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE, item_position, slot_position
 from rmqinspect.store.indexfile import SMALL_INDEX_FILE_BYTES, index_words, prove_geometry_of, prove_index_geometry
+from rmqinspect.writer.indexfile import write_chained_index
 from support import ORACLE, SAMPLE_STORE
 from support.msgstores import writer_index_files
 
@@ -156,10 +157,8 @@ def test_larger_files_use_numpy_and_agree(tmp_path):
 def test_large_file_settled_by_sampled_heads_same_verdict(tmp_path, slots, items):
     """Past 262,144 items the sampled stage alone can settle a file: with a broken head among the slots the
     sample leaves out, the verdict still comes from the sample - in both engines (the Python one forced)."""
-    from test_index_geometry import _numpy_index
-
     p = str(tmp_path / "20240101000000000")
-    _numpy_index(p, slots, items, used=300_000)
+    write_chained_index(p, slots, items, used=300_000, seed=7)
     data = bytearray(open(p, "rb").read())
     ic = _index_count(bytes(data))
     used = [s for s in range(slots) if data[slot_position(s):slot_position(s) + 4] != bytes(4)]
