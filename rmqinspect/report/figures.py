@@ -202,39 +202,38 @@ def queue_chart(r: StoreReport) -> tuple[go.Figure, int]:
     quiet = sorted((q for q in rows if q not in noisy), key=lambda q: -q.commitlog_messages)
     shown = noisy + quiet[:max(0, MAX_QUEUE_BARS - len(noisy))]
     shown.sort(key=lambda q: (q.topic, q.queue_id))
-    x = [q.key for q in shown]
+    fig = _grouped_bars([q.key for q in shown], shown, (
+        ("cq entries", "entries", "#4c78a8"),
+        ("commit-log messages", "commitlog_messages", "#9ecae9"),
+        ("cq behind (no entry)", "cq_behind", "#f58518"),
+        ("bad entries (verify)", "cq_bad_entries", "#e45756"),
+        ("cut by restart", "entries_cut", "#d62728"),
+        ("re-dispatched by restart", "redispatched", "#54a24b")), 420, "Consume queues", "entries")
+    return fig, len(rows) - len(shown)
+
+
+def _grouped_bars(x: list[str], rows: list, series, height: int, title: str, y_title: str) -> go.Figure:
+    """One bar per (name, attribute, colour) of ``series`` for each row, grouped by the category labels ``x``."""
     fig = go.Figure()
-    for name, attr, colour in (("cq entries", "entries", "#4c78a8"),
-                               ("commit-log messages", "commitlog_messages", "#9ecae9"),
-                               ("cq behind (no entry)", "cq_behind", "#f58518"),
-                               ("bad entries (verify)", "cq_bad_entries", "#e45756"),
-                               ("cut by restart", "entries_cut", "#d62728"),
-                               ("re-dispatched by restart", "redispatched", "#54a24b")):
-        fig.add_trace(go.Bar(name=name, x=x, y=[getattr(q, attr) for q in shown], marker_color=colour,
+    for name, attr, colour in series:
+        fig.add_trace(go.Bar(name=name, x=x, y=[getattr(row, attr) for row in rows], marker_color=colour,
                              hovertemplate="%{x}<br>" + name + ": %{y}<extra></extra>"))
     # labels are never cut: the chart grows by the longest one (tilted 45 degrees, about 5 px per character)
-    fig.update_layout(**LAYOUT, barmode="group", height=420 + 5 * max(map(len, x), default=0),
-                      title=_title("Consume queues"),
-                      xaxis=dict(type="category", tickangle=-45, automargin=True), yaxis=dict(title="entries"))
-    return fig, len(rows) - len(shown)
+    fig.update_layout(**LAYOUT, barmode="group", height=height + 5 * max(map(len, x), default=0),
+                      title=_title(title), xaxis=dict(type="category", tickangle=-45, automargin=True),
+                      yaxis=dict(title=y_title))
+    return fig
 
 
 def consumer_chart(r: StoreReport) -> go.Figure | None:
     if r.consumers is None or not r.consumers.rows:
         return None
     rows = r.consumers.rows
-    x = [f"{w.group} · {w.topic}/{w.queue_id}" for w in rows]
-    fig = go.Figure()
-    for name, attr, colour in (("never see (cut before consumed)", "never_see", "#d62728"),
-                               ("consumed, then cut (offsets reused)", "consumed_then_cut", "#f58518"),
-                               ("backlog after restart (may repeat)", "backlog", "#4c78a8")):
-        fig.add_trace(go.Bar(name=name, x=x, y=[getattr(w, attr) for w in rows], marker_color=colour,
-                             hovertemplate="%{x}<br>" + name + ": %{y}<extra></extra>"))
-    fig.update_layout(**LAYOUT, barmode="group", height=400 + 5 * max(map(len, x), default=0),
-                      title=_title("Consumer groups: committed offset against the queue before and after a restart"),
-                      xaxis=dict(type="category", tickangle=-45, automargin=True),
-                      yaxis=dict(title="messages"))
-    return fig
+    return _grouped_bars([f"{w.group} · {w.topic}/{w.queue_id}" for w in rows], rows, (
+        ("never see (cut before consumed)", "never_see", "#d62728"),
+        ("consumed, then cut (offsets reused)", "consumed_then_cut", "#f58518"),
+        ("backlog after restart (may repeat)", "backlog", "#4c78a8")), 400,
+        "Consumer groups: committed offset against the queue before and after a restart", "messages")
 
 
 def index_charts(r: StoreReport) -> go.Figure | None:
