@@ -88,8 +88,10 @@ def export(stores, out, engine, master, with_body, topics, since, until, labels,
     emit_document(res.to_dict(), fmt, _render)
     if res.rows == 0 and (topics or since is not None or until is not None):
         _no_rows(stores, topics, since, until)
-    if topics:
-        # rows came from some topics: one that no store has (a typo) would otherwise go unnoticed
+    # rows came from some topics: one that no store has (a typo) would otherwise go unnoticed. The cheap sources
+    # first (queue directories, topics.json); a RocksDB consume queue's rows only for a topic they do not name.
+    cheap = {n for s in stores for n in topic_names(s, rocksdb_rows=False)} if topics else set()
+    if any(t not in cheap for t in topics):
         known = sorted({t for s in stores for t in topic_names(s)})
         for t in topics:
             if known and t not in known:

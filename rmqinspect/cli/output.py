@@ -321,11 +321,12 @@ def progress(total: int, description: str, enabled: bool) -> Iterator[Callable[[
         yield advance_to
 
 
-def topic_names(store_root: str) -> list[str]:
+def topic_names(store_root: str, rocksdb_rows: bool = True) -> list[str]:
     """The topics a store knows, without a walk: its queue directories (consumequeue/, batchconsumequeue/), the
     topics of config/topics.json (or its .bak, as the broker loads it), and when the consume queue is a RocksDB
     database (5.x storeType=defaultRocksDB: its file names are not topics) the topics of its rows, read through a
-    private snapshot - asked only when an answer came back empty, so its cost falls on that path alone."""
+    private snapshot - the one costly source, asked only when an answer came back empty (``rocksdb_rows=False``
+    leaves it out)."""
     names: set[str] = set()
     for d in ("consumequeue", "batchconsumequeue"):
         with contextlib.suppress(OSError):
@@ -333,6 +334,8 @@ def topic_names(store_root: str) -> list[str]:
             entries = os.listdir(path)
             if "CURRENT" not in entries:
                 names.update(n for n in entries if not n.startswith("."))
+                continue
+            if not rocksdb_rows:
                 continue
             with contextlib.suppress(ImportError, RmqInspectError, OSError):
                 from ..store.rocksdb_cq import list_rocksdb_queues
