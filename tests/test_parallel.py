@@ -20,7 +20,7 @@ from rmqinspect.analyses.export import export_local
 from rmqinspect.analyses.rebuild import RebuildOptions
 from rmqinspect.analyses.rebuild_run import rebuild
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
-from rmqinspect.analyses.recovery import plan as recovery_plan
+from rmqinspect.analyses.recovery import scan as recovery_scan
 from rmqinspect.analyses.salvage import chunk_tasks, record_chunks, salvage, walk_tasks
 from rmqinspect.analyses.summary import summarize
 from rmqinspect.analyses.verify import ALL_CHECKS, verify
@@ -278,7 +278,7 @@ def test_chunk_starts_the_walk_passes_over(tmp_path, monkeypatch):
 
     monkeypatch.setattr(salvage_mod, "record_chunks", skewed)
     monkeypatch.setattr(rebuild_run, "record_chunks", skewed)
-    monkeypatch.setattr(recovery_plan, "record_chunks", skewed)
+    monkeypatch.setattr(recovery_scan, "record_chunks", skewed)
     counts = {"made": 0, "kept": 0}
     real_join = salvage_mod.join_chunks
 
@@ -312,11 +312,11 @@ def test_chunk_starts_the_walk_passes_over(tmp_path, monkeypatch):
     st = Store.open(root)
     landed = []
     for f in st.commitlog.files:
-        starts = recovery_plan.record_chunks(f, 0)
+        starts = recovery_scan.record_chunks(f, 0)
         for k in range(len(starts) - 1):
-            landed.append(recovery_plan.scan_file((f.path, f.start, True, True, starts[k], starts[k + 1]))[2])
+            landed.append(recovery_scan.scan_file((f.path, f.start, True, True, starts[k], starts[k + 1]))[2])
     st.close()
-    assert recovery_plan.WALKED_PAST in landed
+    assert recovery_scan.WALKED_PAST in landed
 
 
 

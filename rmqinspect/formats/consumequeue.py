@@ -14,8 +14,7 @@ CQ_EXT_MAX_ADDR = -2147483649
 CQ_ENTRY_FIELDS = (("physical_offset", "q"), ("size", "i"), ("tags_code", "q"))
 CQ_ENTRY_TABLE = FieldTable(CQ_ENTRY_FIELDS)
 CQ_ENTRY = CQ_ENTRY_TABLE.struct
-# numpy view of a whole CQ file: one row per entry, no per-entry Python.
-CQ_DTYPE = CQ_ENTRY_TABLE.dtype
+# CQ_DTYPE (module __getattr__): numpy view of a whole CQ file, one row per entry, no per-entry Python.
 MSG_TAG_OFFSET_INDEX = CQ_ENTRY_TABLE.position("tags_code")  # ConsumeQueue.MSG_TAG_OFFSET_INDEX
 assert CQ_ENTRY_TABLE.size == CQ_STORE_UNIT_SIZE and MSG_TAG_OFFSET_INDEX == 12
 
@@ -53,14 +52,17 @@ BCQ_FIELDS = (("physical_offset", "q"), ("size", "i"), ("tags_code", "q"), ("sto
               ("msg_base_offset", "q"), ("batch_size", "h"), ("compacted_offset", "i"), ("reserved", "i"))
 BCQ_ENTRY_TABLE = FieldTable(BCQ_FIELDS)
 BCQ_ENTRY = BCQ_ENTRY_TABLE.struct
-BCQ_DTYPE = BCQ_ENTRY_TABLE.dtype
 assert BCQ_ENTRY_TABLE.size == BCQ_STORE_UNIT_SIZE
 
 
 def __getattr__(name: str):
     # The construct schemas are built on first use (the readers use CQ_ENTRY / BCQ_ENTRY and the dtypes), so
     # importing the queue layouts costs no construct import (~12 ms of every store command's start-up).
+    # The numpy dtypes likewise: a small store's recovery scan reads its queues with struct, without numpy.
     tables = {"ConsumeQueueEntry": CQ_ENTRY_TABLE, "BatchConsumeQueueEntry": BCQ_ENTRY_TABLE}
     if name in tables:
         return tables[name].construct()  # FieldTable keeps the schema: built once
+    dtypes = {"CQ_DTYPE": CQ_ENTRY_TABLE, "BCQ_DTYPE": BCQ_ENTRY_TABLE}
+    if name in dtypes:
+        return dtypes[name].dtype  # a cached_property: built once
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

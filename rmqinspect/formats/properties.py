@@ -12,8 +12,10 @@ splitting the bytes and splitting the decoded text give the same pieces; the fun
 from __future__ import annotations
 
 import zlib
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from .constants import (
     CRC32_RESERVED_LEN,
@@ -103,8 +105,7 @@ def dispatch_properties(raw: bytes) -> tuple[bytes | None, bytes | None, bytes |
 
 CRC32_TRAILER_PREFIX = (PROPERTY_CRC32 + NAME_VALUE_SEPARATOR).encode("ascii")  # b"__CRC32#\x01"
 CRC32_VALUE_LENGTH = CRC32_RESERVED_LEN - len(CRC32_TRAILER_PREFIX) - len(PROPERTY_SEPARATOR_B)  # 10 digits
-_TRAILER_PREFIX_U8 = np.frombuffer(CRC32_TRAILER_PREFIX, dtype=np.uint8)
-_TRAILER_PREFIX_AT = np.arange(-CRC32_RESERVED_LEN, -CRC32_RESERVED_LEN + len(CRC32_TRAILER_PREFIX), dtype=np.int64)
+_TRAILER_AT = -CRC32_RESERVED_LEN  # where the prefix starts, from the record's end
 
 
 def crc32_value(data) -> int:
@@ -152,9 +153,18 @@ def check_property_crc(buf, position: int, total_size: int, value: str) -> tuple
 def crc32_trailer_rows(u8: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Indexes of the records (given by their end positions in the uint8 view ``u8``) whose last
     CRC32_RESERVED_LEN bytes start with ``__CRC32#\\x01``: where the broker writes the property."""
+    import numpy as np
+
     if not len(ends):
         return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero((u8[ends[:, None] + _TRAILER_PREFIX_AT] == _TRAILER_PREFIX_U8).all(axis=1))
+    prefix = np.frombuffer(CRC32_TRAILER_PREFIX, dtype=np.uint8)
+    at = np.arange(_TRAILER_AT, _TRAILER_AT + len(CRC32_TRAILER_PREFIX), dtype=np.int64)
+    return np.flatnonzero((u8[ends[:, None] + at] == prefix).all(axis=1))
+
+
+def has_crc32_trailer(buf, end: int) -> bool:
+    """``crc32_trailer_rows`` for one record (its end position in ``buf``), without numpy."""
+    return buf[end + _TRAILER_AT:end + _TRAILER_AT + len(CRC32_TRAILER_PREFIX)] == CRC32_TRAILER_PREFIX
 
 
 def crc32_trailer_value(buf, end: int) -> str:

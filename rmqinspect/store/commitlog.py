@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import collections
 import os
+import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..formats.commitlog import (
     CRC32_RESERVED_LEN,
@@ -44,6 +43,9 @@ from .layout import StoreLayout
 from .mapped import MappedFile
 from .message import Message
 from .scanner import compiled
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # header tuple positions of the fields the scanner reads in its hot loop (bound once, named once)
 _SYS_FLAG, _BODY_CRC, _BODY_LENGTH = HEADER_INDEX["sys_flag"], HEADER_INDEX["body_crc"], HEADER_INDEX["body_length"]
@@ -121,8 +123,26 @@ def unpack_header(buf, pos: int) -> RecordHeader:
 RECORD_FIELDS = ("position", "total_size", "body_pos", "body_len", "crc_ok", "sys_flag", "queue_id", "queue_offset",
                  "physical_offset_field", "store_timestamp", "born_timestamp", "topic_pos", "topic_len",
                  "properties_pos", "properties_len", "magic_version")
-RECORD_DTYPE = np.dtype([(n, np.int64) for n in RECORD_FIELDS])
 _NFIELDS = len(RECORD_FIELDS)
+# one compiled-scanner row: NFIELDS native int64 (a run's rows read without numpy, ``RecordRun.row_tuples``)
+_ROW = struct.Struct(f"={_NFIELDS}q")
+_DTYPE: list = []  # RECORD_DTYPE, built on first use (module __getattr__)
+
+
+def _record_dtype():
+    # numpy is imported on the first run viewed as an array, not with this module: a key look-up on a small store
+    # reads its records as row tuples and never needs it (~80 ms of start-up)
+    if not _DTYPE:
+        import numpy as np
+
+        _DTYPE.append(np.dtype([(n, np.int64) for n in RECORD_FIELDS]))
+    return _DTYPE[0]
+
+
+def __getattr__(name: str):
+    if name == "RECORD_DTYPE":
+        return _record_dtype()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # Records per run of the walk (bulk consumers amortise their per-run numpy overhead over large runs).
 RUN_BATCH = 8192
@@ -133,21 +153,51 @@ class RecordRun:
 
     ``records`` is a numpy array of ``RECORD_DTYPE`` (``run.records["queue_offset"]``), positions relative
     to ``file``. ``rows`` is the same memory as a 2-D int64 array in ``RECORD_FIELDS`` order (the compiled
-    scanner's output; kept while modules still index columns by number)."""
+    scanner's output; kept while modules still index columns by number). A run from a scanner holds the
+    scanner's rows (``raw``: the compiled scanner's bytes, or the pure-Python scanner's row lists) and makes
+    the array on first use; ``row_tuples`` reads them without numpy."""
 
-    __slots__ = ("file", "records")
+    __slots__ = ("file", "_records", "_raw")
 
-    def __init__(self, file: MappedFile, records: np.ndarray):
+    def __init__(self, file: MappedFile, records: np.ndarray | None = None, raw: bytes | list | None = None):
         self.file = file
-        self.records = records
+        self._records = records
+        self._raw = raw
+
+    @property
+    def records(self) -> np.ndarray:
+        r = self._records
+        if r is None:
+            import numpy as np
+
+            raw = self._raw
+            if type(raw) is list:
+                r = np.array([tuple(x) for x in raw], dtype=_record_dtype())
+            else:
+                r = np.frombuffer(raw, dtype=_record_dtype())  # type: ignore[arg-type]
+            self._records = r
+        return r
+
+    def row_tuples(self) -> list[tuple]:
+        """The records as tuples in ``RECORD_FIELDS`` order, without numpy (small consumers)."""
+        raw = self._raw
+        if raw is None:
+            return self.records.tolist()
+        if type(raw) is list:
+            return [tuple(x) for x in raw]
+        return list(_ROW.iter_unpack(raw))
 
     @classmethod
     def from_rows(cls, file: MappedFile, rows: np.ndarray) -> RecordRun:
-        return cls(file, np.ascontiguousarray(rows, dtype=np.int64).view(RECORD_DTYPE).reshape(len(rows)))
+        import numpy as np
+
+        return cls(file, np.ascontiguousarray(rows, dtype=np.int64).view(_record_dtype()).reshape(len(rows)))
 
     @property
     def rows(self) -> np.ndarray:
         """The same memory as a 2-D int64 array (RECORD_FIELDS order): what the compiled dispatcher takes."""
+        import numpy as np
+
         return self.records.view(np.int64).reshape(len(self.records), _NFIELDS)
 
     @property
@@ -158,24 +208,34 @@ class RecordRun:
     @property
     def end(self) -> int:
         """Position in the file after the last record."""
-        last = self.records[-1]
-        return int(last["position"] + last["total_size"])
+        raw = self._raw
+        if raw is None:
+            last = self.records[-1]
+            return int(last["position"] + last["total_size"])
+        row = raw[-1] if type(raw) is list else _ROW.unpack_from(raw, len(raw) - _ROW.size)
+        return row[0] + row[1]
 
     def __len__(self) -> int:
-        return len(self.records)
+        raw = self._raw
+        if raw is None:
+            return len(self.records)
+        return len(raw) if type(raw) is list else len(raw) // _ROW.size
 
     def __getitem__(self, sel) -> RecordRun:
         """A run of the selected records (a slice, a mask or indices); the run itself when that is all of it
         (no copy: selecting every record is the common case of bulk consumers)."""
-        n = len(self.records)
+        import numpy as np
+
+        records = self.records
+        n = len(records)
         if isinstance(sel, np.ndarray) and (sel.dtype == bool and sel.all() or sel.dtype != bool and sel.size == n
                                             and (n == 0 or (sel[0] == 0 and sel[-1] == n - 1
                                                             and bool((np.diff(sel) == 1).all())))):
             return self
-        return RecordRun(self.file, np.ascontiguousarray(self.records[sel]))
+        return RecordRun(self.file, np.ascontiguousarray(records[sel]))
 
     def __repr__(self) -> str:
-        return f"RecordRun({self.file.name if self.file else None}, {len(self.records)} records)"
+        return f"RecordRun({self.file.name if self.file else None}, {len(self)} records)"
 
 
 class Record:
@@ -239,7 +299,7 @@ python_row = _python_row  # for the DLedger entry walk (store.dledger), which sc
 
 
 def _python_run(file: MappedFile, rows: list) -> RecordRun:
-    return RecordRun(file, np.array([tuple(r) for r in rows], dtype=RECORD_DTYPE))
+    return RecordRun(file, raw=rows)
 
 
 def walk_file(file: MappedFile, start: int = 0, limit: int | None = None, *, check_crc: bool = True,
@@ -279,13 +339,13 @@ def walk_file(file: MappedFile, start: int = 0, limit: int | None = None, *, che
         if ext is not None:
             raw, n, pos = ext.scan_messages(buf, pos, limit, check_crc, accept_v2, batch, RECORD_SIZE_CAP)
             if n:
-                run = RecordRun(file, np.frombuffer(raw, dtype=RECORD_DTYPE))
+                run = RecordRun(file, raw=raw)
                 if pos >= nxt:
-                    rel.advance(int(run.records[0]["position"]))
+                    rel.advance(_ROW.unpack_from(raw, 0)[0])
                     nxt = rel.next
                 yield run
                 if pos >= nxt:
-                    rel.advance(int(run.records[-1]["position"]))
+                    rel.advance(_ROW.unpack_from(raw, len(raw) - _ROW.size)[0])
                     nxt = rel.next
                 if n == batch:
                     continue
@@ -731,9 +791,7 @@ class CommitLog:
             if isinstance(ev, RecordRun):
                 f = ev.file
                 base = f.start
-                r = ev.records
-                for p, total, bpos, c in zip(r["position"].tolist(), r["total_size"].tolist(),
-                                             r["body_pos"].tolist(), r["crc_ok"].tolist()):
+                for p, total, bpos, _, c, *_ in ev.row_tuples():
                     yield Record(MESSAGE, base + p, total, f, p, None, bpos, None if c < 0 else c == 1, "")
             else:
                 yield ev

@@ -9,13 +9,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from ..formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
+from ..formats.consumequeue import CQ_ENTRY_TABLE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 from .errors import StoreNotFoundError
 from .layout import is_offset_file_name, is_queue_dir_name
 from .mapped import MappedFile
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass
@@ -64,13 +66,17 @@ class ConsumeQueue:
 
     def file_entries(self, f: MappedFile) -> np.ndarray:
         """All 20-byte slots of one file as a structured array (a view over the map, no copy)."""
+        import numpy as np
+
         n = f.size // CQ_STORE_UNIT_SIZE
         if n == 0:
-            return np.zeros(0, dtype=CQ_DTYPE)
-        return np.frombuffer(f.buffer, dtype=CQ_DTYPE, count=n)
+            return np.zeros(0, dtype=CQ_ENTRY_TABLE.dtype)
+        return np.frombuffer(f.buffer, dtype=CQ_ENTRY_TABLE.dtype, count=n)
 
     def valid_length(self, arr: np.ndarray) -> int:
         """Number of leading entries that pass ``offset >= 0 and size > 0`` (the broker's end-of-queue test)."""
+        import numpy as np
+
         bad = np.flatnonzero((arr["physical_offset"] < 0) | (arr["size"] <= 0))
         return int(bad[0]) if bad.size else len(arr)
 
@@ -85,6 +91,8 @@ class ConsumeQueue:
     def entries(self, from_offset: int | None = None, count: int | None = None,
                 skip_pre_blank: bool = True) -> Iterator[tuple[int, int, int, int]]:
         """(queue_offset, physical_offset, size, tags_code) in logical order."""
+        import numpy as np
+
         shown = 0
         for base, arr in self.chunks():
             if from_offset is not None and base + len(arr) <= from_offset:
@@ -110,6 +118,8 @@ class ConsumeQueue:
         """(min logical offset, max logical offset (exclusive), entry count) over the files present,
         pre-blank padding skipped. The broker's min offset additionally depends on the commitlog's min
         offset (correctMinOffset); see ``min_offset_for``."""
+        import numpy as np
+
         lo = None
         hi = 0
         count = 0
@@ -129,6 +139,8 @@ class ConsumeQueue:
 
     def min_offset_for(self, commitlog_min_offset: int) -> int:
         """ConsumeQueue.correctMinOffset: first entry whose physical offset >= the commitlog's min offset."""
+        import numpy as np
+
         for base, arr in self.chunks():
             ok = np.flatnonzero((arr["physical_offset"] >= commitlog_min_offset) & ~pre_blank_mask(arr))
             if ok.size:

@@ -12,18 +12,18 @@ import os
 import struct
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
 from ..formats.checkpoint import CHECKPOINT_TABLE
 from ..formats.constants import SysFlag
-from ..formats.properties import crc32_trailer_rows
-from .commitlog import RecordRun
-from .dledger import dledger_info
+from ..formats.properties import has_crc32_trailer
+from .commitlog import RECORD_FIELDS, RUN_BATCH, RecordRun
 from .errors import RmqInspectError
-from .rocksdb_cq import is_rocksdb_dir, rocksdb_files
+from .layout import is_rocksdb_dir, rocksdb_files
 from .version import BrokerVersion
 
 SCAN_RECORDS = 5000  # records examined for V2 magic / __CRC32# / inner batch (bounded cost on huge stores)
+# the record fields those checks read (a run's row tuples: a few thousand records need no numpy)
+_POSITION, _TOTAL_SIZE, _SYS_FLAG, _MAGIC_VERSION = (RECORD_FIELDS.index(n) for n in (
+    "position", "total_size", "sys_flag", "magic_version"))
 # checkpoint fields 5.x maps after the 4.x ones
 _5X_CHECKPOINT_FIELDS = tuple(CHECKPOINT_TABLE.position(n) for n in ("master_flushed_offset", "confirm_phy_offset"))
 
@@ -127,15 +127,16 @@ def detect_store(store, broker_version: BrokerVersion | None = None,
     v2 = crc = inner = 0
     seen = 0
     try:
-        for run in store.commitlog.walk(check_crc=False, stop_at_end=False):
+        for run in store.commitlog.walk(check_crc=False, stop_at_end=False, batch=max(1, min(scan_records, RUN_BATCH))):
             if type(run) is not RecordRun:
                 continue
-            recs = run.records[:scan_records - seen]
-            seen += len(recs)
-            v2 += int((recs["magic_version"] == 2).sum())
-            inner += int(((recs["sys_flag"] & SysFlag.INNER_BATCH) != 0).sum())
-            crc += len(crc32_trailer_rows(np.frombuffer(run.file.buffer, dtype=np.uint8),
-                                          recs["position"] + recs["total_size"]))
+            rows = run.row_tuples()[:scan_records - seen]
+            seen += len(rows)
+            buf = run.file.buffer
+            for r in rows:
+                v2 += r[_MAGIC_VERSION] == 2
+                inner += (r[_SYS_FLAG] & SysFlag.INNER_BATCH) != 0
+                crc += has_crc32_trailer(buf, r[_POSITION] + r[_TOTAL_SIZE])
             if seen >= scan_records:
                 break
     except RmqInspectError as e:
@@ -151,5 +152,9 @@ def detect_store(store, broker_version: BrokerVersion | None = None,
         guess = "4.x"
     else:
         guess = "unknown"
-    info = dledger_info(store.dledger) if store.layout.dledger is not None else None
+    info = None
+    if store.layout.dledger is not None:
+        from .dledger import dledger_info
+
+        info = dledger_info(store.dledger)
     return StoreDetection(guess, kind, ev, broker_version, info)

@@ -34,6 +34,23 @@ def looks_like_offset_file_name(name: str) -> bool:
     return len(name) == 20 and name.isdigit() and not is_offset_file_name(name)
 
 
+# RocksDB consume queue (5.2.0+): the database files sit in consumequeue/ itself (store.rocksdb_cq reads them)
+def is_rocksdb_dir(path: str) -> bool:
+    """A RocksDB database has CURRENT and at least one MANIFEST-* file."""
+    if not os.path.isdir(path):
+        return False
+    names = os.listdir(path)
+    return "CURRENT" in names and any(n.startswith("MANIFEST-") for n in names)
+
+
+def rocksdb_files(path: str) -> list[str]:
+    if not os.path.isdir(path):
+        return []
+    return sorted(n for n in os.listdir(path) if os.path.isfile(os.path.join(path, n)) and (
+        n in ("CURRENT", "IDENTITY", "LOCK") or n.endswith((".sst", ".log", ".blob"))
+        or n.startswith(("MANIFEST-", "OPTIONS-", "LOG"))))
+
+
 @dataclass
 class DLedgerMember:
     """Paths of one DLedger member's files (``<storePathRootDir>/dledger-<selfId>``, DLedgerConfig.getDefaultPath).

@@ -36,31 +36,13 @@ from ..formats.rocksdb_cq import (
 )
 from .consumequeue import ConsumeQueue, list_queues, pre_blank_mask
 from .errors import CorruptDataError, StoreIOError, StoreNotFoundError
+from .layout import is_rocksdb_dir
 
 # numpy view of many 28-byte CQ values joined together: the per-row fast path.
 ROCKS_CQ_DTYPE = CQ_VALUE_DTYPE
 _CQ_OFFSET_DTYPE = CQ_KEY_TAIL.dtype["cq_offset"]
 assert ROCKS_CQ_DTYPE.itemsize == CQ_UNIT_SIZE
 CHUNK_ROWS = 65536
-
-ROCKSDB_MARKERS = ("CURRENT", "IDENTITY", "OPTIONS-", "MANIFEST-")
-
-
-def is_rocksdb_dir(path: str) -> bool:
-    """A RocksDB database has CURRENT and at least one MANIFEST-* file."""
-    if not os.path.isdir(path):
-        return False
-    names = os.listdir(path)
-    return "CURRENT" in names and any(n.startswith("MANIFEST-") for n in names)
-
-
-def rocksdb_files(path: str) -> list[str]:
-    if not os.path.isdir(path):
-        return []
-    return sorted(n for n in os.listdir(path) if os.path.isfile(os.path.join(path, n)) and (
-        n in ("CURRENT", "IDENTITY", "LOCK") or n.endswith((".sst", ".log", ".blob"))
-        or n.startswith(("MANIFEST-", "OPTIONS-", "LOG"))))
-
 
 def snapshot_rocksdb_dir(src: str) -> str:
     """Private copy of the database files of ``src``; the caller removes it."""

@@ -15,11 +15,31 @@ the index files dropped on an abnormal start, and the per-queue max offsets afte
   ``plan_recovery``.
 """
 
-from .plan import RecoveryOptions, RecoveryPlan, plan_recovery
-from .queues import ConsumeQueueModel, QueueRecovery
-from .redispatch import Redispatch
-from .rocksdb import RocksDBQueues, read_rocksdb_queues
-from .version import BrokerVersion, VersionAssumption, detect_version
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .plan import RecoveryOptions, RecoveryPlan, plan_recovery
+    from .queues import ConsumeQueueModel, QueueRecovery
+    from .redispatch import Redispatch
+    from .rocksdb import RocksDBQueues, read_rocksdb_queues
+    from .version import BrokerVersion, VersionAssumption, detect_version
+
+# where each name lives: imported on first use, so that ``recovery.scan`` / ``recovery.small`` (a key look-up's
+# fates) load without the plan's numpy modules
+_HOME = {"RecoveryOptions": "scan", "RecoveryPlan": "plan", "plan_recovery": "plan", "ConsumeQueueModel": "queues",
+         "QueueRecovery": "queues", "Redispatch": "redispatch", "RocksDBQueues": "rocksdb",
+         "read_rocksdb_queues": "rocksdb", "BrokerVersion": "version", "VersionAssumption": "version",
+         "detect_version": "version"}
+
+
+def __getattr__(name: str):
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
 
 __all__ = ["BrokerVersion", "ConsumeQueueModel", "QueueRecovery", "RecoveryOptions", "RecoveryPlan", "Redispatch",
            "RocksDBQueues", "VersionAssumption", "detect_version", "plan_recovery", "read_rocksdb_queues"]

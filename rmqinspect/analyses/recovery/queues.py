@@ -11,6 +11,7 @@ from ...formats.constants import DEFAULT_CQ_FILE_SIZE
 from ...formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 from ...store.consumequeue import ConsumeQueue
 from ...store.version import BrokerVersion
+from .scan import QueueSet
 
 
 @dataclass
@@ -267,30 +268,6 @@ def default_cq_file_size(models: list) -> int:
     file queues, else the broker default."""
     sizes = [m.size for m in models if isinstance(m, ConsumeQueueModel) and m.size > 1]
     return max(set(sizes), key=sizes.count) if sizes else DEFAULT_CQ_FILE_SIZE
-
-
-class QueueSet:
-    """Every consume queue of the store while recovery runs (file or RocksDB models), in the order they were
-    loaded or created, and by (topic, queueId)."""
-
-    def __init__(self, models: list | None = None):
-        self.models: list = []
-        self.by_key: dict = {}
-        for m in models or ():
-            self.add(m)
-
-    def add(self, model):
-        self.models.append(model)
-        self.by_key[(model.cq.topic, model.cq.queue_id)] = model
-        return model
-
-    def find(self, topic: str, queue_id: int):
-        return self.by_key.get((topic, queue_id))
-
-    def sorted(self) -> list:
-        return sorted(self.models, key=lambda m: (m.cq.topic, m.cq.queue_id))
-
-
 
 
 # What becomes of an on-disk consume-queue entry once the broker has recovered the directory:

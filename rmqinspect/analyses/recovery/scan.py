@@ -1,0 +1,481 @@
+"""The recovery's shared state, its start-file rules and its commit-log scan (steps 2 and 3 of ``plan``), without
+numpy at import: the scan's control flow is one, whatever reads the records. ``plan.scan_commitlog`` hands it
+numpy runs (``plan.scan_run``); a key look-up's fates on a small store hand it row tuples (``small``), so that a
+look-up there starts without importing numpy.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ...formats.commitlog import (
+    MAGIC_CODE_POSITION,
+    PHYSICAL_OFFSET_POSITION,
+    SYSFLAG_POSITION,
+    store_timestamp_position,
+)
+from ...formats.constants import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
+from ...store import Store
+from ...store.commitlog import BLANK, END, FILE_END, RECORD_FIELDS, RecordRun, walk_file
+from ...store.mapped import MappedFile
+from ...store.version import BrokerVersion
+from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
+from ..parallel import map_files, resolve_jobs
+from .version import VersionAssumption
+
+if TYPE_CHECKING:
+    from .redispatch import Redispatch
+    from .rocksdb import RocksDBQueues
+
+# records per run of the walks: large runs amortise the per-run numpy work of the dispatch
+RUN_BATCH = 65536
+_STORE_TIMESTAMP, _PHYSICAL_OFFSET_FIELD = (RECORD_FIELDS.index(n) for n in ("store_timestamp",
+                                                                              "physical_offset_field"))
+
+
+@dataclass
+class RecoveryOptions:
+    """The broker settings and what-ifs a plan runs with (defaults: the broker's defaults, version detected)."""
+
+    version: BrokerVersion | None = None  # None: detected from the files
+    check_crc: bool = True  # checkCRCOnRecover
+    index_safe: bool = False  # messageIndexSafe (abnormal start-file rule)
+    rocksdb_max_phys: int | None = None  # RocksDB consume queue max physical offset, when known from elsewhere
+    delay_table: DelayTable = field(default_factory=lambda: DEFAULT_DELAY_TABLE)  # messageDelayLevel
+    force_mode: str | None = None  # "normal" | "abnormal": what-if over the abort file
+    with_salvage: bool = True  # step 8: classify what lies past T
+    keep_redispatch: bool = True  # list every re-dispatched record (else only count them)
+    cq_file_size: int | None = None  # mappedFileSizeConsumeQueue for queues the recovery creates
+    model_start: bool = True  # step 6: start()'s ReputMessageService
+    jobs: int | None = None  # worker processes of the scan and the salvage walk (analyses.parallel.resolve_jobs)
+    # re-dispatched records reach the queue models (False: only T and the re-dispatch range are wanted, as by a
+    # key look-up's fates; neither depends on the queue models)
+    dispatch: bool = True
+
+
+class QueueSet:
+    """Every consume queue of the store while recovery runs (file or RocksDB models), in the order they were
+    loaded or created, and by (topic, queueId)."""
+
+    def __init__(self, models: list | None = None):
+        self.models: list = []
+        self.by_key: dict = {}
+        for m in models or ():
+            self.add(m)
+
+    def add(self, model):
+        self.models.append(model)
+        self.by_key[(model.cq.topic, model.cq.queue_id)] = model
+        return model
+
+    def find(self, topic: str, queue_id: int):
+        return self.by_key.get((topic, queue_id))
+
+    def sorted(self) -> list:
+        return sorted(self.models, key=lambda m: (m.cq.topic, m.cq.queue_id))
+
+
+@dataclass
+class Recovery:
+    """What the steps share: the store, the settings, the consume queues as they evolve, and the notes."""
+
+    store: Store
+    options: RecoveryOptions
+    version: VersionAssumption
+    normal: bool  # lastExitOK (no abort file, unless forced)
+    rocksdb: bool  # the consume queue is a RocksDB database
+    queues: QueueSet
+    notes: list[str] = field(default_factory=list)
+    max_phy_cq: int = -1  # maxPhyOffsetOfConsumeQueue after load()
+    rocksdb_max_phys: int | None = None  # the RocksDB store's max physical offset, when known
+    rocksdb_table: RocksDBQueues | None = None  # None with a file consume queue or an unreadable database
+    max_offsets_before: dict[str, int] = field(default_factory=dict)
+    topics: dict[bytes, str] = field(default_factory=dict)  # topic bytes -> name, shared by every batch
+    batch_topics: set[str] = field(default_factory=set)  # topics kept as BatchConsumeQueues
+
+    @property
+    def bv(self) -> BrokerVersion:
+        return self.version.version
+
+    @property
+    def files(self) -> list:
+        return self.store.commitlog.files
+
+    @property
+    def dispatches(self) -> bool:
+        """Whether dispatched records reach a queue model (not with an unreadable RocksDB database)."""
+        return self.options.dispatch and (not self.rocksdb or self.rocksdb_table is not None)
+
+    def queue(self, topic: str, queue_id: int):
+        """findConsumeQueue: the queue's model, created on the first record dispatched to it (an empty file
+        queue of mappedFileSizeConsumeQueue, or an empty RocksDB queue)."""
+        m = self.queues.find(topic, queue_id)
+        if m is not None:
+            return m
+        from ...store.consumequeue import ConsumeQueue
+        from .batch import BatchQueueModel
+        from .queues import ConsumeQueueModel, default_cq_file_size
+        from .rocksdb import RocksDBQueueModel
+
+        if topic in self.batch_topics:
+            return self.queues.add(BatchQueueModel(topic, queue_id, None, self.store.commitlog))
+        if self.rocksdb:
+            return self.queues.add(RocksDBQueueModel(topic, queue_id))
+        cq = ConsumeQueue(topic, queue_id, os.path.join(self.store.layout.consumequeue_dir, topic, str(queue_id)))
+        size = self.options.cq_file_size or default_cq_file_size(self.queues.models)
+        return self.queues.add(ConsumeQueueModel(cq, self.bv, size))
+
+
+# ---------------------------------------------------------------------------------------------------
+# 2. the first commit-log file the recovery scans
+
+
+def choose_start_file(rec: Recovery) -> tuple[int, str]:
+    """(index in the commit log's files, why)."""
+    return normal_start_file(rec) if rec.normal else abnormal_start_file(rec)
+
+
+def normal_start_file(rec: Recovery) -> tuple[int, str]:
+    """recoverNormally: third-last file (4.x ... 5.3.1); the newest file starting at or below
+    maxPhyOffsetOfConsumeQueue (5.3.2, 5.3.3, and HEAD with a RocksDB queue); the newest file whose first
+    record validates (HEAD)."""
+    files = rec.files
+    n = len(files)
+    rule = rec.bv.normal_rule
+    if rule == "third-last":
+        return max(0, n - 3), f"normal recovery, third-last of {n} file(s)"
+    if rule == "cq-max" or (rule == "head" and rec.rocksdb):
+        idx = 0
+        mp = rec.max_phy_cq
+        if rec.rocksdb and rec.rocksdb_max_phys is None:
+            mp = files[-1].start  # unknown: assume the queue is caught up
+        for i in range(n - 1, 0, -1):
+            if files[i].start <= mp:
+                idx = i
+                break
+        return idx, f"normal recovery (5.3.2/5.3.3 rule): newest file starting at or below " \
+                    f"maxPhyOffsetOfConsumeQueue {mp}"
+    for i in range(n - 1, 0, -1):
+        ok, why = head_file_matches(rec, files[i])
+        if ok:
+            return i, f"normal recovery (HEAD rule): {why}"
+    return 0, "normal recovery (HEAD rule): no later file qualifies, first file"
+
+
+def abnormal_start_file(rec: Recovery) -> tuple[int, str]:
+    """recoverAbnormally: the newest file whose first record isMappedFileMatchedRecover accepts."""
+    files = rec.files
+    idx = -1
+    why = ""
+    for i in range(len(files) - 1, -1, -1):
+        if rec.bv.normal_rule == "head":
+            ok, why = head_file_matches(rec, files[i])
+        else:
+            try:
+                ok, why = abnormal_file_matches(rec, files[i])
+            except _NeedRocksDB:
+                rec.notes.append("abnormal recovery with a RocksDB consume queue needs its max physical offset; "
+                                 "fell back to the first file")
+                break
+        if ok:
+            idx = i
+            break
+    if idx < 0:
+        return 0, "abnormal recovery: no file matched the checkpoint, first file"
+    return idx, f"abnormal recovery: newest matching file ({why})"
+
+
+class _NeedRocksDB(Exception):
+    pass
+
+
+# isMappedFileMatchedRecover reads the header up to STORETIMESTAMP of an IPv4 record
+_MATCH_HEADER_SIZE = store_timestamp_position(0) + 8
+
+
+def first_record_store_timestamp(buf, version: BrokerVersion) -> int:
+    """STORETIMESTAMP of a file's first record as isMappedFileMatchedRecover reads it (before 4.6.0 at the
+    IPv4 position whatever the sysFlag says)."""
+    sf = 0 if version.store_ts_fixed_56 else struct.unpack_from(">i", buf, SYSFLAG_POSITION)[0]
+    return struct.unpack_from(">q", buf, store_timestamp_position(sf))[0]
+
+
+def abnormal_file_matches(rec: Recovery, f) -> tuple[bool, str]:
+    """CommitLog.isMappedFileMatchedRecover (4.x / 5.0-5.3.3)."""
+    version = rec.bv
+    if f.size < _MATCH_HEADER_SIZE:
+        return False, "file too short for a record header"
+    buf = f.buffer
+    magic = struct.unpack_from(">i", buf, MAGIC_CODE_POSITION)[0]
+    ok_magic = magic == MESSAGE_MAGIC_CODE_V1 or (version.accepts_v2 and magic == MESSAGE_MAGIC_CODE_V2)
+    if not ok_magic:
+        return False, "first record has no message magic code"
+    if version.is_5x and rec.rocksdb:
+        phys = struct.unpack_from(">q", buf, PHYSICAL_OFFSET_POSITION)[0]
+        if rec.rocksdb_max_phys is None:
+            raise _NeedRocksDB()
+        return phys <= rec.rocksdb_max_phys, f"first PHYSICALOFFSET {phys} vs RocksDB max {rec.rocksdb_max_phys}"
+    ts = first_record_store_timestamp(buf, version)
+    if ts == 0:
+        return False, "first record STORETIMESTAMP is 0"
+    cp = rec.store.checkpoint
+    if cp is None:
+        return False, "no checkpoint file"
+    index_safe = rec.options.index_safe
+    limit = cp.min_timestamp_index if index_safe else cp.min_timestamp
+    what = "checkpoint minTimestampIndex" if index_safe else "checkpoint minTimestamp"
+    return ts <= limit, f"first STORETIMESTAMP {ts} {'<=' if ts <= limit else '>'} {what} {limit}"
+
+
+def head_file_matches(rec: Recovery, f) -> tuple[bool, str]:
+    """The development branch's rule (normal and abnormal): the file's first record must pass the full check,
+    then (normal) start at or below maxPhyOffsetOfConsumeQueue / (abnormal) be no newer than the checkpoint."""
+    first = next(walk_file(f, 0, f.size, check_crc=rec.options.check_crc, accept_v2=rec.bv.accepts_v2, batch=1),
+                 None)
+    if type(first) is not RecordRun:
+        return False, f"first record does not validate ({first.kind if first is not None else None})"
+    row = first.row_tuples()[0]
+    ts = row[_STORE_TIMESTAMP]
+    if ts == 0:
+        return False, "first record STORETIMESTAMP is 0"
+    cp = rec.store.checkpoint
+    if rec.options.index_safe and cp is not None and ts > cp.index_msg_timestamp:
+        return False, "first record newer than checkpoint indexMsgTimestamp"
+    if rec.normal:
+        phys = row[_PHYSICAL_OFFSET_FIELD]
+        return phys <= rec.max_phy_cq, f"first PHYSICALOFFSET {phys} vs maxPhyOffsetOfConsumeQueue {rec.max_phy_cq}"
+    limit = cp.min_timestamp if cp is not None else 0
+    return ts <= limit, f"first STORETIMESTAMP {ts} vs checkpoint minTimestamp {limit}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# 3. the scan and its stop rule
+
+
+@dataclass
+class Scan:
+    """The recovery's record scan: where it stopped (T = ``truncate_offset``) and what it dispatched."""
+
+    truncate_offset: int
+    stop_kind: str = ""
+    stop_reason: str = ""
+    stop_file: str | None = None
+    stop_position: int | None = None
+    scanned_bytes: int = 0
+    messages: int = 0
+    redispatch: list[Redispatch] = field(default_factory=list)
+    redispatch_count: int = 0
+    redispatch_first: int | None = None
+    redispatch_last: int | None = None
+    last_dispatched_end: int = -1  # end of the last record the recovery dispatched
+    saw_crc32_property: bool = False
+    saw_v2: bool = False
+
+    def stop(self, kind: str, reason: str, file: str, position: int) -> None:
+        self.stop_kind, self.stop_reason, self.stop_file, self.stop_position = kind, reason, file, position
+
+
+def scan_records(rec: Recovery, idx: int, on_run: OnRun) -> Scan:
+    """checkMessageAndReturnSize from the start file on, file after file (a blank record moves to the next
+    file), until the first record that fails; T is where it stopped. Records past the dispatch-from offset
+    (every record in abnormal mode) are dispatched during the scan, before truncateDirtyLogicFiles.
+
+    ``on_run`` takes each run of records that passed the check (``OnRun``): ``plan.scan_run`` over numpy arrays,
+    or ``small.scan_run_rows`` over row tuples for a store small enough to need no numpy."""
+    files = rec.files
+    n = len(files)
+    start_file = files[idx] if files else None
+    scan = Scan(start_file.start if start_file else 0)
+    bv = rec.bv
+    dispatch_all = not rec.normal
+    dispatch_from = rec.max_phy_cq if (rec.normal and bv.is_5x) else None
+    if rec.rocksdb and rec.rocksdb_max_phys is None:
+        dispatch_from = None
+    delay_table = rec.options.delay_table if bv.delay_levels_at_recovery else DelayTable({})
+    i = idx
+    walks = file_walks(files, idx, rec.options.check_crc, bv.accepts_v2, rec.options.jobs)
+    while start_file is not None:
+        f = files[i]
+        moved = False
+        for ev in next(walks):
+            if type(ev) is RecordRun:
+                if on_run(rec, scan, ev, dispatch_all, dispatch_from, delay_table):
+                    break
+                continue
+            kind, p = ev.kind, ev.position
+            if kind == BLANK:
+                if i + 1 < n:
+                    i += 1
+                    moved = True
+                    scan.scanned_bytes += f.size - p
+                    break
+                scan.stop(BLANK, "blank end-of-file record in the last file", f.name, p)
+            else:
+                why = ev.reason or kind
+                if kind == FILE_END:
+                    why = "the file ends without a blank record; the broker reads past it and stops"
+                scan.stop(kind, why, f.name, p)
+            scan.truncate_offset = f.start + p
+            break
+        else:
+            scan.stop(END, "nothing to scan", f.name, 0)
+        if not moved:
+            break
+        if files[i].start != f.start + rec.store.commitlog.file_size:
+            rec.notes.append(f"commit-log files are not contiguous after {f.name}: the broker continues with "
+                             f"{files[i].name}")
+    walks.close()
+    if scan.saw_v2 and not bv.accepts_v2:
+        rec.notes.append("V2 records exist but this version does not accept them")
+    if scan.saw_crc32_property and not bv.writes_crc32_property:
+        rec.notes.append("__CRC32# properties found: the store was written by 5.2.0+")
+    return scan
+
+
+class FileStop:
+    """What ended one file's walk, as a worker hands it back (a ``Record`` without its map)."""
+
+    __slots__ = ("kind", "position", "reason")
+
+    def __init__(self, kind: str, position: int, reason: str):
+        self.kind, self.position, self.reason = kind, position, reason
+
+    def __reduce__(self):
+        return FileStop, (self.kind, self.position, self.reason)
+
+
+# scan_file's ``landed`` besides the chunk's end: the walk ended in the chunk (a record that stops the scan, or
+# the file's end), or it went past the chunk's end without a record starting there
+WALK_ENDED = -1
+WALKED_PAST = -2
+_AIM_PROBE = 256  # a chunk walk's first run, before any record size is known
+
+
+def scan_file(args) -> tuple[int, int, int, list]:
+    """checkMessageAndReturnSize over one file or chunk, in a worker: (file start, chunk start, landed, events),
+    the events being the record arrays of its runs and what ended the walk. ``args`` = (path, start, check_crc,
+    accept_v2[, lo, hi]): the walk from position ``lo`` (default 0) up to the record starting at ``hi`` (None:
+    the file's end); ``landed`` is ``hi`` when the walk reached it, else WALK_ENDED or WALKED_PAST. The file is
+    mapped here and closed."""
+    path, start, check_crc, accept_v2 = args[:4]
+    lo, hi = args[4:6] if len(args) > 4 else (0, None)
+    f = MappedFile(path, start)
+    out: list = []
+    try:
+        if hi is None:
+            out = [ev.records if type(ev) is RecordRun else FileStop(ev.kind, ev.position, ev.reason)
+                   for ev in walk_file(f, lo, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=RUN_BATCH)]
+            return start, lo, WALK_ENDED, out
+        pos, seen_n, seen_bytes = lo, 0, 0  # runs ask for the records of average size that fit before hi
+        while True:
+            # runs sized to reach hi: the scanner is not asked for records far past the chunk
+            batch = min(RUN_BATCH, max(1, (hi - pos) * seen_n // seen_bytes)) if seen_n else _AIM_PROBE
+            for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=batch):
+                if type(ev) is RecordRun:
+                    r = ev.records
+                    k = int(r["position"].searchsorted(hi))
+                    if k < len(r):
+                        if k:
+                            out.append(r[:k])
+                        return start, lo, hi if int(r["position"][k]) == hi else WALKED_PAST, out
+                    out.append(r)
+                    pos = ev.end
+                    seen_n += len(r)
+                    seen_bytes += int(r["total_size"].sum())
+                    if pos > hi:
+                        return start, lo, WALKED_PAST, out
+                    break  # the next run aimed at hi again
+                if ev.position >= hi:
+                    return start, lo, hi if ev.position == hi else WALKED_PAST, out
+                out.append(FileStop(ev.kind, ev.position, ev.reason))
+                return start, lo, WALK_ENDED, out  # every record that is not a message ends the scan's file
+            else:
+                return start, lo, WALK_ENDED, out
+            if pos == hi:
+                return start, lo, hi, out
+    finally:
+        f.close()
+
+
+class _ChunkResults:
+    """``scan_file`` results in order, handed out file by file (a file's walk the scan left early leaves results
+    behind: they are skipped)."""
+
+    def __init__(self, results):
+        self.results = results
+        self.head = None
+
+    def next_for(self, start: int):
+        while True:
+            if self.head is None:
+                self.head = next(self.results, None)
+                if self.head is None:
+                    return None
+            if self.head[0] < start:
+                self.head = None
+                continue
+            if self.head[0] > start:
+                return None
+            r, self.head = self.head, None
+            return r
+
+
+def _chunked_file_walk(f, results: _ChunkResults, check_crc: bool, accept_v2: bool):
+    """One file's events from its chunks' results: each chunk that reached the next one's start goes on with it;
+    a chunk whose walk went past its end is walked again here from its start to the file's end."""
+    while True:
+        r = results.next_for(f.start)
+        if r is None:
+            return
+        _, lo, landed, events = r
+        if landed == WALKED_PAST:
+            yield from walk_file(f, lo, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=RUN_BATCH)
+            return
+        yield from (e if type(e) is FileStop else RecordRun(f, e) for e in events)
+        if landed == WALK_ENDED:
+            return
+
+
+def record_chunks(f, start: int, *, accept_v2: bool = True, step: int | None = None) -> list[int]:
+    """``salvage.record_chunks``, imported when a multi-process scan first splits a file: a key look-up's recovery
+    scan runs in one process and should not import the salvage."""
+    from ..salvage import record_chunks as chunks
+
+    return chunks(f, start, accept_v2=accept_v2, step=step)
+
+
+def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: int | None):
+    """The walk of each file from ``files[idx]`` on, in order, one iterator of events per file: ``walk_file``
+    in this process, or with ``jobs`` > 1 (``parallel.resolve_jobs``) the files checked by worker processes
+    ahead of the scan (``scan_file``), split inside each file at valid records about every
+    ``parallel.chunk_bytes()`` (``salvage.record_chunks``), their runs handed over as ``RecordRun``s of this
+    process' maps. The scan takes the next file only after a blank record, so files past its stop are checked
+    in vain but never looked at."""
+    if resolve_jobs(jobs) > 1:
+        args = []
+        for f in files[idx:]:
+            starts = record_chunks(f, 0, accept_v2=accept_v2)
+            args += [(f.path, f.start, check_crc, accept_v2, lo, starts[k + 1] if k + 1 < len(starts) else None)
+                     for k, lo in enumerate(starts)]
+        if len(args) > 1:
+            results = _ChunkResults(map_files(scan_file, args, jobs))
+            for f in files[idx:]:
+                yield _chunked_file_walk(f, results, check_crc, accept_v2)
+            return
+    for f in files[idx:]:
+        yield walk_file(f, 0, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=RUN_BATCH)
+
+
+# A run of records that passed the check, handed to the scan's policy: (rec, scan, run, dispatch_all, dispatch_from,
+# delay_table) -> whether the scan stopped in this run
+OnRun = Callable[["Recovery", "Scan", RecordRun, bool, "int | None", DelayTable], bool]
+
+
+__all__ = ["FileStop", "OnRun", "QueueSet", "RUN_BATCH", "Recovery", "RecoveryOptions", "Scan", "WALKED_PAST",
+           "WALK_ENDED", "abnormal_file_matches", "abnormal_start_file", "choose_start_file", "file_walks",
+           "first_record_store_timestamp", "head_file_matches", "normal_start_file", "record_chunks", "scan_file",
+           "scan_records"]
