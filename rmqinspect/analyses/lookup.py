@@ -329,7 +329,7 @@ def recovery_view(store, cache: bool = True) -> RecoveryView:
     Only the truncation offset and the re-dispatch range are computed (the scan's records are not dispatched
     into queue models: neither depends on them), and the answer is kept per process for an unchanged store."""
     from ..store.broker_conf import configured
-    from .recovery import RecoveryOptions, plan_recovery
+    from .recovery.small import small_recovery_scan
 
     crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
     check_crc = crc.value if crc else True
@@ -337,12 +337,18 @@ def recovery_view(store, cache: bool = True) -> RecoveryView:
     key = (_store_identity(store), check_crc, index_safe) if cache else None
     if key is not None and key in _VIEWS:
         return _VIEWS[key]
-    plan = plan_recovery(store, RecoveryOptions(check_crc=check_crc, index_safe=index_safe, with_salvage=False,
-                                                keep_redispatch=False, model_start=False, dispatch=False))
-    # DLedger mode: nothing on disk before the data end is cut (a leader commits it again), whatever the
-    # checkpoint's committed position (recovery.dledger)
-    cut = plan.dledger.data_end if plan.dledger is not None else plan.truncate_offset  # type: ignore[attr-defined]
-    view = RecoveryView(cut, plan.redispatch_first, plan.redispatch_last)
+    scan = small_recovery_scan(store, check_crc, index_safe)
+    if scan is not None:  # a small store: the same scan without numpy (recovery.small)
+        view = RecoveryView(scan.truncate_offset, scan.redispatch_first, scan.redispatch_last)
+    else:
+        from .recovery.plan import RecoveryOptions, plan_recovery
+
+        plan = plan_recovery(store, RecoveryOptions(check_crc=check_crc, index_safe=index_safe, with_salvage=False,
+                                                    keep_redispatch=False, model_start=False, dispatch=False))
+        # DLedger mode: nothing on disk before the data end is cut (a leader commits it again), whatever the
+        # checkpoint's committed position (recovery.dledger)
+        cut = plan.dledger.data_end if plan.dledger is not None else plan.truncate_offset  # type: ignore[attr-defined]
+        view = RecoveryView(cut, plan.redispatch_first, plan.redispatch_last)
     if key is not None:
         if len(_VIEWS) >= _VIEWS_MAX:
             _VIEWS.pop(next(iter(_VIEWS)))

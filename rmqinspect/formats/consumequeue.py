@@ -19,6 +19,15 @@ MSG_TAG_OFFSET_INDEX = CQ_ENTRY_TABLE.position("tags_code")  # ConsumeQueue.MSG_
 assert CQ_ENTRY_TABLE.size == CQ_STORE_UNIT_SIZE and MSG_TAG_OFFSET_INDEX == 12
 
 
+def mapped_cq_file_size(file_size: int) -> int:
+    """MessageStoreConfig.getMappedFileSizeConsumeQueue: a whole number of 20-byte units, rounded up (a size
+    taken from a damaged file's length, 7 bytes or 0, is not one: a queue of it would hold no entry)."""
+    unit = CQ_STORE_UNIT_SIZE
+    if file_size <= 0 or file_size % unit:
+        return max(unit, -(-file_size // unit) * unit)
+    return file_size
+
+
 def is_valid_entry(physical_offset: int, size: int) -> bool:
     """The validity test used by recovery, truncation and the last-offset scan."""
     return physical_offset >= 0 and size > 0

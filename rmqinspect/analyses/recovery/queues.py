@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...formats.constants import DEFAULT_CQ_FILE_SIZE
-from ...formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
+from ...formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, mapped_cq_file_size
 from ...store.consumequeue import ConsumeQueue
 from ...store.version import BrokerVersion
 from .scan import QueueSet
@@ -62,13 +62,10 @@ class ConsumeQueueModel:
     def __init__(self, cq: ConsumeQueue, version: BrokerVersion, file_size: int):
         self.cq = cq
         self.version = version
-        # MessageStoreConfig.getMappedFileSizeConsumeQueue: the size is a whole number of 20-byte units (rounded
-        # up). A size taken from a damaged file's length (7 bytes, 0) is not one: the model would hold no entry.
         unit = CQ_STORE_UNIT_SIZE
-        odd = file_size <= 0 or file_size % unit
-        if odd:
-            file_size = max(unit, -(-file_size // unit) * unit)
-        self.size = file_size
+        size = mapped_cq_file_size(file_size)  # a damaged file's length (7 bytes, 0) is no mapped size
+        odd = size != file_size
+        file_size = self.size = size
         self.arrays = {f.start: cq.file_entries(f) for f in cq.files}
         self.names = {f.start: f.name for f in cq.files}
         self.starts = sorted(self.arrays)

@@ -1,0 +1,153 @@
+"""The recovery's commit-log scan for a small store, over row tuples instead of numpy arrays.
+
+A key look-up's fate column needs only where the broker's recovery truncates the commit log and which records
+it re-dispatches (``analyses.lookup.recovery_view``), and a script looping over keys pays the command's start-up
+for each: on a store of a few MiB the numpy import (~80 ms) is most of it. Here the same scan
+(``scan.scan_records``: the start-file rules and the stop rule are shared) takes each run of records as tuples
+(``scan_run_rows``, the policy of ``plan.scan_run``), and ConsumeQueue.recover's maxPhysicOffset is read with
+struct. Stores that are not small, and every case this module does not model (DLedger mode, a RocksDB or batch
+consume queue), go to ``plan.plan_recovery``. tests/test_recovery_small.py proves both give the same scan.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ...formats.constants import (
+    DEFAULT_CQ_FILE_SIZE,
+    PROPERTY_CRC32,
+    PROPERTY_DELAY_TIME_LEVEL,
+    RMQ_SYS_SCHEDULE_TOPIC,
+)
+from ...formats.consumequeue import CQ_ENTRY, CQ_STORE_UNIT_SIZE, mapped_cq_file_size
+from ...formats.properties import has_crc32_trailer, parse_properties
+from ...store import Store
+from ...store.commitlog import ILLEGAL, RECORD_FIELDS, RecordRun
+from ...store.consumequeue import ConsumeQueue, list_queues
+from ...store.layout import is_rocksdb_dir
+from ...store.version import BrokerVersion
+from ..dispatch import DelayLevelError, DelayTable, dispatch_tags_code
+from .scan import QueueSet, Recovery, RecoveryOptions, Scan, choose_start_file, scan_records
+from .version import assume_version
+
+# The commit-log bytes (and, when the start-file rule reads them, consume-queue bytes) up to which a look-up's
+# recovery scan runs here: under it a Python loop over the records costs less than importing numpy.
+SMALL_STORE_BYTES = 16 << 20
+
+_SCHEDULE_TOPIC = RMQ_SYS_SCHEDULE_TOPIC.encode()
+(_POSITION, _TOTAL_SIZE, _STORE_TIMESTAMP, _TOPIC_POS, _TOPIC_LEN, _PROPERTIES_POS, _PROPERTIES_LEN,
+ _MAGIC_VERSION) = (RECORD_FIELDS.index(n) for n in ("position", "total_size", "store_timestamp", "topic_pos",
+                                                      "topic_len", "properties_pos", "properties_len",
+                                                      "magic_version"))
+
+
+def _properties(buf, row: tuple) -> dict[str, str]:
+    pp, pl = row[_PROPERTIES_POS], row[_PROPERTIES_LEN]
+    return parse_properties(bytes(buf[pp:pp + pl]) if pl > 0 else b"")
+
+
+def scan_run_rows(rec: Recovery, scan: Scan, run: RecordRun, dispatch_all: bool, dispatch_from: int | None,
+                  delay_table: DelayTable) -> bool:
+    """``plan.scan_run`` record by record, for a scan that dispatches nothing into queue models: the records past
+    the dispatch-from offset count as re-dispatched, a SCHEDULE_TOPIC_XXXX record whose DELAY Integer.parseInt
+    rejects ends the scan there. Returns whether the scan stopped in this run."""
+    rows = run.row_tuples()
+    base = run.base
+    buf = run.file.buffer
+    stop_at = None
+    first = last = None
+    sent = 0
+    for j, r in enumerate(rows):
+        tp = r[_TOPIC_POS]
+        if r[_TOPIC_LEN] == len(_SCHEDULE_TOPIC) and buf[tp:tp + len(_SCHEDULE_TOPIC)] == _SCHEDULE_TOPIC:
+            props = _properties(buf, r)
+            if PROPERTY_DELAY_TIME_LEVEL in props:
+                try:
+                    dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, r[_STORE_TIMESTAMP], delay_table)
+                except DelayLevelError as e:
+                    scan.stop(ILLEGAL, f"{e} (Integer.parseInt fails: illegal record)", run.file.name, r[_POSITION])
+                    stop_at = j
+                    break
+        if dispatch_all or (dispatch_from is not None and r[_POSITION] + base > dispatch_from):
+            if first is None:
+                first = r
+            last = r
+            sent += 1
+            if (not scan.saw_crc32_property and has_crc32_trailer(buf, r[_POSITION] + r[_TOTAL_SIZE])
+                    and PROPERTY_CRC32 in _properties(buf, r)):
+                scan.saw_crc32_property = True
+    if sent and first is not None and last is not None:
+        scan.redispatch_count += sent
+        if scan.redispatch_first is None:
+            scan.redispatch_first = base + first[_POSITION]
+        scan.redispatch_last = base + last[_POSITION]
+        scan.last_dispatched_end = base + last[_POSITION] + last[_TOTAL_SIZE]
+    done = rows if stop_at is None else rows[:stop_at]
+    if done:
+        if not scan.saw_v2 and any(r[_MAGIC_VERSION] == 2 for r in done):
+            scan.saw_v2 = True
+        scan.messages += len(done)
+        scan.scanned_bytes += sum(r[_TOTAL_SIZE] for r in done)
+        scan.truncate_offset = base + done[-1][_POSITION] + done[-1][_TOTAL_SIZE]
+    if stop_at is not None:
+        scan.truncate_offset = base + rows[stop_at][_POSITION]
+        return True
+    return False
+
+
+def queue_max_physic_offset(cq: ConsumeQueue, version: BrokerVersion) -> int:
+    """ConsumeQueue.recover's maxPhysicOffset (``queues.ConsumeQueueModel.recover``): from the third-last file,
+    entries up to the first invalid one; a file full of valid entries goes on with the next."""
+    size = mapped_cq_file_size(cq.file_size or DEFAULT_CQ_FILE_SIZE)
+    units = size // CQ_STORE_UNIT_SIZE
+    files = sorted(cq.files, key=lambda f: f.start)
+    max_phys = -1
+    i = max(0, len(files) - 3)
+    while i < len(files):
+        f = files[i]
+        n = min(f.size // CQ_STORE_UNIT_SIZE, units)
+        valid = 0
+        for off, sz, _ in CQ_ENTRY.iter_unpack(f.buffer[:n * CQ_STORE_UNIT_SIZE] if n > 0 else b""):
+            if off < 0 or sz <= 0:
+                break
+            valid += 1
+            max_phys = off if version.cq_max_phys_is_start else off + sz
+        if valid < units:
+            break
+        i += 1
+    return max_phys
+
+
+def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool = False) -> Scan | None:
+    """The recovery scan of ``plan.plan_recovery`` (version detected, broker defaults otherwise) for a store of at
+    most SMALL_STORE_BYTES; None when the store is larger or of a kind only the plan models."""
+    layout = store.layout
+    cq_dir = layout.consumequeue_dir
+    if (layout.dledger is not None or is_rocksdb_dir(cq_dir)
+            or os.path.isdir(os.path.join(layout.root, "batchconsumequeue"))
+            or sum(f.size for f in store.commitlog.files) > SMALL_STORE_BYTES):
+        return None
+    va = assume_version(store, None)
+    bv = va.version
+    if bv.normal_rule == "head":
+        return None
+    normal = not store.abort_present
+    max_phy = -1
+    if normal and bv.is_5x:  # the 5.x start-file rule and dispatch-from offset read maxPhyOffsetOfConsumeQueue
+        queues = [ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(cq_dir)]
+        try:
+            if sum(f.size for cq in queues for f in cq.files) > SMALL_STORE_BYTES:
+                return None
+            for cq in queues:
+                max_phy = max(max_phy, queue_max_physic_offset(cq, bv))
+        finally:
+            for cq in queues:
+                cq.close()
+    options = RecoveryOptions(check_crc=check_crc, index_safe=index_safe, with_salvage=False, keep_redispatch=False,
+                              model_start=False, dispatch=False)
+    rec = Recovery(store, options, va, normal, False, QueueSet(), max_phy_cq=max_phy)
+    idx, _ = choose_start_file(rec)
+    return scan_records(rec, idx, scan_run_rows)
+
+
+__all__ = ["SMALL_STORE_BYTES", "queue_max_physic_offset", "scan_run_rows", "small_recovery_scan"]
