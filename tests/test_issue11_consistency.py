@@ -134,3 +134,34 @@ def test_index_lookup_as_recovered_drops_what_the_broker_will_not_return(tmp_pat
     assert r.exit_code == 3 and json.loads(r.stdout)["phy_offsets"] == []
     kept = json.loads(run(*base, "--key", "m-key-2", "--as-recovered").stdout)
     assert kept["verified_offsets"] == [res[2].physical_offset]
+
+
+def test_index_lookup_without_the_recovery_model_gives_no_fate(tmp_path, monkeypatch):
+    """--no-fate skips the recovery model: the hit is listed, its fate and truncation mark are unknown (null), not
+    "survives". The same when the model cannot run (a warning says so); --as-recovered needs the model."""
+    from rmqinspect.analyses.lookup import RecoveryView
+    from rmqinspect.cli import lookup as cli_lookup
+    from rmqinspect.store.errors import CorruptDataError
+    from rmqinspect.writer.store import StoreWriter
+    from support.msgstores import spec
+
+    root = tmp_path / "s"
+    with StoreWriter(str(root), commitlog_file_size=1 << 16, index_slots=16, index_max=40, abort=True) as w:
+        res = [w.append(spec(i, topic="OrderTopic")) for i in range(60)]
+    base = ["index-lookup", root, "--topic", "OrderTopic", "--key", "m-key-2", "--format", "json"]
+    modelled = json.loads(run(*base).stdout)
+    assert modelled["hits"][0]["fate"] == "survives"
+    assert modelled["recovery_truncate_offset"] == res[-1].physical_offset + res[-1].total_size
+    off = json.loads(run(*base, "--no-fate").stdout)
+    assert off["verified_offsets"] == modelled["verified_offsets"] == [res[2].physical_offset]
+    assert off["recovery_truncate_offset"] is None
+    assert (off["hits"][0]["fate"], off["hits"][0]["beyond_truncation"]) == (None, None)
+    assert run(*base, "--no-fate", "--as-recovered").exit_code == 2
+
+    def broken(store, cache=True) -> RecoveryView:
+        raise CorruptDataError("checkpoint unreadable", "checkpoint")
+
+    monkeypatch.setattr(cli_lookup, "recovery_view", broken)
+    r = run(*base)
+    assert r.exit_code == 0 and "recovery not modelled" in r.stderr
+    assert json.loads(r.stdout)["hits"][0]["fate"] is None

@@ -83,3 +83,11 @@ def test_index_lookup_imports_no_construct_nor_the_recovery_reports(fmt):
     assert "rmqinspect.analyses.recovery.small" in mods
     for heavy in ("numpy", "construct", "rmqinspect.analyses.recovery.plan", "importlib.metadata") + REPORT_MODULES:
         assert not _loaded(mods, heavy), heavy
+
+
+def test_index_lookup_without_fates_imports_no_recovery_module():
+    mods, out = _modules(CLI.format(args=["index-lookup", str(SAMPLE_STORE), "--topic", "OrderTopic", "--key",
+                                          "ord-14", "--no-fate", "--format", "json"]))
+    assert '"fate": null' in out and "1964" in out
+    for heavy in ("numpy", "construct", "rmqinspect.analyses.recovery"):
+        assert not _loaded(mods, heavy), heavy

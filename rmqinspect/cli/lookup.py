@@ -78,7 +78,8 @@ def _service(st: Store, index_dir, slots, max_items) -> IndexService:
     return svc
 
 
-def _hit_row(h, dropped_note: bool) -> dict:
+def _hit_row(h, dropped_note: bool, modelled: bool) -> dict:
+    """A hit's row; ``modelled``: the recovery was modelled, so the hit has a fate after restart (else None)."""
     notes = []
     if h.has_key is False:
         notes.append("hash collision: the record does not carry this key in this topic")
@@ -89,7 +90,8 @@ def _hit_row(h, dropped_note: bool) -> dict:
     return {"physical_offset": h.physical_offset, "verified": h.has_key, "topic": h.topic, "keys": h.keys,
             "uniq_key": h.uniq_key, "store_timestamp": h.store_timestamp, "store_time": ms_to_iso(h.store_timestamp),
             "index_file": h.index_file, "from_dropped_index_file": h.from_dropped_file,
-            "beyond_truncation": h.beyond_truncation, "fate": h.fate, "note": "; ".join(notes)}
+            "beyond_truncation": h.beyond_truncation if modelled else None, "fate": h.fate if modelled else None,
+            "note": "; ".join(notes)}
 
 
 def _walk_rows(q):
@@ -120,17 +122,23 @@ def _walk_rows(q):
 @click.option("--as-recovered", is_flag=True,
               help="The broker's answer once it has recovered this directory: only hits whose fate after restart is "
                    "survives or redispatched (the recovery modelled in memory; nothing is written).")
+@click.option("--no-fate", is_flag=True,
+              help="Do not model the recovery: the hits carry no fate after restart. On a full-size store the fate "
+                   "costs a scan of the commit-log files the broker's recovery reads (seconds per GiB); a script "
+                   "looping over keys may not need it.")
 @_index_options
 @format_option
 @click.pass_context
 @handle_errors
-def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_collisions, tiered, as_recovered,
+def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_collisions, tiered, as_recovered, no_fate,
                  index_dir, index_slots, index_max, max_batch, fmt):
     """DefaultMessageStore.queryMessage over the IndexFiles (what `mqadmin queryMsgByKey` gets), then the client
     step: each hit is re-read and hash collisions are dropped.
 
     Exit code 3 when no record carrying the key is found.
     """
+    if as_recovered and no_fate:
+        raise click.UsageError("--as-recovered needs the recovery model, which --no-fate turns off")
     st = Store.open(store)
     if tiered or (index_dir is None and not os.path.isdir(st.layout.index_dir)
                   and os.path.isdir(os.path.join(st.root, "tiered_index_file"))):
@@ -151,7 +159,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
             note(f"no record carries the key {key!r} as typed; {key.upper()!r}, the UNIQ_KEY as the broker writes "
                  "it, finds them")
             key, q = key.upper(), upper
-    view = _recovery_view(st) if q.hits else None
+    view = _recovery_view(st) if q.hits and not no_fate else None
     mark_fates(q, view)
     truncate_offset = view.truncate_offset if view else None
     if as_recovered:
@@ -171,13 +179,13 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                "collisions": [h.physical_offset for h in q.collisions],
                "index_last_update_timestamp": q.index_last_update_timestamp,
                "index_last_update_phy_offset": q.index_last_update_phy_offset,
-               "hits": [_hit_row(h, svc.abort_present) for h in shown], "notes": q.notes,
+               "hits": [_hit_row(h, svc.abort_present, view is not None) for h in shown], "notes": q.notes,
                "geometry": svc.geometry(), "index_files": [dataclasses.asdict(i) for i in svc.infos]}
         if explain:
             doc["walk"] = list(_walk_rows(q))
         emit_document(doc, fmt)
     elif fmt == "ndjson":
-        emit((dict(type="hit", **_hit_row(h, svc.abort_present)) for h in shown), fmt)
+        emit((dict(type="hit", **_hit_row(h, svc.abort_present, view is not None)) for h in shown), fmt)
         if explain:
             emit(_walk_rows(q), fmt)
     else:
@@ -187,7 +195,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                            ("verified", [h.physical_offset for h in q.verified]),
                            ("hash collisions dropped", [h.physical_offset for h in q.collisions])]
                  + [("note", n) for n in q.notes])
-        emit((_hit_row(h, svc.abort_present) for h in shown), "table", HIT_COLUMNS, title="Hits")
+        emit((_hit_row(h, svc.abort_present, view is not None) for h in shown), "table", HIT_COLUMNS, title="Hits")
         if explain:
             emit((r for r in _walk_rows(q) if r["type"] == "file"), "table",
                  ("round", "file", "consulted", "slot", "slot_value", "stopped", "why"),
