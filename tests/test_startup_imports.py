@@ -91,3 +91,19 @@ def test_index_lookup_without_fates_imports_no_recovery_module():
     assert '"fate": null' in out and "1964" in out
     for heavy in ("numpy", "construct", "rmqinspect.analyses.recovery"):
         assert not _loaded(mods, heavy), heavy
+
+
+def test_the_command_starts_no_blas_threads():
+    """numpy's OpenBLAS would start a spinning thread per core at import; the command asks for none (it never calls
+    BLAS). Counted in a fresh interpreter that imported numpy after the command's module, as every command does."""
+    code = ("import os; from rmqinspect.cli.main import cli; import numpy; "
+            "print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])")
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("no /proc to count threads")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert out.stdout.split() == ["1", "1"], out.stdout + out.stderr
+    bare = subprocess.run([sys.executable, "-c", "import os, numpy; print(len(os.listdir('/proc/self/task')))"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    if (os.cpu_count() or 1) > 1:  # what the setting prevents: without it numpy's OpenBLAS starts its threads here
+        assert int(bare.stdout) > 1, bare.stdout

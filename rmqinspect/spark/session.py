@@ -122,6 +122,8 @@ def get_session(master: str | None = None, app_name: str = "rmqinspect", conf: d
         "spark.sql.python.filterPushdown.enabled": "true",
         "spark.sql.sources.partitionOverwriteMode": "static",
         "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
+        # the tasks import numpy and never call BLAS: no spinning OpenBLAS threads per Python worker (cli.main)
+        "spark.executorEnv.OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1"),
     }
     if os.environ.get(PURE_PYTHON_ENV):
         settings[f"spark.executorEnv.{PURE_PYTHON_ENV}"] = os.environ[PURE_PYTHON_ENV]
