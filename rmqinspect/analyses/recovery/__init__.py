@@ -12,7 +12,9 @@ the index files dropped on an abnormal start, and the per-queue max offsets afte
 - ``rocksdb``: the RocksDB consume queue (5.2.0+) as recovery reads and truncates it;
 - ``redispatch``: DispatchRequests built in bulk from the walk's record runs;
 - ``plan``: the steps, in the broker's order (its two commit-log walks are ``store.commitlog``'s), and
-  ``plan_recovery``.
+  ``plan_recovery``;
+- ``scan``: the shared state, the start-file rules and the commit-log scan's control flow (no numpy);
+- ``small``: that scan over row tuples for a small store (a key look-up's fates without numpy).
 """
 
 from typing import TYPE_CHECKING

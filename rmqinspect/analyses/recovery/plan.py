@@ -11,6 +11,8 @@
 7. ``index_files_loaded``: IndexService.load(lastExitOK): index files an abnormal start drops;
 8. ``messages_lost``: what lies past T (salvage).
 
+Steps 2 and 3 (the start-file rules and the scan's control flow) live in ``recovery.scan``, which imports no
+numpy: this module gives the scan its bulk policy (``scan_run``), ``recovery.small`` gives it row tuples.
 Each step reads the store through read-only maps and records what it did in the ``Recovery`` it is given;
 nothing is ever written. Both commit-log walks (3 and 6) are ``store.commitlog``'s; the policy (where to stop,
 what to dispatch) is decided here.
