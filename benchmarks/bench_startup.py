@@ -7,7 +7,7 @@ median of --repeat runs, and the baseline is the interpreter's own start (`pytho
 run, interleaved with the cases. Target: every case under 0.15 s.
 
 Cases: `--help`, `--version`, `msgid ID` (decoding only, no store), `index-lookup STORE --topic T --key K`
-(a single-key look-up with one hit on the sample store).
+(a single-key look-up with one hit on the sample store, its fate after restart included), as a table and as JSON.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ def cases(store: str, other: str | None) -> dict[str, tuple[list[str], str | Non
             "msgid (decode)" + tag: (cli + ["msgid", "C0A80A0B3E8F1B6D3586F1F8665C0005"], path),
             "index-lookup (one key)" + tag: (cli + ["index-lookup", os.path.join(REPO, store), "--topic", "OrderTopic",
                                                     "--key", "ord-14"], path),
+            "index-lookup (one key, json)" + tag: (cli + ["index-lookup", os.path.join(REPO, store), "--topic",
+                                                          "OrderTopic", "--key", "ord-14", "--format", "json"], path),
         })
     return out
 
@@ -68,11 +70,11 @@ def main() -> None:
         for name, (argv, path) in todo.items():
             times[name].append(run_once(argv, path))
     base = statistics.median(times["python -c pass (baseline)"])
-    print(f"{'case':38} {'median s':>9} {'min s':>7} {'- baseline s':>13}  target < {TARGET_S} s")
+    print(f"{'case':44} {'median s':>9} {'min s':>7} {'- baseline s':>13}  target < {TARGET_S} s")
     for name, ts in times.items():
         med = statistics.median(ts)
         verdict = "" if name.startswith("python") else ("ok" if med < TARGET_S else "OVER")
-        print(f"{name:38} {med:9.3f} {min(ts):7.3f} {med - base:13.3f}  {verdict}")
+        print(f"{name:44} {med:9.3f} {min(ts):7.3f} {med - base:13.3f}  {verdict}")
 
 
 if __name__ == "__main__":
