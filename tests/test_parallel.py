@@ -337,9 +337,13 @@ def test_workers_see_the_broker_conf_in_effect(method, tmp_path, monkeypatch):
     assert list(parallel.map_files(configured_value, keys, 2)) == [None, None, None]
 
 
-def _shm_files() -> set[str]:
-    d = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    return {n for n in os.listdir(d) if n.startswith("rmqinspect-")} if d else set()
+def _private_shm(tmp_path, monkeypatch) -> str:
+    """A handover directory of this test's own (inherited by the forked workers): other rmqinspect processes on the
+    machine write theirs to /dev/shm at the same time, so counting files there is not this test's answer."""
+    d = tmp_path / "shm"
+    d.mkdir()
+    monkeypatch.setattr(parallel, "_SHM_DIR", str(d))
+    return str(d)
 
 
 def _three_chunk_dispatches(root: str) -> tuple[list, list]:
@@ -358,14 +362,14 @@ def test_results_handed_over_through_shared_memory_are_the_same(kind, tmp_path, 
     copied through the result pipe): forced for every result, every command still gives jobs 1's bytes, and no
     file is left behind - also when the walk stops early at damage and results nobody reads are dropped."""
     monkeypatch.setattr(parallel, "_HANDOVER_BYTES", 0)  # inherited by the forked workers
-    before = _shm_files()
+    shm = _private_shm(tmp_path, monkeypatch)
     root = _damaged(tmp_path, kind)
     _same(root, tmp_path, 1500, monkeypatch)
-    assert _shm_files() == before
+    assert os.listdir(shm) == []
     # the handover really ran: a worker's result arrives as the mapped arrays
     res, _ = _three_chunk_dispatches(root)
     assert any(not r["index"]["h"].flags.writeable for r in res)  # backed by the read-only map
-    assert _shm_files() == before
+    assert os.listdir(shm) == []
 
 
 def test_results_come_back_through_the_pipe_when_shared_memory_cannot_be_written(tmp_path, monkeypatch):
