@@ -65,7 +65,7 @@ def _assert_same_scan(root: str, check_crc: bool = True, index_safe: bool = Fals
     # ConsumeQueue.recover's maxPhysicOffset, queue by queue
     for m in rec.queues.models:
         if isinstance(m, ConsumeQueueModel):
-            assert small.queue_max_physic_offset(m.cq, rec.bv) == m.max_phys, m.rec.key
+            assert small.queue_max_physic_offset(m.cq, rec.bv)[0] == m.max_phys, m.rec.key
     return _fields(got)
 
 
@@ -223,6 +223,36 @@ def test_consume_queue_max_physic_offset_is_recovers(files, cuts, file_size, ver
         try:
             m = ConsumeQueueModel(cq, bv, cq.file_size or 6_000_000)
             m.recover()
-            assert small.queue_max_physic_offset(cq, bv) == m.max_phys
+            assert small.queue_max_physic_offset(cq, bv)[0] == m.max_phys
         finally:
             cq.close()
+
+
+@pytest.mark.parametrize("scenario", ["rocketmq-all-5.3.3/clean"])
+def test_queues_beyond_the_entry_budget_go_to_the_plan(scenario, monkeypatch):
+    """A normal 5.x store: the start-file rule reads maxPhyOffsetOfConsumeQueue. Its queues hold more entries than
+    a budget of 5: the small scan declines and the look-up's view is the plan's."""
+    root = str(require_oracle(scenario) / "store")
+    assert small.small_recovery_scan(Store.open(root)) is not None
+    view = lookup.recovery_view(Store.open(root), cache=False)
+    monkeypatch.setattr(small, "SMALL_QUEUE_ENTRIES", 5)
+    assert small.small_recovery_scan(Store.open(root)) is None
+    assert lookup.recovery_view(Store.open(root), cache=False) == view
+
+
+def test_a_preallocated_queue_file_is_read_to_its_first_empty_entry(tmp_path):
+    """A broker pre-allocates each consume-queue file (6 MB by default): a 5.x store with such files, a few entries
+    each, still takes the small scan (the read stops at the first empty entry) and gives the plan's scan."""
+    root = str(tmp_path / "store")
+    msgs = [{"topic": "OrderTopic", "queue_id": i % 2, "delay": None, "body": 50, "crc_property": True, "v2": False}
+            for i in range(30)]
+    fx = _write_store(root, msgs, v2_allowed=True, dispatched=20)
+    fx.cq_file_size = 6_000_000
+    fx.write_consume_queues(fx.records[:20])
+    fx.write_checkpoint(fx.records[-1].store_ts)
+    os.makedirs(os.path.join(root, "compaction"))  # a 5.x marker: the cq-max start rule and dispatch-from offset
+    assert {os.path.getsize(p) for p in _cq_files(root)} == {6_000_000}
+    got = _assert_same_scan(root)
+    # maxPhyOffsetOfConsumeQueue is the end of record 19: the scan re-dispatches the records past it (21-29); record
+    # 20 starts there and is left to start()'s ReputMessageService
+    assert (got["redispatch_first"], got["redispatch_count"]) == (fx.records[21].offset, 9)

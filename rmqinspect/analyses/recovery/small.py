@@ -30,9 +30,12 @@ from ..dispatch import DelayLevelError, DelayTable, dispatch_tags_code
 from .scan import QueueSet, Recovery, RecoveryOptions, Scan, choose_start_file, scan_records
 from .version import assume_version
 
-# The commit-log bytes (and, when the start-file rule reads them, consume-queue bytes) up to which a look-up's
-# recovery scan runs here: under it a Python loop over the records costs less than importing numpy.
+# The commit-log bytes up to which a look-up's recovery scan runs here, and the consume-queue entries ConsumeQueue.
+# recover may read here (when the 5.x start-file rule needs maxPhyOffsetOfConsumeQueue): under them a Python loop
+# costs less than importing numpy (~80 ms). Queue files are counted by the entries read, not by their length: a
+# broker pre-allocates them (6 MB by default) and the read stops at the first empty entry.
 SMALL_STORE_BYTES = 16 << 20
+SMALL_QUEUE_ENTRIES = 100_000
 
 _SCHEDULE_TOPIC = RMQ_SYS_SCHEDULE_TOPIC.encode()
 (_POSITION, _TOTAL_SIZE, _STORE_TIMESTAMP, _TOPIC_POS, _TOPIC_LEN, _PROPERTIES_POS, _PROPERTIES_LEN,
@@ -95,27 +98,34 @@ def scan_run_rows(rec: Recovery, scan: Scan, run: RecordRun, dispatch_all: bool,
     return False
 
 
-def queue_max_physic_offset(cq: ConsumeQueue, version: BrokerVersion) -> int:
+def queue_max_physic_offset(cq: ConsumeQueue, version: BrokerVersion, budget: int | None = None) -> tuple[int, int]:
     """ConsumeQueue.recover's maxPhysicOffset (``queues.ConsumeQueueModel.recover``): from the third-last file,
-    entries up to the first invalid one; a file full of valid entries goes on with the next."""
+    entries up to the first invalid one; a file full of valid entries goes on with the next. Returns (max physic
+    offset, entries read); with ``budget``, stops once more than that many entries were read (the caller then
+    leaves the queue to the plan)."""
     size = mapped_cq_file_size(cq.file_size or DEFAULT_CQ_FILE_SIZE)
     units = size // CQ_STORE_UNIT_SIZE
     files = sorted(cq.files, key=lambda f: f.start)
     max_phys = -1
+    read = 0
     i = max(0, len(files) - 3)
     while i < len(files):
         f = files[i]
         n = min(f.size // CQ_STORE_UNIT_SIZE, units)
         valid = 0
-        for off, sz, _ in CQ_ENTRY.iter_unpack(f.buffer[:n * CQ_STORE_UNIT_SIZE] if n > 0 else b""):
-            if off < 0 or sz <= 0:
-                break
-            valid += 1
-            max_phys = off if version.cq_max_phys_is_start else off + sz
+        with memoryview(f.buffer if n > 0 else b"") as mv:  # released before the queue's maps are closed
+            for off, sz, _ in CQ_ENTRY.iter_unpack(mv[:n * CQ_STORE_UNIT_SIZE]):
+                read += 1
+                if off < 0 or sz <= 0:
+                    break
+                valid += 1
+                max_phys = off if version.cq_max_phys_is_start else off + sz
+                if budget is not None and read > budget:
+                    return max_phys, read
         if valid < units:
             break
         i += 1
-    return max_phys
+    return max_phys, read
 
 
 def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool = False) -> Scan | None:
@@ -135,11 +145,14 @@ def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool =
     max_phy = -1
     if normal and bv.is_5x:  # the 5.x start-file rule and dispatch-from offset read maxPhyOffsetOfConsumeQueue
         queues = [ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(cq_dir)]
+        budget = SMALL_QUEUE_ENTRIES
         try:
-            if sum(f.size for cq in queues for f in cq.files) > SMALL_STORE_BYTES:
-                return None
             for cq in queues:
-                max_phy = max(max_phy, queue_max_physic_offset(cq, bv))
+                phys, read = queue_max_physic_offset(cq, bv, budget)
+                budget -= read
+                if budget < 0:
+                    return None
+                max_phy = max(max_phy, phys)
         finally:
             for cq in queues:
                 cq.close()
@@ -150,4 +163,5 @@ def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool =
     return scan_records(rec, idx, scan_run_rows)
 
 
-__all__ = ["SMALL_STORE_BYTES", "queue_max_physic_offset", "scan_run_rows", "small_recovery_scan"]
+__all__ = ["SMALL_QUEUE_ENTRIES", "SMALL_STORE_BYTES", "queue_max_physic_offset", "scan_run_rows",
+           "small_recovery_scan"]
