@@ -96,6 +96,10 @@ def test_a_lookups_recovery_view_is_the_plans(scenario, monkeypatch):
     monkeypatch.setattr(small, "SMALL_STORE_BYTES", 0)  # every store is "large": the plan answers
     assert small.small_recovery_scan(Store.open(root)) is None
     assert lookup.recovery_view(Store.open(root), cache=False) == got
+    monkeypatch.undo()
+    monkeypatch.setattr(small, "SMALL_SCAN_RECORDS", 3)  # more records than the scan may take one by one
+    assert small.small_recovery_scan(Store.open(root)) is None
+    assert lookup.recovery_view(Store.open(root), cache=False) == got
 
 
 # --- writer-made stores, doctored -----------------------------------------------------------------------------

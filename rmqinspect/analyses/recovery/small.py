@@ -36,6 +36,13 @@ from .version import assume_version
 # broker pre-allocates them (6 MB by default) and the read stops at the first empty entry.
 SMALL_STORE_BYTES = 16 << 20
 SMALL_QUEUE_ENTRIES = 100_000
+# and the records the scan may take one by one (16 MiB of 100-byte records would be 160,000: past this the scan
+# gives way to the plan's)
+SMALL_SCAN_RECORDS = 50_000
+
+
+class _OverBudget(Exception):
+    pass
 
 _SCHEDULE_TOPIC = RMQ_SYS_SCHEDULE_TOPIC.encode()
 (_POSITION, _TOTAL_SIZE, _STORE_TIMESTAMP, _TOPIC_POS, _TOPIC_LEN, _PROPERTIES_POS, _PROPERTIES_LEN,
@@ -160,8 +167,21 @@ def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool =
                               model_start=False, dispatch=False)
     rec = Recovery(store, options, va, normal, False, QueueSet(), max_phy_cq=max_phy)
     idx, _ = choose_start_file(rec)
-    return scan_records(rec, idx, scan_run_rows)
+    left = SMALL_SCAN_RECORDS
+
+    def on_run(rec: Recovery, scan: Scan, run: RecordRun, dispatch_all: bool, dispatch_from: int | None,
+               delay_table: DelayTable) -> bool:
+        nonlocal left
+        left -= len(run)
+        if left < 0:
+            raise _OverBudget()
+        return scan_run_rows(rec, scan, run, dispatch_all, dispatch_from, delay_table)
+
+    try:
+        return scan_records(rec, idx, on_run)
+    except _OverBudget:
+        return None
 
 
-__all__ = ["SMALL_QUEUE_ENTRIES", "SMALL_STORE_BYTES", "queue_max_physic_offset", "scan_run_rows",
+__all__ = ["SMALL_QUEUE_ENTRIES", "SMALL_SCAN_RECORDS", "SMALL_STORE_BYTES", "queue_max_physic_offset", "scan_run_rows",
            "small_recovery_scan"]
