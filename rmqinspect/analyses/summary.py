@@ -11,6 +11,7 @@ from ..store import Store
 from ..formats.commitlog import body_position
 from ..formats.properties import crc32_trailer_rows
 from ..store.commitlog import RecordRun, topic_and_properties, unpack_header
+from ..store.scanner import compiled
 from ..store.detect import detect_store
 from .rebuild import queue_groups
 from .rows import topic_ids
@@ -96,9 +97,10 @@ _CRC_PROPERTY = b"__CRC32#"
 
 def _crc_property_records(buf, u8, r) -> int:
     """How many records of a run carry ``__CRC32#`` in their properties (a substring test, as the summary has always
-    counted it). A 5.2.0+ broker writes it in the record's last CRC32_RESERVED_LEN bytes: those records are found at
-    once (``crc32_trailer_rows``, inside the properties); the others are searched, record by record when they are
-    few, else by one search of the run's bytes whose hits are mapped to the records holding them."""
+    counted it), without the compiled scanner (which has ``count_properties_containing``). A 5.2.0+ broker writes
+    it in the record's last CRC32_RESERVED_LEN bytes: those records are found at once (``crc32_trailer_rows``,
+    inside the properties); the others are searched, record by record when they are few, else by one search of the
+    run's bytes whose hits are mapped to the records holding them."""
     import numpy as np
 
     pp, pl = r["properties_pos"], r["properties_len"]
@@ -144,7 +146,9 @@ def _count_run(ev, *_):
     sf = r["sys_flag"]
     last = r[-1]
     u8 = np.frombuffer(buf, dtype=np.uint8)
-    prop = _crc_property_records(buf, u8, r)
+    ext = compiled()
+    prop = (ext.count_properties_containing(buf, ev.rows, _CRC_PROPERTY) if ext is not None
+            else _crc_property_records(buf, u8, r))
     topics: dict[str, int] = {}
     tids = topic_ids(u8, r, topics)
     names = list(topics)
