@@ -103,21 +103,27 @@ class RecordingCQ:
             self.keys.append((topic, queue_id))
         return q
 
-    def blocks(self) -> list[tuple]:
-        """Per queue, in first-seen order: (topic, queue_id, queue offsets, packed 20-byte entries). Within a
-        queue the entries keep commitlog order; queues are independent files, so their interleaving is moot."""
+    def blocks(self) -> tuple[list[tuple], list[bool]]:
+        """Per queue, in first-seen order: (topic, queue_id, queue offsets, packed 20-byte entries as a uint8
+        array: it reaches the join out of band, ``parallel``), and whether the block is dense (consecutive queue
+        offsets, increasing entry ends: ``ConsumeQueueWriter.put_packed``'s ``dense``, checked here, in the
+        worker). Within a queue the entries keep commitlog order; queues are independent files, so their
+        interleaving is moot."""
         per: list[list[tuple]] = [[] for _ in self.keys]
         for part in self.parts:
             per[part[0]].append(part)
-        out = []
+        out, dense = [], []
         for (topic, qid), parts in zip(self.keys, per):
-            qoff, phys, size, code = (np.concatenate([p[k] for p in parts]) for k in (1, 2, 3, 4))
+            qoff, phys, size, code = (np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k]
+                                      for k in (1, 2, 3, 4))
             ent = np.empty(len(qoff), dtype=CQ_DTYPE)
             ent["physical_offset"] = phys
             ent["size"] = size
             ent["tags_code"] = code
-            out.append((topic, qid, qoff, ent.tobytes()))
-        return out
+            ends = phys + size
+            dense.append(bool(np.all(qoff[1:] - qoff[:-1] == 1)) and bool(np.all(ends[1:] > ends[:-1])))
+            out.append((topic, qid, qoff, ent.view(np.uint8)))
+        return out, dense
 
 
 class RecordingIndex:
@@ -164,7 +170,8 @@ def dispatch_file(args) -> dict:
                                                             to_offset=None if hi is None else start + hi))
     finally:
         cl.close()
-    return {"start": start, "report": rep, "cq": cq.blocks() if cq else None, "index": ix.arrays(slots) if ix else None,
+    blocks, dense = cq.blocks() if cq else (None, None)
+    return {"start": start, "report": rep, "cq": blocks, "cq_dense": dense, "index": ix.arrays(slots) if ix else None,
             "scanner": describe_scanner(), "args": tuple(args)}
 
 
@@ -203,6 +210,7 @@ def join_file_dispatches(results, commitlog: CommitLog, cq, index, options: Rebu
     against the chunk's end) the rest of the file is dispatched again here from the chunk's start, as one task,
     and the file's later chunks are dropped."""
     build_index = options.build_index and index is not None
+    bulk_cq = bool(getattr(cq, "bulk_puts", False))
     files = commitlog.files
     index_of = {f.start: i for i, f in enumerate(files)}
     fsize = commitlog.file_size
@@ -222,11 +230,17 @@ def join_file_dispatches(results, commitlog: CommitLog, cq, index, options: Rebu
         if hi is not None and not (rep.stop_kind == "to" and rep.end_offset == f.start + hi):
             res = dispatch_file((*args[:7], None, *args[8:]))
             rep, hi, redone = res["report"], None, f.start
-        for topic, qid, qoff, packed in res["cq"] or ():
+        # a bulk sink takes a block the worker found dense with its first entry checked; the dry-run comparison
+        # (no bulk puts) takes every block entry by entry
+        dense = (res.get("cq_dense") or ()) if bulk_cq else ()
+        for k, (topic, qid, qoff, packed) in enumerate(res["cq"] or ()):
             w = queues.get((topic, qid))
             if w is None:
                 w = queues[(topic, qid)] = cq.queue(topic, qid)
-            w.put_packed(qoff, packed)
+            if k < len(dense) and dense[k]:
+                w.put_packed(qoff, packed, dense=True)
+            else:
+                w.put_packed(qoff, packed)
         x = res["index"]
         if x is not None and len(x["h"]):
             h, p, t = x["h"], x["p"], x["t"]
