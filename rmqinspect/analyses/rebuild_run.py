@@ -104,11 +104,10 @@ class RecordingCQ:
         return q
 
     def blocks(self) -> tuple[list[tuple], list[bool]]:
-        """Per queue, in first-seen order: (topic, queue_id, queue offsets, packed 20-byte entries as a uint8
-        array: it reaches the join out of band, ``parallel``), and whether the block is dense (consecutive queue
-        offsets, increasing entry ends: ``ConsumeQueueWriter.put_packed``'s ``dense``, checked here, in the
-        worker). Within a queue the entries keep commitlog order; queues are independent files, so their
-        interleaving is moot."""
+        """Per queue, in first-seen order: (topic, queue_id, queue offsets, packed 20-byte entries), and whether
+        each block is dense (consecutive queue offsets, increasing entry ends: ``ConsumeQueueWriter.put_packed``'s
+        ``dense``, checked here in the worker instead of in the in-order join). Within a queue the entries keep
+        commitlog order; queues are independent files, so their interleaving is moot."""
         per: list[list[tuple]] = [[] for _ in self.keys]
         for part in self.parts:
             per[part[0]].append(part)
@@ -122,7 +121,7 @@ class RecordingCQ:
             ent["tags_code"] = code
             ends = phys + size
             dense.append(bool(np.all(qoff[1:] - qoff[:-1] == 1)) and bool(np.all(ends[1:] > ends[:-1])))
-            out.append((topic, qid, qoff, ent.view(np.uint8)))
+            out.append((topic, qid, qoff, ent.tobytes()))
         return out, dense
 
 

@@ -105,8 +105,9 @@ class IndexFileWriter:
         self.begin_phy = self.end_phy = prev_end_phy if prev_end_phy > 0 else 0
         self.hash_slot_count = 0
         self.index_count = 1
-        # item numbers are Java ints: an int32 table is half the cache misses of the random slot look-ups
-        self.table = np.zeros(slots, dtype=np.int32)
+        # item numbers are Java ints: an int32 table is half the cache misses of the random slot look-ups; kept
+        # big-endian, as the file holds it, so closing writes it as it is (no 20 MB byte-swapped copy at the end)
+        self.table = np.zeros(slots, dtype=">i4")
         self.items_base = INDEX_HEADER_SIZE + slots * 4
         self._open()
 
@@ -197,7 +198,7 @@ class IndexFileWriter:
 
     def close(self) -> None:
         self._write(0, self.header_bytes())
-        self._write(INDEX_HEADER_SIZE, self.table.astype(">i4").tobytes())
+        self._write(INDEX_HEADER_SIZE, self.table.view(np.uint8))  # bytes-like, not copied
         self._finish()
         self.table = None
 
