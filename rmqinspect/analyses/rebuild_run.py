@@ -38,7 +38,7 @@ from ..store.version import BrokerVersion
 from .compare.rebuild_vs_store import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
 from .dispatch import DEFAULT_DELAY_TABLE, DelayTable
 from .parallel import map_files, resolve_jobs
-from .rebuild import RebuildOptions, RebuildReport, dispatch_commitlog
+from .rebuild import RebuildOptions, RebuildReport, dispatch_commitlog, queue_groups
 from .salvage import record_chunks
 
 MANIFEST = "rebuild.json"
@@ -72,56 +72,73 @@ INDEX_PUTS = 16384
 
 
 class _RecordingQueue:
-    __slots__ = ("qi", "sink")
+    __slots__ = ("key", "sink")
 
-    def __init__(self, qi: int, sink: RecordingCQ):
-        self.qi, self.sink = qi, sink
+    def __init__(self, key: tuple[str, int], sink: RecordingCQ):
+        self.key, self.sink = key, sink
 
     def put(self, cq_offset, phys, size, tags_code):
         self.put_many(np.array([cq_offset], np.int64), np.array([phys], np.int64), np.array([size], np.int64),
                       np.array([tags_code], np.int64))
 
     def put_many(self, cq_offsets, phys, sizes, tags_codes):
-        self.sink.parts.append((self.qi, np.asarray(cq_offsets, np.int64), np.asarray(phys, np.int64),
-                                np.asarray(sizes, np.int64), np.asarray(tags_codes, np.int64)))
+        n = len(cq_offsets)
+        self.sink.put_run([self.key[0]], np.zeros(n, np.int64), np.full(n, self.key[1], np.int64), cq_offsets, phys,
+                          sizes, tags_codes)
 
 
 class RecordingCQ:
-    """A consume-queue sink that keeps the entries of one file's dispatch, queue by queue (bulk puts)."""
+    """A consume-queue sink that keeps the entries of one file's (or chunk's) dispatch and hands them over queue by
+    queue (``blocks``). The dispatcher gives it whole runs (``put_run``): they are grouped by queue once, here at
+    the end, in the worker, instead of once per run and queue."""
 
     bulk_puts = True
 
     def __init__(self):
-        self.keys: list[tuple[str, int]] = []
-        self._q: dict = {}
-        self.parts: list[tuple] = []
+        self._topic_ids: dict[str, int] = {}
+        self.topics: list[str] = []
+        self.runs: list[tuple] = []
 
     def queue(self, topic, queue_id):
-        q = self._q.get((topic, queue_id))
-        if q is None:
-            q = self._q[(topic, queue_id)] = _RecordingQueue(len(self.keys), self)
-            self.keys.append((topic, queue_id))
-        return q
+        return _RecordingQueue((topic, int(queue_id)), self)
+
+    def put_run(self, topics: list[str], tid, qid, cq_offsets, phys, sizes, tags_codes) -> None:
+        """Entries of one run in commitlog order: the topic of entry i is ``topics[tid[i]]``, its queue ``qid[i]``."""
+        ids = self._topic_ids
+        g = []
+        for t in topics:
+            k = ids.get(t)
+            if k is None:
+                k = ids[t] = len(self.topics)
+                self.topics.append(t)
+            g.append(k)
+        # contiguous copies: a run's fields may be views of the walk's record array, which is not kept
+        self.runs.append((np.array(g, dtype=np.int64)[tid], *(np.ascontiguousarray(x, np.int64) for x in (
+            qid, cq_offsets, phys, sizes, tags_codes))))
 
     def blocks(self) -> tuple[list[tuple], list[bool]]:
         """Per queue, in first-seen order: (topic, queue_id, queue offsets, packed 20-byte entries), and whether
         each block is dense (consecutive queue offsets, increasing entry ends: ``ConsumeQueueWriter.put_packed``'s
         ``dense``, checked here in the worker instead of in the in-order join). Within a queue the entries keep
         commitlog order; queues are independent files, so their interleaving is moot."""
-        per: list[list[tuple]] = [[] for _ in self.keys]
-        for part in self.parts:
-            per[part[0]].append(part)
+        if not self.runs:
+            return [], []
+        gtid, qid, qoff, phys, size, code = (np.concatenate([r[k] for r in self.runs]) if len(self.runs) > 1
+                                             else self.runs[0][k] for k in range(6))
+        order, bounds, groups = queue_groups(gtid, qid)  # stable: each queue's entries stay in commitlog order
+        qoff, phys, size = qoff[order], phys[order], size[order]
+        ent = np.empty(len(order), dtype=CQ_DTYPE)
+        ent["physical_offset"] = phys
+        ent["size"] = size
+        ent["tags_code"] = code[order]
+        ends = phys + size
+        # step i -> i + 1 continues a queue densely (only steps inside one block are looked at)
+        step_ok = (qoff[1:] - qoff[:-1] == 1) & (ends[1:] > ends[:-1])
         out, dense = [], []
-        for (topic, qid), parts in zip(self.keys, per):
-            qoff, phys, size, code = (np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k]
-                                      for k in (1, 2, 3, 4))
-            ent = np.empty(len(qoff), dtype=CQ_DTYPE)
-            ent["physical_offset"] = phys
-            ent["size"] = size
-            ent["tags_code"] = code
-            ends = phys + size
-            dense.append(bool(np.all(qoff[1:] - qoff[:-1] == 1)) and bool(np.all(ends[1:] > ends[:-1])))
-            out.append((topic, qid, qoff, ent.tobytes()))
+        for g in groups:
+            a, b = int(bounds[g]), int(bounds[g + 1])
+            out.append((self.topics[int(gtid[order[a]])], int(qid[order[a]]), qoff[a:b], ent[a:b].tobytes()))
+            dense.append(bool(step_ok[a:b - 1].all()))
         return out, dense
 
 
