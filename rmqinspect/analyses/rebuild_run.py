@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,7 +26,6 @@ from ..formats.constants import DEFAULT_CQ_FILE_SIZE, DEFAULT_INDEX_MAX, DEFAULT
 from ..formats.consumequeue import CQ_DTYPE
 from ..sinks.consumequeue import ConsumeQueueSet, round_cq_file_size
 from ..sinks.indexfile import IndexFileSet, slot_links
-from ..sinks.rocksdb_cq import file_cq_to_rocksdb
 from ..store import Store
 from ..store.broker_conf import BrokerConfigError, Setting, configured, setting
 from ..store.commitlog import CommitLog
@@ -35,11 +35,16 @@ from ..store.layout import ensure_new_directory, ensure_output_outside, is_offse
 from ..store.mapped import MappedFile
 from ..store.scanner import describe as describe_scanner
 from ..store.version import BrokerVersion
-from .compare.rebuild_vs_store import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
 from .dispatch import DEFAULT_DELAY_TABLE, DelayTable
 from .parallel import map_files, resolve_jobs
 from .rebuild import RebuildOptions, RebuildReport, dispatch_commitlog, queue_groups
 from .salvage import record_chunks
+
+if TYPE_CHECKING:
+    from .compare.rebuild_vs_store import Reconciliation
+
+# Imported where used, not at module load (the command's start-up is serial time before any worker runs): the
+# dry-run comparison (analyses.compare.rebuild_vs_store) and the RocksDB conversion (sinks.rocksdb_cq).
 
 MANIFEST = "rebuild.json"
 CQ_SIZE_SETTLE = "--cq-file-size (or mappedFileSizeConsumeQueue in --broker-config)"
@@ -519,6 +524,8 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
     cl = store.commitlog
     recon = None
     if dry_run:
+        from .compare.rebuild_vs_store import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
+
         recon = Reconciliation()
         cq = CompareConsumeQueueSet(store.layout.consumequeue_dir, geo.cq_file_size, recon, details) \
             if build_cq else None
@@ -545,6 +552,8 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
         index.close(rep.after_last_put_ts)
     rocks_result = None
     if cq_format == "rocksdb" and cq is not None and not dry_run:
+        from ..sinks.rocksdb_cq import file_cq_to_rocksdb
+
         files_dir = os.path.join(out, ".consumequeue-files")
         os.rename(os.path.join(out, "consumequeue"), files_dir)
         try:
@@ -585,6 +594,8 @@ def rebuild_rocksdb_consume_queue(store: Store, out_dir: str, end_offset: int | 
                               delay_table=delay_table or DEFAULT_DELAY_TABLE)
         dispatch_commitlog(store.commitlog, cq, None, opts)
         cq.close()
+        from ..sinks.rocksdb_cq import file_cq_to_rocksdb
+
         return file_cq_to_rocksdb(scratch, out_dir, store.commitlog)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
