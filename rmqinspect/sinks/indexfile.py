@@ -148,8 +148,9 @@ class IndexFileWriter:
         if m == 0:
             return
         n0 = self.index_count
+        rec = np.empty(m, dtype=INDEX_ITEM_DTYPE)
         # timeDiff, including the quirk for the first item of a file
-        td = np.empty(m, dtype=np.int64)
+        td = rec["time_diff"]
         first = 0
         if n0 <= 1:
             td[0] = self._time_diff(int(ts[0]), self.begin_ts)
@@ -161,24 +162,25 @@ class IndexFileWriter:
                 td[first:] = 0
             else:
                 # Java's long division truncates toward zero: a negative difference gives <= 0, clamped to 0
-                td[first:] = np.minimum(np.maximum(ts[first:] - self.begin_ts, 0) // 1000, INT_MAX)
+                d = ts[first:] - self.begin_ts
+                np.maximum(d, 0, out=d)
+                d //= 1000
+                np.minimum(d, INT_MAX, out=d)
+                td[first:] = d
         # prevIndex chains: the previous item of the batch with the same slot, else the slot's value before the
-        # batch (a slot value <= 0 or > indexCount is treated as empty, IndexFile.putKey)
+        # batch. IndexFile.putKey treats a slot value <= 0 or > indexCount as empty; this table only ever holds 0 or
+        # item numbers already written (1 .. indexCount - 1), so the slot's value is the link as it is.
         old = self.table.take(used_slots)  # one pass of look-ups in ascending addresses (take: no index checks)
-        old_valid = np.where((old <= 0) | (old > n0), 0, old)
         if self.count_every_put:
             self.hash_slot_count += m
         else:
-            self.hash_slot_count += int(np.count_nonzero(old_valid == 0))
+            self.hash_slot_count += len(old) - int(np.count_nonzero(old))
         self.table[used_slots] = lasts + n0  # the same cache lines again, just read
-        rec = np.empty(m, dtype=INDEX_ITEM_DTYPE)
+        prev = prev_in_batch + n0
+        prev[heads] = old
+        rec["prev_index"] = prev
         rec["key_hash"] = key_hash
         rec["phy_offset"] = phys
-        rec["time_diff"] = td
-        pi = rec["prev_index"]
-        pi[:] = prev_in_batch
-        pi += n0
-        pi[heads] = old_valid
         self._write(self.items_base + n0 * INDEX_ITEM_SIZE, rec.tobytes())
         self.index_count = n0 + m
         self.end_phy = int(phys[-1])
