@@ -8,6 +8,7 @@ index files (many rolls) gives with two workers and tiny chunks byte for byte th
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -135,3 +136,33 @@ def test_slot_links_match_a_stable_sort(slots):
     want = np.full(len(h), -1)
     want[order[1:][~first[1:]]] = order[:-1][~first[1:]]
     assert prev.tolist() == want.tolist()
+
+
+_FAULTS_IN_A_WORKER = r"""
+import resource, sys
+import numpy as np
+from rmqinspect.analyses import parallel
+
+def task(_):
+    out = []
+    for _ in range(3):  # a task's large temporaries, made and freed again and again (a rebuild chunk's arrays)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        a = np.ones(2 << 20, dtype=np.int64)  # 16 MiB
+        del a
+        out.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    return out
+
+print(max(r[1] for r in parallel.map_files(task, [0, 1], 2)))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc tuning: Linux only")
+def test_workers_keep_freed_temporaries_instead_of_faulting_them_in_again():
+    """A worker process keeps large freed blocks in its heap (parallel._worker_init): the second 16 MiB temporary of
+    a task reuses the first one's pages (glibc's default maps the first one apart, gives it back when it is freed and
+    grows the heap for the second one: hundreds of page faults, again for every new size)."""
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", _FAULTS_IN_A_WORKER], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split()[-1]) < 100
