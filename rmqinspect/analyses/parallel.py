@@ -179,7 +179,7 @@ def _worker_init() -> None:
         import ctypes
 
         mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError, ImportError):
+    except (OSError, AttributeError, ImportError, TypeError):  # no C library to load by None (Windows), no mallopt
         return
     mallopt(_M_MMAP_THRESHOLD, 32 << 20)
     mallopt(_M_TRIM_THRESHOLD, 256 << 20)
