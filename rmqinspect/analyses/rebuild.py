@@ -215,6 +215,8 @@ class _Dispatcher:
         self.index = index
         self.delay_table = delay_table
         self.bulk_cq = cq is not None and bool(getattr(cq, "bulk_puts", False))
+        # a sink that takes a whole run and groups it by queue itself (the parallel rebuild's recording sink)
+        self.run_cq = self.bulk_cq and hasattr(cq, "put_run")
         self.topic_info: dict[bytes, tuple] = {}
         self.queue_cache: dict = {}
         self.pk: list[np.ndarray] = []
@@ -311,9 +313,13 @@ class _Dispatcher:
         rep.not_in_cq += (b - a) - nin
         if self.cq is None or nin == 0:
             return
-        idx = np.flatnonzero(incq) + a
+        # every record of the run goes to a consume queue (the usual case): slices, not gathers
+        idx = slice(a, b) if nin == b - a and self.run_cq else np.flatnonzero(incq) + a
         tid = fields[idx, 0]
         qid = r["queue_id"][idx]
+        if self.run_cq:
+            self._cq_run(r, tid, qid, idx, codes, phys, infos)
+            return
         if len(self.queue_cache) > _CACHE_LIMIT:
             self.queue_cache.clear()
         if not self.bulk_cq:
@@ -339,6 +345,26 @@ class _Dispatcher:
             else:
                 q.put_many(r["queue_offset"][members], phys[members], r["total_size"][members], codes[members])
                 self.cq_entries += len(members)
+
+    def _cq_run(self, r, tid, qid, idx, codes, phys, infos):
+        """The run's entries to a sink that groups them by queue itself (``put_run``), unsafe topics skipped and
+        counted here as ``_queue`` does."""
+        rep = self.rep
+        safe = [inf[1] for inf in infos]
+        if not all(safe):
+            if isinstance(idx, slice):
+                idx = np.arange(idx.start, idx.stop)
+            ok = np.array(safe, dtype=bool)[tid]
+            # topic ids are numbered in order of first appearance: counted in the order _queue would count them
+            for t, n in zip(*np.unique(tid[~ok], return_counts=True)):
+                name = infos[int(t)][0]
+                rep.skipped_topics[name] = rep.skipped_topics.get(name, 0) + int(n)
+            idx, tid, qid = idx[ok], tid[ok], qid[ok]
+            if not len(idx):
+                return
+        self.cq.put_run([inf[0] for inf in infos], tid, qid, r["queue_offset"][idx], phys[idx], r["total_size"][idx],
+                        codes[idx])
+        self.cq_entries += len(tid)
 
     def _queue(self, tid: int, qid: int, infos: list):
         # topic ids are per batch: the cache is keyed by the topic itself

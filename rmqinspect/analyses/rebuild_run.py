@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,7 +26,6 @@ from ..formats.constants import DEFAULT_CQ_FILE_SIZE, DEFAULT_INDEX_MAX, DEFAULT
 from ..formats.consumequeue import CQ_DTYPE
 from ..sinks.consumequeue import ConsumeQueueSet, round_cq_file_size
 from ..sinks.indexfile import IndexFileSet, slot_links
-from ..sinks.rocksdb_cq import file_cq_to_rocksdb
 from ..store import Store
 from ..store.broker_conf import BrokerConfigError, Setting, configured, setting
 from ..store.commitlog import CommitLog
@@ -35,11 +35,16 @@ from ..store.layout import ensure_new_directory, ensure_output_outside, is_offse
 from ..store.mapped import MappedFile
 from ..store.scanner import describe as describe_scanner
 from ..store.version import BrokerVersion
-from .compare.rebuild_vs_store import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
 from .dispatch import DEFAULT_DELAY_TABLE, DelayTable
 from .parallel import map_files, resolve_jobs
-from .rebuild import RebuildOptions, RebuildReport, dispatch_commitlog
+from .rebuild import RebuildOptions, RebuildReport, dispatch_commitlog, queue_groups
 from .salvage import record_chunks
+
+if TYPE_CHECKING:
+    from .compare.rebuild_vs_store import Reconciliation
+
+# Imported where used, not at module load (the command's start-up is serial time before any worker runs): the
+# dry-run comparison (analyses.compare.rebuild_vs_store) and the RocksDB conversion (sinks.rocksdb_cq).
 
 MANIFEST = "rebuild.json"
 CQ_SIZE_SETTLE = "--cq-file-size (or mappedFileSizeConsumeQueue in --broker-config)"
@@ -72,52 +77,74 @@ INDEX_PUTS = 16384
 
 
 class _RecordingQueue:
-    __slots__ = ("qi", "sink")
+    __slots__ = ("key", "sink")
 
-    def __init__(self, qi: int, sink: RecordingCQ):
-        self.qi, self.sink = qi, sink
+    def __init__(self, key: tuple[str, int], sink: RecordingCQ):
+        self.key, self.sink = key, sink
 
     def put(self, cq_offset, phys, size, tags_code):
         self.put_many(np.array([cq_offset], np.int64), np.array([phys], np.int64), np.array([size], np.int64),
                       np.array([tags_code], np.int64))
 
     def put_many(self, cq_offsets, phys, sizes, tags_codes):
-        self.sink.parts.append((self.qi, np.asarray(cq_offsets, np.int64), np.asarray(phys, np.int64),
-                                np.asarray(sizes, np.int64), np.asarray(tags_codes, np.int64)))
+        n = len(cq_offsets)
+        self.sink.put_run([self.key[0]], np.zeros(n, np.int64), np.full(n, self.key[1], np.int64), cq_offsets, phys,
+                          sizes, tags_codes)
 
 
 class RecordingCQ:
-    """A consume-queue sink that keeps the entries of one file's dispatch, queue by queue (bulk puts)."""
+    """A consume-queue sink that keeps the entries of one file's (or chunk's) dispatch and hands them over queue by
+    queue (``blocks``). The dispatcher gives it whole runs (``put_run``): they are grouped by queue once, here at
+    the end, in the worker, instead of once per run and queue."""
 
     bulk_puts = True
 
     def __init__(self):
-        self.keys: list[tuple[str, int]] = []
-        self._q: dict = {}
-        self.parts: list[tuple] = []
+        self._topic_ids: dict[str, int] = {}
+        self.topics: list[str] = []
+        self.runs: list[tuple] = []
 
     def queue(self, topic, queue_id):
-        q = self._q.get((topic, queue_id))
-        if q is None:
-            q = self._q[(topic, queue_id)] = _RecordingQueue(len(self.keys), self)
-            self.keys.append((topic, queue_id))
-        return q
+        return _RecordingQueue((topic, int(queue_id)), self)
 
-    def blocks(self) -> list[tuple]:
-        """Per queue, in first-seen order: (topic, queue_id, queue offsets, packed 20-byte entries). Within a
-        queue the entries keep commitlog order; queues are independent files, so their interleaving is moot."""
-        per: list[list[tuple]] = [[] for _ in self.keys]
-        for part in self.parts:
-            per[part[0]].append(part)
-        out = []
-        for (topic, qid), parts in zip(self.keys, per):
-            qoff, phys, size, code = (np.concatenate([p[k] for p in parts]) for k in (1, 2, 3, 4))
-            ent = np.empty(len(qoff), dtype=CQ_DTYPE)
-            ent["physical_offset"] = phys
-            ent["size"] = size
-            ent["tags_code"] = code
-            out.append((topic, qid, qoff, ent.tobytes()))
-        return out
+    def put_run(self, topics: list[str], tid, qid, cq_offsets, phys, sizes, tags_codes) -> None:
+        """Entries of one run in commitlog order: the topic of entry i is ``topics[tid[i]]``, its queue ``qid[i]``."""
+        ids = self._topic_ids
+        g = []
+        for t in topics:
+            k = ids.get(t)
+            if k is None:
+                k = ids[t] = len(self.topics)
+                self.topics.append(t)
+            g.append(k)
+        # contiguous copies: a run's fields may be views of the walk's record array, which is not kept
+        self.runs.append((np.array(g, dtype=np.int64)[tid], *(np.ascontiguousarray(x, np.int64) for x in (
+            qid, cq_offsets, phys, sizes, tags_codes))))
+
+    def blocks(self) -> tuple[list[tuple], list[bool]]:
+        """Per queue, in first-seen order: (topic, queue_id, queue offsets, packed 20-byte entries), and whether
+        each block is dense (consecutive queue offsets, increasing entry ends: ``ConsumeQueueWriter.put_packed``'s
+        ``dense``, checked here in the worker instead of in the in-order join). Within a queue the entries keep
+        commitlog order; queues are independent files, so their interleaving is moot."""
+        if not self.runs:
+            return [], []
+        gtid, qid, qoff, phys, size, code = (np.concatenate([r[k] for r in self.runs]) if len(self.runs) > 1
+                                             else self.runs[0][k] for k in range(6))
+        order, bounds, groups = queue_groups(gtid, qid)  # stable: each queue's entries stay in commitlog order
+        qoff, phys, size = qoff[order], phys[order], size[order]
+        ent = np.empty(len(order), dtype=CQ_DTYPE)
+        ent["physical_offset"] = phys
+        ent["size"] = size
+        ent["tags_code"] = code[order]
+        ends = phys + size
+        # step i -> i + 1 continues a queue densely (only steps inside one block are looked at)
+        step_ok = (qoff[1:] - qoff[:-1] == 1) & (ends[1:] > ends[:-1])
+        out, dense = [], []
+        for g in groups:
+            a, b = int(bounds[g]), int(bounds[g + 1])
+            out.append((self.topics[int(gtid[order[a]])], int(qid[order[a]]), qoff[a:b], ent[a:b].tobytes()))
+            dense.append(bool(step_ok[a:b - 1].all()))
+        return out, dense
 
 
 class RecordingIndex:
@@ -164,7 +191,8 @@ def dispatch_file(args) -> dict:
                                                             to_offset=None if hi is None else start + hi))
     finally:
         cl.close()
-    return {"start": start, "report": rep, "cq": cq.blocks() if cq else None, "index": ix.arrays(slots) if ix else None,
+    blocks, dense = cq.blocks() if cq else (None, None)
+    return {"start": start, "report": rep, "cq": blocks, "cq_dense": dense, "index": ix.arrays(slots) if ix else None,
             "scanner": describe_scanner(), "args": tuple(args)}
 
 
@@ -203,6 +231,7 @@ def join_file_dispatches(results, commitlog: CommitLog, cq, index, options: Rebu
     against the chunk's end) the rest of the file is dispatched again here from the chunk's start, as one task,
     and the file's later chunks are dropped."""
     build_index = options.build_index and index is not None
+    bulk_cq = bool(getattr(cq, "bulk_puts", False))
     files = commitlog.files
     index_of = {f.start: i for i, f in enumerate(files)}
     fsize = commitlog.file_size
@@ -222,11 +251,17 @@ def join_file_dispatches(results, commitlog: CommitLog, cq, index, options: Rebu
         if hi is not None and not (rep.stop_kind == "to" and rep.end_offset == f.start + hi):
             res = dispatch_file((*args[:7], None, *args[8:]))
             rep, hi, redone = res["report"], None, f.start
-        for topic, qid, qoff, packed in res["cq"] or ():
+        # a bulk sink takes a block the worker found dense with its first entry checked; the dry-run comparison
+        # (no bulk puts) takes every block entry by entry
+        dense = (res.get("cq_dense") or ()) if bulk_cq else ()
+        for k, (topic, qid, qoff, packed) in enumerate(res["cq"] or ()):
             w = queues.get((topic, qid))
             if w is None:
                 w = queues[(topic, qid)] = cq.queue(topic, qid)
-            w.put_packed(qoff, packed)
+            if k < len(dense) and dense[k]:
+                w.put_packed(qoff, packed, dense=True)
+            else:
+                w.put_packed(qoff, packed)
         x = res["index"]
         if x is not None and len(x["h"]):
             h, p, t = x["h"], x["p"], x["t"]
@@ -489,6 +524,8 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
     cl = store.commitlog
     recon = None
     if dry_run:
+        from .compare.rebuild_vs_store import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
+
         recon = Reconciliation()
         cq = CompareConsumeQueueSet(store.layout.consumequeue_dir, geo.cq_file_size, recon, details) \
             if build_cq else None
@@ -515,6 +552,8 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
         index.close(rep.after_last_put_ts)
     rocks_result = None
     if cq_format == "rocksdb" and cq is not None and not dry_run:
+        from ..sinks.rocksdb_cq import file_cq_to_rocksdb
+
         files_dir = os.path.join(out, ".consumequeue-files")
         os.rename(os.path.join(out, "consumequeue"), files_dir)
         try:
@@ -555,6 +594,8 @@ def rebuild_rocksdb_consume_queue(store: Store, out_dir: str, end_offset: int | 
                               delay_table=delay_table or DEFAULT_DELAY_TABLE)
         dispatch_commitlog(store.commitlog, cq, None, opts)
         cq.close()
+        from ..sinks.rocksdb_cq import file_cq_to_rocksdb
+
         return file_cq_to_rocksdb(scratch, out_dir, store.commitlog)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

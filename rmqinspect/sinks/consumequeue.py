@@ -104,11 +104,14 @@ class ConsumeQueueWriter:
         for a, b, c, d in zip(qo.tolist(), phys[i:].tolist(), sizes[i:].tolist(), tags_codes[i:].tolist()):
             self.put(a, b, c, d)
 
-    def put_packed(self, cq_offsets: np.ndarray, packed: bytes) -> None:
-        """``put`` for each 20-byte entry of ``packed`` (``CQ_DTYPE``) at ``cq_offsets``, in order. When the
-        entries simply continue the queue (consecutive queue offsets starting at the write position, the
-        first one past maxPhysicOffset - always so for a sequential walk past the queue's first entry) the
-        bytes are appended in one go, with exactly the state changes ``put`` makes entry by entry."""
+    def put_packed(self, cq_offsets: np.ndarray, packed, dense: bool = False) -> None:
+        """``put`` for each 20-byte entry of ``packed`` (``CQ_DTYPE``, any bytes-like object) at ``cq_offsets``, in
+        order. When the entries simply continue the queue (consecutive queue offsets starting at the write position,
+        the first one past maxPhysicOffset - always so for a sequential walk past the queue's first entry) the bytes
+        are appended in one go, with exactly the state changes ``put`` makes entry by entry. ``dense``: the caller
+        has checked that the queue offsets are consecutive and the entries' ends (offset + size) increase (a worker
+        of the parallel rebuild does, ``analyses.rebuild_run.RecordingCQ``), so only the first entry is checked
+        against the queue here."""
         n = len(cq_offsets)
         if n == 0:
             return
@@ -120,14 +123,22 @@ class ConsumeQueueWriter:
             i = 1
         if i < n:
             q0 = int(cq_offsets[i])
-            end_phys = ent["physical_offset"][i:].astype(np.int64) + ent["size"][i:].astype(np.int64)
-            if (q0 * CQ_STORE_UNIT_SIZE == self.write_pos and int(end_phys[0]) > self.max_physic_offset
-                    and bool(np.all(np.diff(cq_offsets[i:]) == 1)) and bool(np.all(np.diff(end_phys) > 0))):
+            if dense:
+                first, last = ent[i], ent[n - 1]
+                first_end = int(first["physical_offset"]) + int(first["size"])
+                last_end = int(last["physical_offset"]) + int(last["size"])
+                fits = q0 * CQ_STORE_UNIT_SIZE == self.write_pos and first_end > self.max_physic_offset
+            else:
+                end_phys = ent["physical_offset"][i:].astype(np.int64) + ent["size"][i:].astype(np.int64)
+                last_end = int(end_phys[-1])
+                fits = (q0 * CQ_STORE_UNIT_SIZE == self.write_pos and int(end_phys[0]) > self.max_physic_offset
+                        and bool(np.all(np.diff(cq_offsets[i:]) == 1)) and bool(np.all(np.diff(end_phys) > 0)))
+            if fits:
                 m = n - i
-                self._buf += packed[i * CQ_STORE_UNIT_SIZE:]
+                self._buf += memoryview(packed).cast("B")[i * CQ_STORE_UNIT_SIZE:]
                 self.write_pos += m * CQ_STORE_UNIT_SIZE
                 self.entries += m
-                self.max_physic_offset = int(end_phys[-1])
+                self.max_physic_offset = last_end
                 if len(self._buf) >= _FLUSH_AT:
                     self.flush()
                 return

@@ -63,25 +63,33 @@ def _civil_from_days(z: int) -> tuple[int, int, int]:
 
 
 def slot_links(key_hash: np.ndarray, slots: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The hash-slot chains inside one batch of puts: (slot, prev, heads, lasts) where ``prev[i]`` is the batch
-    position of the previous put into the same slot (-1: none in the batch), ``heads`` the position of each slot's
-    first put and ``lasts`` of its last one, both in slot order (the slot table is then read and written in
-    ascending addresses: half the cost of put order on a 20 MB table). Computed where the puts are made (a worker
-    of the parallel rebuild), they spare the in-order join a sort (``IndexFileWriter.put_linked``)."""
+    """The hash-slot chains inside one batch of puts: (used slots, prev, heads, lasts) where ``prev[i]`` is the
+    batch position of the previous put into the same slot (-1: none in the batch), and for each slot the batch
+    uses, in ascending slot order (the slot table is then read and written in ascending addresses: half the cost
+    of put order on a 20 MB table), the slot (intp: a table index needs no cast), the position of its first put
+    (``heads``) and of its last one (``lasts``). Computed where the puts are made (a worker of the parallel
+    rebuild), they spare the in-order join a sort (``IndexFileWriter.put_linked``).
+
+    One sort of ``slot << bits | position`` (every key distinct, so any sort gives the stable order: the
+    position is the tie-break) instead of a stable argsort; ``h - h // n * n`` is Python's ``%`` (numpy divides
+    by a scalar faster than it takes the remainder)."""
     m = len(key_hash)
-    slot = np.asarray(key_hash, dtype=np.int64) % slots
-    order = np.argsort(slot, kind="stable")
-    s_sorted = slot[order]
+    h = np.asarray(key_hash, dtype=np.int64)
+    slot = h - h // slots * slots
+    bits = max(int(m - 1).bit_length(), 1)
+    key = slot << bits
+    key |= np.arange(m, dtype=np.int64)
+    key.sort()
+    order = (key & ((1 << bits) - 1)).astype(np.int32)
+    s_sorted = key >> bits
     same = s_sorted[1:] == s_sorted[:-1]
     prev = np.full(m, -1, dtype=np.int32)
     prev[order[1:][same]] = order[:-1][same]
     new_slot = np.ones(m, dtype=bool)
     new_slot[1:] = ~same
-    heads = order[new_slot].astype(np.int32)
     last_of_slot = np.ones(m, dtype=bool)
     last_of_slot[:-1] = ~same
-    lasts = order[last_of_slot].astype(np.int32)
-    return slot.astype(np.int32), prev, heads, lasts
+    return s_sorted[new_slot].astype(np.intp), prev, order[new_slot], order[last_of_slot]
 
 
 class IndexFileWriter:
@@ -97,8 +105,9 @@ class IndexFileWriter:
         self.begin_phy = self.end_phy = prev_end_phy if prev_end_phy > 0 else 0
         self.hash_slot_count = 0
         self.index_count = 1
-        # item numbers are Java ints: an int32 table is half the cache misses of the random slot look-ups
-        self.table = np.zeros(slots, dtype=np.int32)
+        # item numbers are Java ints: an int32 table is half the cache misses of the random slot look-ups; kept
+        # big-endian, as the file holds it, so closing writes it as it is (no 20 MB byte-swapped copy at the end)
+        self.table = np.zeros(slots, dtype=">i4")
         self.items_base = INDEX_HEADER_SIZE + slots * 4
         self._open()
 
@@ -129,17 +138,19 @@ class IndexFileWriter:
             return
         self.put_linked(key_hash, phys, ts, *slot_links(key_hash, self.slots))
 
-    def put_linked(self, key_hash: np.ndarray, phys: np.ndarray, ts: np.ndarray, slot: np.ndarray,
+    def put_linked(self, key_hash: np.ndarray, phys: np.ndarray, ts: np.ndarray, used_slots: np.ndarray,
                    prev_in_batch: np.ndarray, heads: np.ndarray, lasts: np.ndarray) -> None:
         """``put_batch`` with the slot chains inside the batch already known (``slot_links``, computed where the
         puts were made): ``prev_in_batch`` is the batch position of the previous put into the same slot (-1:
-        none in this batch), ``heads``/``lasts`` the positions of each slot's first and last put."""
+        none in this batch); per slot used (``used_slots``, ascending), ``heads``/``lasts`` the positions of its
+        first and last put."""
         m = len(key_hash)
         if m == 0:
             return
         n0 = self.index_count
+        rec = np.empty(m, dtype=INDEX_ITEM_DTYPE)
         # timeDiff, including the quirk for the first item of a file
-        td = np.empty(m, dtype=np.int64)
+        td = rec["time_diff"]
         first = 0
         if n0 <= 1:
             td[0] = self._time_diff(int(ts[0]), self.begin_ts)
@@ -151,23 +162,25 @@ class IndexFileWriter:
                 td[first:] = 0
             else:
                 # Java's long division truncates toward zero: a negative difference gives <= 0, clamped to 0
-                td[first:] = np.minimum(np.maximum(ts[first:] - self.begin_ts, 0) // 1000, INT_MAX)
+                d = ts[first:] - self.begin_ts
+                np.maximum(d, 0, out=d)
+                d //= 1000
+                np.minimum(d, INT_MAX, out=d)
+                td[first:] = d
         # prevIndex chains: the previous item of the batch with the same slot, else the slot's value before the
-        # batch (a slot value <= 0 or > indexCount is treated as empty, IndexFile.putKey)
-        prev = prev_in_batch + n0
-        old = self.table[slot[heads]]
-        old_valid = np.where((old <= 0) | (old > n0), 0, old)
-        prev[heads] = old_valid
+        # batch. IndexFile.putKey treats a slot value <= 0 or > indexCount as empty; this table only ever holds 0 or
+        # item numbers already written (1 .. indexCount - 1), so the slot's value is the link as it is.
+        old = self.table.take(used_slots)  # one pass of look-ups in ascending addresses (take: no index checks)
         if self.count_every_put:
             self.hash_slot_count += m
         else:
-            self.hash_slot_count += int(np.count_nonzero(old_valid == 0))
-        self.table[slot[lasts]] = lasts + n0
-        rec = np.empty(m, dtype=INDEX_ITEM_DTYPE)
+            self.hash_slot_count += len(old) - int(np.count_nonzero(old))
+        self.table[used_slots] = lasts + n0  # the same cache lines again, just read
+        prev = prev_in_batch + n0
+        prev[heads] = old
+        rec["prev_index"] = prev
         rec["key_hash"] = key_hash
         rec["phy_offset"] = phys
-        rec["time_diff"] = td
-        rec["prev_index"] = prev
         self._write(self.items_base + n0 * INDEX_ITEM_SIZE, rec.tobytes())
         self.index_count = n0 + m
         self.end_phy = int(phys[-1])
@@ -187,7 +200,7 @@ class IndexFileWriter:
 
     def close(self) -> None:
         self._write(0, self.header_bytes())
-        self._write(INDEX_HEADER_SIZE, self.table.astype(">i4").tobytes())
+        self._write(INDEX_HEADER_SIZE, self.table.view(np.uint8))  # bytes-like, not copied
         self._finish()
         self.table = None
 
@@ -265,8 +278,8 @@ class IndexFileSet:
             self.current.put_batch(key_hash[i:i + n], phys[i:i + n], ts[i:i + n])
             i += n
 
-    def put_linked(self, key_hash: np.ndarray, phys: np.ndarray, ts: np.ndarray, slot: np.ndarray, prev: np.ndarray,
-                   heads: np.ndarray, lasts: np.ndarray) -> None:
+    def put_linked(self, key_hash: np.ndarray, phys: np.ndarray, ts: np.ndarray, used_slots: np.ndarray,
+                   prev: np.ndarray, heads: np.ndarray, lasts: np.ndarray) -> None:
         """``put_batch`` of one batch whose chains ``slot_links`` computed beforehand. A batch that would cross
         into a new file goes through ``put_batch`` (its chains are cut there: rare, once per ``maxIndexNum``)."""
         m = len(key_hash)
@@ -278,7 +291,7 @@ class IndexFileSet:
             self.put_batch(key_hash, phys, ts)
             return
         self.puts += m
-        self.current.put_linked(key_hash, phys, ts, slot, prev, heads, lasts)
+        self.current.put_linked(key_hash, phys, ts, used_slots, prev, heads, lasts)
 
     def close(self, record_after_last_put_ts: int | None = None) -> None:
         """``record_after_last_put_ts``: store time of the first record dispatched after the last put, if any.
