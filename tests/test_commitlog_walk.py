@@ -323,3 +323,26 @@ def test_compiled_equals_python_on_damaged_stores(tmp_path, damage):
     assert (want or CRC_MISMATCH) in kinds, kinds
     if damage == "everything":
         assert {GAP, HALF, CRC_MISMATCH} <= kinds, kinds
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("scenario", ["rocketmq-all-4.9.8/crash-torn-tail", "rocketmq-all-5.3.3/clean",
+                                      "rocketmq-all-4.9.8/dledger-clean"])
+def test_a_runs_rows_without_numpy_are_its_array(compiled, scenario):
+    """RecordRun.row_tuples / column read the scanner's rows without numpy (the compiled scanner's bytes, the
+    pure-Python scanner's lists, a DLedger entry walk's arrays): the same values as the numpy array, every field."""
+    from rmqinspect.store.commitlog import RECORD_FIELDS, RecordRun
+
+    st = Store.open(str(require_oracle(scenario) / "store"))
+    runs = 0
+    with scanner.selected(compiled):
+        for ev in st.commitlog.walk(check_crc=False, stop_at_end=False):
+            if type(ev) is not RecordRun:
+                continue
+            tuples, cols = ev.row_tuples(), {n: ev.column(n) for n in RECORD_FIELDS}
+            arr = ev.records  # made after the lists were read, from the same rows
+            assert tuples == arr.tolist() and len(tuples) == len(ev) > 0
+            assert all(cols[n] == arr[n].tolist() for n in RECORD_FIELDS)
+            assert ev.end == int(arr["position"][-1] + arr["total_size"][-1])
+            runs += 1
+    assert runs

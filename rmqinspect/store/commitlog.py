@@ -124,6 +124,7 @@ RECORD_FIELDS = ("position", "total_size", "body_pos", "body_len", "crc_ok", "sy
                  "physical_offset_field", "store_timestamp", "born_timestamp", "topic_pos", "topic_len",
                  "properties_pos", "properties_len", "magic_version")
 _NFIELDS = len(RECORD_FIELDS)
+_FIELD_INDEX = {n: i for i, n in enumerate(RECORD_FIELDS)}
 # one compiled-scanner row: NFIELDS native int64 (a run's rows read without numpy, ``RecordRun.row_tuples``)
 _ROW = struct.Struct(f"={_NFIELDS}q")
 _DTYPE: list = []  # RECORD_DTYPE, built on first use (module __getattr__)
@@ -186,6 +187,16 @@ class RecordRun:
         if type(raw) is list:
             return [tuple(x) for x in raw]
         return list(_ROW.iter_unpack(raw))
+
+    def column(self, name: str) -> list[int]:
+        """One field of every record (``RECORD_FIELDS``), as a list, without numpy."""
+        raw = self._raw
+        if raw is None:
+            return self.records[name].tolist()
+        i = _FIELD_INDEX[name]
+        if type(raw) is list:
+            return [r[i] for r in raw]
+        return memoryview(raw).cast("q")[i::_NFIELDS].tolist()  # type: ignore[arg-type]
 
     @classmethod
     def from_rows(cls, file: MappedFile, rows: np.ndarray) -> RecordRun:

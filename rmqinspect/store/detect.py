@@ -15,15 +15,14 @@ from dataclasses import asdict, dataclass, field
 from ..formats.checkpoint import CHECKPOINT_TABLE
 from ..formats.constants import SysFlag
 from ..formats.properties import has_crc32_trailer
-from .commitlog import RECORD_FIELDS, RUN_BATCH, RecordRun
+from .commitlog import RUN_BATCH, RecordRun
 from .errors import RmqInspectError
 from .layout import is_rocksdb_dir, rocksdb_files
 from .version import BrokerVersion
 
 SCAN_RECORDS = 5000  # records examined for V2 magic / __CRC32# / inner batch (bounded cost on huge stores)
-# the record fields those checks read (a run's row tuples: a few thousand records need no numpy)
-_POSITION, _TOTAL_SIZE, _SYS_FLAG, _MAGIC_VERSION = (RECORD_FIELDS.index(n) for n in (
-    "position", "total_size", "sys_flag", "magic_version"))
+# those checks read a run's columns as lists (a few thousand records need no numpy)
+_INNER_BATCH = int(SysFlag.INNER_BATCH)  # a plain int: `int & Flag` goes through the enum machinery per record
 # checkpoint fields 5.x maps after the 4.x ones
 _5X_CHECKPOINT_FIELDS = tuple(CHECKPOINT_TABLE.position(n) for n in ("master_flushed_offset", "confirm_phy_offset"))
 
@@ -130,13 +129,13 @@ def detect_store(store, broker_version: BrokerVersion | None = None,
         for run in store.commitlog.walk(check_crc=False, stop_at_end=False, batch=max(1, min(scan_records, RUN_BATCH))):
             if type(run) is not RecordRun:
                 continue
-            rows = run.row_tuples()[:scan_records - seen]
-            seen += len(rows)
+            k = scan_records - seen
+            pos, size = run.column("position")[:k], run.column("total_size")[:k]
+            seen += len(pos)
             buf = run.file.buffer
-            for r in rows:
-                v2 += r[_MAGIC_VERSION] == 2
-                inner += (r[_SYS_FLAG] & SysFlag.INNER_BATCH) != 0
-                crc += has_crc32_trailer(buf, r[_POSITION] + r[_TOTAL_SIZE])
+            v2 += run.column("magic_version")[:k].count(2)
+            inner += sum(1 for f in run.column("sys_flag")[:k] if f & _INNER_BATCH)
+            crc += sum(1 for p, n in zip(pos, size) if has_crc32_trailer(buf, p + n))
             if seen >= scan_records:
                 break
     except RmqInspectError as e:
