@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rmqinspect.analyses.verify import verify
 from rmqinspect.formats.commitlog import store_timestamp_position
@@ -44,3 +47,65 @@ def test_flipped_store_time_is_reported_where_it_is(tmp_path, bit, kind):
     probs = [p for p in verify(Store.open(root), ("structure", "crc")).problems]
     assert [(p.kind, p.file, p.position) for p in probs] == [("store_time_outlier", f"commitlog/{name}", pos)]
     assert kind in probs[0].reason
+
+
+# --- the check split between the workers (each run alone) and the command (across runs) --------------------------
+
+def _reference(runs: list[np.ndarray]) -> list[tuple]:
+    """The check as one pass over every record in order, each record against its neighbours in the sequence, in
+    Python integers (the command did all of it before the split, in int64 arithmetic that wrapped: -2**63 and 0
+    "agreed"): what the split must give, in the same order per run."""
+    from rmqinspect.analyses.verify import CALENDAR_MAX_MS, STORE_TIME_JUMP_MS
+
+    out: list[tuple] = []
+    carry: list[tuple] = []
+    for k, r in enumerate(runs):
+        ts = r["store_timestamp"].astype(np.int64)
+        recs = [(int(ts[j]), f"f{k}", int(r["position"][j]), int(r["total_size"][j]), k) for j in range(len(r))]
+        out += [rec for rec in recs if not 0 <= rec[0] <= CALENDAR_MAX_MS]
+        seq = carry + recs
+        a = np.array([x[0] for x in seq], dtype=np.int64)
+        for i in range(1, len(seq) - 1):  # Python integers: no difference wraps
+            far = (abs(int(a[i]) - int(a[i - 1])) > STORE_TIME_JUMP_MS and abs(int(a[i]) - int(a[i + 1])) >
+                   STORE_TIME_JUMP_MS and abs(int(a[i + 1]) - int(a[i - 1])) <= STORE_TIME_JUMP_MS)
+            if far and 0 <= seq[i][0] <= CALENDAR_MAX_MS:
+                out.append(seq[i])
+        carry = seq[-2:]
+    return out
+
+
+_TS = st.one_of(st.integers(1_700_000_000_000, 1_700_000_000_000 + 30 * 86_400_000),
+                st.sampled_from([0, -1, 1 << 62, -(1 << 63), (1 << 63) - 1, 253_402_300_800_000]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(times=st.lists(_TS, min_size=1, max_size=40), cuts=st.lists(st.integers(1, 6), min_size=1, max_size=40))
+def test_the_split_check_is_the_whole_sequences(times, cuts):
+    from rmqinspect.analyses.verify import _StoreTimeOutliers, store_time_candidates
+
+    dt = np.dtype([("position", np.int64), ("total_size", np.int64), ("store_timestamp", np.int64)])
+    runs, i = [], 0
+    for c in cuts:
+        if i >= len(times):
+            break
+        part = times[i:i + c]
+        r = np.zeros(len(part), dtype=dt)
+        r["store_timestamp"] = part
+        r["position"] = np.arange(i, i + len(part)) * 100
+        r["total_size"] = 100
+        runs.append(r)
+        i += c
+    if i < len(times):
+        r = np.zeros(len(times) - i, dtype=dt)
+        r["store_timestamp"] = times[i:]
+        r["position"] = np.arange(i, len(times)) * 100
+        r["total_size"] = 100
+        runs.append(r)
+
+    class F:
+        def __init__(self, k):
+            self.name, self.start = f"f{k}", k
+
+    check = _StoreTimeOutliers()
+    got = [o[:5] for k, r in enumerate(runs) for o in check.feed(F(k), store_time_candidates(r))]
+    assert got == _reference(runs)

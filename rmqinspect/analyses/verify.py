@@ -145,41 +145,67 @@ STORE_TIME_JUMP_MS = 7 * 86_400_000  # a week: far beyond a clock step, far belo
 CALENDAR_MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
+def _apart(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """|x - y| > STORE_TIME_JUMP_MS, exactly, for any int64 values: where the difference may not fit in an int64
+    (a flipped sign bit: -2**63 against 0 wrapped to "agree" before) the float64 one, far beyond a week, decides."""
+    with np.errstate(over="ignore"):
+        return (np.abs(x.astype(np.float64) - y.astype(np.float64)) > 2.0 ** 61) | (np.abs(x - y) > STORE_TIME_JUMP_MS)
+
+
+def _far_from_neighbours(a: np.ndarray) -> np.ndarray:
+    """Indices (1 .. len - 2) of the store times in ``a`` (int64) more than a week from both neighbours while those
+    agree with each other, and inside the calendar."""
+    if a.size < 3:
+        return np.zeros(0, dtype=np.int64)
+    mid = a[1:-1]
+    far = _apart(mid, a[:-2]) & _apart(mid, a[2:]) & ~_apart(a[2:], a[:-2]) & (mid >= 0) & (mid <= CALENDAR_MAX_MS)
+    return np.flatnonzero(far) + 1
+
+
+def _jump_reason(left: int, right: int) -> str:
+    return f"more than {STORE_TIME_JUMP_MS // 86_400_000} days from both neighbours ({left}, {right}), which agree"
+
+
+_CALENDAR_REASON = "outside the calendar (year 1970..9999)"
+
+
+def store_time_candidates(r: np.ndarray) -> tuple:
+    """The part of the store-time check one run of records can answer alone (in the worker that walked it): its
+    records outside the calendar, its interior records (1 .. n - 2) far from both neighbours, as (ts, position,
+    size[, left, right]), and its first and last two records (ts, position, size) for the check across runs."""
+    ts = r["store_timestamp"].astype(np.int64)
+    pos, size = r["position"], r["total_size"]
+
+    def rec(j: int) -> tuple[int, int, int]:
+        return int(ts[j]), int(pos[j]), int(size[j])
+
+    cal = [rec(j) for j in np.flatnonzero((ts < 0) | (ts > CALENDAR_MAX_MS)).tolist()]
+    far = [(*rec(j), int(ts[j - 1]), int(ts[j + 1])) for j in _far_from_neighbours(ts).tolist()]
+    n = len(ts)
+    return cal, far, [rec(j) for j in range(min(n, 2))], [rec(j) for j in range(max(0, n - 2), n)]
+
+
 class _StoreTimeOutliers:
     """STORETIMESTAMP is not covered by the body CRC, so a flipped bit there passes every check the broker
     makes. A record whose store time is outside the calendar, or more than a week from both neighbours while
-    they agree with each other, is a damaged header field to report (never a time to compute with)."""
+    they agree with each other, is a damaged header field to report (never a time to compute with). The runs'
+    own records are checked where they were walked (``store_time_candidates``); here, in file order, the records
+    whose neighbours lie in two runs: the last of the run before and the first of this one."""
 
     def __init__(self):
         self.carry: list[tuple[int, str, int, int, int]] = []  # the last two records: (ts, file, pos, size, start)
 
-    def feed(self, f, r: np.ndarray) -> list[tuple[int, str, int, int, int, str]]:
-        ts = r["store_timestamp"]
-
-        def record(j: int) -> tuple[int, str, int, int, int]:
-            return int(ts[j]), f.name, int(r["position"][j]), int(r["total_size"][j]), f.start
-
-        out = [(*record(j), "outside the calendar (year 1970..9999)")
-               for j in np.flatnonzero((ts < 0) | (ts > CALENDAR_MAX_MS)).tolist()]
-        # the last two records of the previous run are the first neighbours of this one
-        n_carry = len(self.carry)
-        a = np.concatenate([np.array([c[0] for c in self.carry], dtype=np.int64), ts.astype(np.int64)])
-        if a.size >= 3:
-            mid = a[1:-1]
-            far = (np.abs(mid - a[:-2]) > STORE_TIME_JUMP_MS) & (np.abs(mid - a[2:]) > STORE_TIME_JUMP_MS) & (
-                np.abs(a[2:] - a[:-2]) <= STORE_TIME_JUMP_MS)
-            for i in (np.flatnonzero(far) + 1).tolist():
-                rec = self.carry[i] if i < n_carry else record(i - n_carry)
-                if 0 <= rec[0] <= CALENDAR_MAX_MS:
-                    out.append((*rec, f"more than {STORE_TIME_JUMP_MS // 86_400_000} days from both neighbours "
-                                f"({int(a[i - 1])}, {int(a[i + 1])}), which agree"))
-        self.carry = (self.carry + [record(j) for j in range(max(0, len(r) - 2), len(r))])[-2:]
+    def feed(self, f, candidates: tuple) -> list[tuple[int, str, int, int, int, str]]:
+        cal, far, head, tail = candidates
+        name, start = f.name, f.start
+        out = [(t, name, p, n, start, _CALENDAR_REASON) for t, p, n in cal]
+        edge = self.carry + [(t, name, p, n, start) for t, p, n in head]
+        if len(edge) >= 3:  # every middle one is the run before's last or this run's first record
+            a = np.array([e[0] for e in edge], dtype=np.int64)
+            out += [(*edge[i], _jump_reason(int(a[i - 1]), int(a[i + 1]))) for i in _far_from_neighbours(a).tolist()]
+        out += [(t, name, p, n, start, _jump_reason(left, right)) for t, p, n, left, right in far]
+        self.carry = (self.carry + [(t, name, p, n, start) for t, p, n in tail])[-2:]
         return out
-
-
-# The columns of a walked run the store-time outlier check needs (it runs in the parent, in file order: a
-# record's neighbours may lie in the file before or after).
-_OUTLIER_DTYPE = np.dtype([("position", np.int64), ("total_size", np.int64), ("store_timestamp", np.int64)])
 
 
 @dataclass
@@ -193,7 +219,7 @@ class _RunChecked:
     records: int
     max_ts: int
     property_crc: list[tuple[int, int, int, int]]  # (position, end, stored, actual) of every __CRC32# mismatch
-    outlier_cols: np.ndarray | None  # _OUTLIER_DTYPE, when the structure check runs
+    outliers: tuple | None  # store_time_candidates, when the structure check runs
     cols: tuple | None  # _Records columns (topic ids local to the run), when cq/index/checkpoint run
     topics: list[str] = field(default_factory=list)
 
@@ -222,9 +248,7 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool):
                 bad.append((pos, end, stored, actual))
     oc = None
     if do_struct:
-        oc = np.empty(len(r), dtype=_OUTLIER_DTYPE)
-        for n in _OUTLIER_DTYPE.names:
-            oc[n] = r[n]
+        oc = store_time_candidates(r)
     cols = None
     topics: dict[str, int] = {}
     if need_records:
@@ -294,7 +318,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
                             os.path.join(cl_dir, item.name), pos,
                             f"__CRC32# says {stored}, the record's CRC is {actual}"), merge=False)
         if do_struct:
-            for t, name, pos, size, start, why in outliers.feed(_FileName(item.name, item.start), item.outlier_cols):
+            for t, name, pos, size, start, why in outliers.feed(_FileName(item.name, item.start), item.outliers):
                 rep.add(Problem("structure", "store_time_outlier", start + pos, start + pos + size,
                                 os.path.join(cl_dir, name), pos,
                                 f"STORETIMESTAMP {t} is {why}: a damaged header field (the body CRC does not "
