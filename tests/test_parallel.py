@@ -27,7 +27,7 @@ from rmqinspect.analyses.verify import ALL_CHECKS, verify
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
 from rmqinspect.store.errors import CorruptDataError
-from support import ALL_SCENARIOS, ORACLE, ORACLE_MISSING, require_oracle, tree_hashes
+from support import ALL_SCENARIOS, ORACLE, ORACLE_MISSING, require_oracle, tree_bytes, tree_hashes
 from support.recover_fixtures import build_store
 
 
@@ -42,16 +42,6 @@ def _commitlog_files(name: str) -> int:
 SCENARIOS = [s for s in ALL_SCENARIOS if s == ORACLE_MISSING or _commitlog_files(s) > 1]
 # Split inside the files, a store of one file goes to workers too.
 CHUNKED_SCENARIOS = [s for s in ALL_SCENARIOS if s == ORACLE_MISSING or _commitlog_files(s) > 0]
-
-
-def _tree_bytes(root) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(dirpath, n)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, root)] = f.read()
-    return out
 
 
 def _everything(root: str, tmp, jobs: int) -> dict:
@@ -79,13 +69,13 @@ def _everything(root: str, tmp, jobs: int) -> dict:
     d = run.to_dict()
     d.pop("out")
     out["rebuild"] = json.dumps(d, default=str)
-    files = _tree_bytes(rb)
+    files = tree_bytes(rb)
     files.pop("rebuild.json")
     out["rebuild files"] = files
     ex = tmp / f"export-{jobs}"
     res = export_local([root], str(ex), jobs=jobs)
     out["export"] = json.dumps({k: v for k, v in res.to_dict().items() if k != "out"})
-    out["export files"] = _tree_bytes(ex)
+    out["export files"] = tree_bytes(ex)
     return out
 
 
@@ -222,7 +212,7 @@ def test_cli_jobs_option_same_output(tmp_path):
         d = json.loads(r.stdout)
         d.pop("out")
         docs.append(d)
-        files.append(_tree_bytes(out))
+        files.append(tree_bytes(out))
     assert docs[0] == docs[1] and files[0] == files[1] and docs[0]["rows"] > 200
     r = runner.invoke(cli, ["verify", root, "--jobs", "0"])
     assert r.exit_code == 2 and "--jobs" in r.output

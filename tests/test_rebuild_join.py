@@ -22,6 +22,7 @@ from rmqinspect.formats.consumequeue import CQ_DTYPE
 from rmqinspect.sinks.indexfile import slot_links
 from rmqinspect.store import Store
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
+from support import tree_bytes
 
 REPEATS = ("RepTopic", 1)  # every fourth entry repeats the one before it: the dispatcher drops it (a repeat)
 GAP = ("GapTopic", 2)  # one jump ahead: appended at the write position, and every entry after it too
@@ -59,21 +60,11 @@ def _store(root) -> None:
                                  queue_offset=q, store_timestamp=1_700_000_000_000 + i * 700))
 
 
-def _files(root) -> dict[str, bytes]:
-    out = {}
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, root)] = f.read()
-    return out
-
-
 def _run(store, out, jobs: int):
     run = rebuild(Store.open(store), str(out), jobs=jobs, cq_file_size=400, index_slots=13, index_max=170)
     d = run.to_dict()
     d.pop("out")
-    files = _files(out)
+    files = tree_bytes(out)
     files.pop(rebuild_run.MANIFEST)  # names the output directory; its content is run.to_dict()
     return d, list(run.report.skipped_topics.items()), files
 

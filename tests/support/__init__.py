@@ -45,6 +45,17 @@ def load_expected(name: str) -> dict:
         return json.load(f)
 
 
+def tree_bytes(root: str | Path) -> dict[str, bytes]:
+    """Every file under root (relative path -> its bytes): what two runs wrote, compared byte for byte."""
+    out = {}
+    for dirpath, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, root)] = f.read()
+    return out
+
+
 def tree_hashes(root: str | Path) -> dict[str, str]:
     """sha256 of every file (and the name of every directory) under root: proves a command wrote nothing there."""
     out = {}
