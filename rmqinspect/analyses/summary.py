@@ -6,10 +6,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..formats.constants import CRC32_RESERVED_LEN, MESSAGE_MAGIC_CODE_V1, TRANSACTION_MASK, SysFlag, TransactionType
+from ..formats.constants import MESSAGE_MAGIC_CODE_V1, TRANSACTION_MASK, SysFlag, TransactionType
 from ..store import Store
 from ..formats.commitlog import body_position
-from ..formats.properties import crc32_trailer_rows
 from ..store.commitlog import RecordRun, topic_and_properties, unpack_header
 from ..store.scanner import compiled
 from ..store.detect import detect_store
@@ -95,42 +94,6 @@ _NOT_IN_QUEUE = (int(TransactionType.PREPARED), int(TransactionType.ROLLBACK))
 _CRC_PROPERTY = b"__CRC32#"
 
 
-def _crc_property_records(buf, u8, r) -> int:
-    """How many records of a run carry ``__CRC32#`` in their properties (a substring test, as the summary has always
-    counted it), without the compiled scanner (which has ``count_properties_containing``). A 5.2.0+ broker writes
-    it in the record's last CRC32_RESERVED_LEN bytes: those records are found at once (``crc32_trailer_rows``,
-    inside the properties); the others are searched, record by record when they are few, else by one search of the
-    run's bytes whose hits are mapped to the records holding them."""
-    import numpy as np
-
-    pp, pl = r["properties_pos"], r["properties_len"]
-    ends = r["position"] + r["total_size"]
-    at = ends - CRC32_RESERVED_LEN
-    trailer = np.zeros(len(r), dtype=bool)
-    trailer[crc32_trailer_rows(u8, ends)] = True
-    trailer &= (at >= pp) & (at + len(_CRC_PROPERTY) <= pp + pl)
-    rest = np.flatnonzero(~trailer)
-    n = len(r) - len(rest)
-    if len(rest) <= len(r) // 8:
-        return n + sum(1 for a, b in zip(pp[rest].tolist(), (pp + pl)[rest].tolist())
-                       if b > a and buf.find(_CRC_PROPERTY, a, b) >= 0)
-    lo, hi = int(r["position"][0]), int(ends[-1])
-    hits = []
-    x = buf.find(_CRC_PROPERTY, lo, hi)
-    while x >= 0:
-        hits.append(x)
-        x = buf.find(_CRC_PROPERTY, x + 1, hi)
-    if not hits:
-        return n
-    xs = np.array(hits, dtype=np.int64)
-    j = np.searchsorted(pp, xs, side="right") - 1  # the last record whose properties start at or before the hit
-    ok = j >= 0
-    j, xs = j[ok], xs[ok]
-    inside = (xs + len(_CRC_PROPERTY) <= pp[j] + pl[j]) & ~trailer[j]
-    j = j[inside]  # non-decreasing: hits are in order
-    return n + (int(np.count_nonzero(j[1:] != j[:-1])) + 1 if len(j) else 0)
-
-
 def _count_run(ev, *_):
     """``walk_batches``' converter for ``summarize``: the counts of a run, or (file name, offset, size) of a
     blank end-of-file record."""
@@ -147,8 +110,10 @@ def _count_run(ev, *_):
     last = r[-1]
     u8 = np.frombuffer(buf, dtype=np.uint8)
     ext = compiled()
+    # records with __CRC32# in their properties: the compiled scanner counts them; without it, the definition
     prop = (ext.count_properties_containing(buf, ev.rows, _CRC_PROPERTY) if ext is not None
-            else _crc_property_records(buf, u8, r))
+            else sum(1 for pp, pl in zip(r["properties_pos"].tolist(), r["properties_len"].tolist())
+                     if _CRC_PROPERTY in bytes(buf[pp:pp + pl])))
     topics: dict[str, int] = {}
     tids = topic_ids(u8, r, topics)
     names = list(topics)
