@@ -19,16 +19,14 @@ Damage never stops the run: the commit-log walk resynchronises on the next valid
 from __future__ import annotations
 
 import os
-import zlib
 from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..formats.commitlog import decode_crc32_property
-from ..formats.constants import CRC32_RESERVED_LEN, PROPERTY_CRC32
 from ..formats.consumequeue import BCQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from ..formats.javahash import build_index_key, index_key_hash
+from ..formats.properties import check_property_crc, crc32_trailer_rows, crc32_trailer_value
 from ..store import Store
 from ..store.commitlog import RecordRun
 from ..store.consumequeue import pre_blank_mask
@@ -41,7 +39,6 @@ from .rows import topic_ids
 from .salvage import Damage, walk_batches
 
 ALL_CHECKS = ("structure", "crc", "cq", "index", "checkpoint")
-_CRC_NEEDLE = (PROPERTY_CRC32 + "\x01").encode()
 
 
 @dataclass
@@ -237,14 +234,11 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool):
         # 5.2.0+ __CRC32#: the last 20 bytes of the record are the trailer
         starts = r["position"]
         ends = starts + r["total_size"]
-        has = np.flatnonzero((u8[ends[:, None] + _TRAILER] == _NEEDLE).all(axis=1))
-        for j in has.tolist():
+        for j in crc32_trailer_rows(u8, ends).tolist():
             end = int(ends[j])
             pos = int(starts[j])
-            digits = bytes(buf[end - 11:end - 1]).decode("ascii", "replace")
-            stored = decode_crc32_property(digits)
-            actual = zlib.crc32(buf[pos:end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
-            if stored != actual:
+            ok, stored, actual = check_property_crc(buf, pos, end - pos, crc32_trailer_value(buf, end))
+            if not ok:
                 bad.append((pos, end, stored, actual))
     oc = None
     if do_struct:
@@ -257,9 +251,6 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool):
                 r["queue_offset"].copy(), tids.astype(np.int32), r["sys_flag"].astype(np.int32))
     return _RunChecked(f.name, f.start, len(r), int(r["store_timestamp"].max()), bad, oc, cols, list(topics))
 
-
-_NEEDLE = np.frombuffer(_CRC_NEEDLE, dtype=np.uint8)
-_TRAILER = np.arange(len(_CRC_NEEDLE), dtype=np.int64) - CRC32_RESERVED_LEN
 
 
 class _FileName:
