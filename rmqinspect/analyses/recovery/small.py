@@ -40,15 +40,15 @@ SMALL_QUEUE_ENTRIES = 100_000
 # gives way to the plan's)
 SMALL_SCAN_RECORDS = 50_000
 
-
-class _OverBudget(Exception):
-    pass
-
 _SCHEDULE_TOPIC = RMQ_SYS_SCHEDULE_TOPIC.encode()
 (_POSITION, _TOTAL_SIZE, _STORE_TIMESTAMP, _TOPIC_POS, _TOPIC_LEN, _PROPERTIES_POS, _PROPERTIES_LEN,
  _MAGIC_VERSION) = (RECORD_FIELDS.index(n) for n in ("position", "total_size", "store_timestamp", "topic_pos",
                                                       "topic_len", "properties_pos", "properties_len",
                                                       "magic_version"))
+
+
+class _OverBudget(Exception):
+    pass
 
 
 def _properties(buf, row: tuple) -> dict[str, str]:
@@ -65,7 +65,7 @@ def scan_run_rows(rec: Recovery, scan: Scan, run: RecordRun, dispatch_all: bool,
     base = run.base
     buf = run.file.buffer
     stop_at = None
-    first = last = None
+    first = last = None  # the first and last record re-dispatched
     sent = 0
     for j, r in enumerate(rows):
         tp = r[_TOPIC_POS]
@@ -86,7 +86,7 @@ def scan_run_rows(rec: Recovery, scan: Scan, run: RecordRun, dispatch_all: bool,
             if (not scan.saw_crc32_property and has_crc32_trailer(buf, r[_POSITION] + r[_TOTAL_SIZE])
                     and PROPERTY_CRC32 in _properties(buf, r)):
                 scan.saw_crc32_property = True
-    if sent and first is not None and last is not None:
+    if first is not None and last is not None:
         scan.redispatch_count += sent
         if scan.redispatch_first is None:
             scan.redispatch_first = base + first[_POSITION]
@@ -146,8 +146,6 @@ def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool =
         return None
     va = assume_version(store, None)
     bv = va.version
-    if bv.normal_rule == "head":
-        return None
     normal = not store.abort_present
     max_phy = -1
     if normal and bv.is_5x:  # the 5.x start-file rule and dispatch-from offset read maxPhyOffsetOfConsumeQueue
