@@ -8,6 +8,7 @@ The hot loop uses the ``struct`` layouts derived from the construct schema in ``
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import struct
 import zlib
@@ -127,17 +128,13 @@ _NFIELDS = len(RECORD_FIELDS)
 _FIELD_INDEX = {n: i for i, n in enumerate(RECORD_FIELDS)}
 # one compiled-scanner row: NFIELDS native int64 (a run's rows read without numpy, ``RecordRun.row_tuples``)
 _ROW = struct.Struct(f"={_NFIELDS}q")
-_DTYPE: list = []  # RECORD_DTYPE, built on first use (module __getattr__)
-
-
+@functools.cache
 def _record_dtype():
-    # numpy is imported on the first run viewed as an array, not with this module: a key look-up on a small store
-    # reads its records as row tuples and never needs it (~80 ms of start-up)
-    if not _DTYPE:
-        import numpy as np
+    """RECORD_DTYPE (module __getattr__). numpy is imported on the first run viewed as an array, not with this
+    module: a key look-up on a small store reads its records as row tuples and never needs it (~80 ms of start-up)."""
+    import numpy as np
 
-        _DTYPE.append(np.dtype([(n, np.int64) for n in RECORD_FIELDS]))
-    return _DTYPE[0]
+    return np.dtype([(n, np.int64) for n in RECORD_FIELDS])
 
 
 def __getattr__(name: str):
