@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats.indexfile import HASH_SLOT_DTYPE, INDEX_HEADER, INDEX_ITEM_DTYPE
+from ..sinks.indexfile import slot_links
 
 
 def write_chained_index(path: str, slots: int, items: int, used: int, seed: int, pad: int = 0) -> None:
@@ -16,21 +17,17 @@ def write_chained_index(path: str, slots: int, items: int, used: int, seed: int,
     end (a size no geometry fits)."""
     rng = np.random.default_rng(seed)
     h = rng.integers(0, 2**31 - 1, used, dtype=np.int64)
-    slot = h % slots
     it = np.zeros(items, dtype=INDEX_ITEM_DTYPE)
     n = np.arange(1, used)
     it["key_hash"][1:used], it["phy_offset"][1:used], it["time_diff"][1:used] = h[1:], n * 100, n // 1000
-    order = np.lexsort((n, slot[1:]))
-    idx, sl = n[order], slot[1:][order]
-    same = np.r_[False, sl[1:] == sl[:-1]]
-    prev = np.zeros(items, dtype=np.int64)
-    prev[idx[same]] = idx[np.r_[same[1:], False]]
-    it["prev_index"] = prev
+    # items 1 .. used - 1 are one batch of puts into an empty table: the rebuild's chains (slot_links), item
+    # numbers one above batch positions (a first put in its slot links to 0)
+    used_slots, prev, _, lasts = slot_links(h[1:], slots)
+    it["prev_index"][1:used] = prev + 1
     table = np.zeros(slots, dtype=HASH_SLOT_DTYPE)
-    last = np.r_[sl[1:] != sl[:-1], True]
-    table[sl[last]] = idx[last]
+    table[used_slots] = lasts + 1
     with open(path, "wb") as f:
-        f.write(INDEX_HEADER.pack(1, 2, 0, 1, int(last.sum()), used))
+        f.write(INDEX_HEADER.pack(1, 2, 0, 1, len(used_slots), used))
         f.write(table.tobytes())
         f.write(it.tobytes())
         if pad:
