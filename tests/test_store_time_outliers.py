@@ -84,21 +84,17 @@ def test_the_split_check_is_the_whole_sequences(times, cuts):
     from rmqinspect.analyses.verify import _StoreTimeOutliers, store_time_candidates
 
     dt = np.dtype([("position", np.int64), ("total_size", np.int64), ("store_timestamp", np.int64)])
-    runs, i = [], 0
-    for c in cuts:
-        if i >= len(times):
+    bounds = [0]
+    for c in cuts:  # runs of the given lengths, the last one taking what is left
+        if bounds[-1] + c >= len(times):
             break
-        part = times[i:i + c]
-        r = np.zeros(len(part), dtype=dt)
-        r["store_timestamp"] = part
-        r["position"] = np.arange(i, i + len(part)) * 100
-        r["total_size"] = 100
-        runs.append(r)
-        i += c
-    if i < len(times):
-        r = np.zeros(len(times) - i, dtype=dt)
-        r["store_timestamp"] = times[i:]
-        r["position"] = np.arange(i, len(times)) * 100
+        bounds.append(bounds[-1] + c)
+    bounds.append(len(times))
+    runs = []
+    for a, b in zip(bounds, bounds[1:]):
+        r = np.zeros(b - a, dtype=dt)
+        r["store_timestamp"] = times[a:b]
+        r["position"] = np.arange(a, b) * 100
         r["total_size"] = 100
         runs.append(r)
 
