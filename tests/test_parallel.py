@@ -346,24 +346,86 @@ def _three_chunk_dispatches(root: str) -> tuple[list, list]:
     return list(parallel.map_files(rebuild_run.dispatch_file, args, 2)), [rebuild_run.dispatch_file(a) for a in args]
 
 
+def _count_unpacks(monkeypatch) -> dict:
+    """How many results the command read from a result slot and from a file of their own."""
+    n = {"slot": 0, "file": 0}
+    slot_unpack, file_unpack = parallel._ResultSlots.unpack, parallel._Handover.unpack
+
+    def from_slot(self, res):
+        n["slot"] += 1
+        return slot_unpack(self, res)
+
+    def from_file(self):
+        n["file"] += 1
+        return file_unpack(self)
+
+    monkeypatch.setattr(parallel._ResultSlots, "unpack", from_slot)
+    monkeypatch.setattr(parallel._Handover, "unpack", from_file)
+    return n
+
+
+def _same_dispatch(a: dict, b: dict) -> None:
+    for k in ("h", "p", "t"):
+        assert (a["index"][k] == b["index"][k]).all()
+    assert [(t, q, o.tolist(), p) for t, q, o, p in a["cq"]] == [(t, q, o.tolist(), p) for t, q, o, p in b["cq"]]
+
+
+@pytest.mark.parametrize("via", ["slots", "files"])
 @pytest.mark.parametrize("kind", ["middle", "last"])
-def test_results_handed_over_through_shared_memory_are_the_same(kind, tmp_path, monkeypatch):
-    """Large results go from the workers to the command through shared-memory files (their arrays mapped, not
-    copied through the result pipe): forced for every result, every command still gives jobs 1's bytes, and no
-    file is left behind - also when the walk stops early at damage and results nobody reads are dropped."""
+def test_results_handed_over_through_shared_memory_are_the_same(kind, via, tmp_path, monkeypatch):
+    """Large results go from the workers to the command through shared memory (their arrays mapped, not copied
+    through the result pipe): result slots used again task after task, or a file per result when there is no free
+    slot big enough. Forced for every result, each way, every command still gives jobs 1's bytes, and no file is
+    left behind - also when the walk stops early at damage and results nobody reads are dropped."""
     monkeypatch.setattr(parallel, "_HANDOVER_BYTES", 0)  # inherited by the forked workers
+    if via == "files":
+        monkeypatch.setattr(parallel, "_SLOT_BYTES", 0)
     shm = _private_shm(tmp_path, monkeypatch)
+    n = _count_unpacks(monkeypatch)
     root = _damaged(tmp_path, kind)
     _same(root, tmp_path, 1500, monkeypatch)
     assert os.listdir(shm) == []
-    # the handover really ran: a worker's result arrives as the mapped arrays
-    res, _ = _three_chunk_dispatches(root)
-    assert any(not r["index"]["h"].flags.writeable for r in res)  # backed by the read-only map
+    assert n["slot"] > 0 if via == "slots" else n["slot"] == 0
+    assert n["file"] > 0  # verify keeps its record columns, so its slots stay taken: later results use files
+    # the handover really ran: a worker's result arrives as arrays over the shared pages, read-only
+    res, seq = _three_chunk_dispatches(root)
+    assert all(not r["index"]["h"].flags.writeable for r in res)
+    for a, b in zip(res, seq):
+        _same_dispatch(a, b)
+    assert os.listdir(shm) == []
+
+
+def test_a_result_slot_is_used_again_only_when_nothing_refers_to_its_arrays(tmp_path, monkeypatch):
+    """Every result of a walk kept at once (more results than slots): none is overwritten by a later task's, each
+    equals the one made in this process; results dropped as they come: the slots carry all of them, used again."""
+    monkeypatch.setattr(parallel, "_HANDOVER_BYTES", 0)
+    monkeypatch.setenv(parallel.CHUNK_ENV, "1500")
+    shm = _private_shm(tmp_path, monkeypatch)
+    n = _count_unpacks(monkeypatch)
+    root = _damaged(tmp_path, "middle")
+    st = Store.open(root)
+    try:
+        args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
+    finally:
+        st.close()
+    slots = 2 + 1 + 2  # map_files' slot count for two workers
+    assert len(args) > 3 * slots
+    kept = list(parallel.map_files(rebuild_run.dispatch_file, args, 2))
+    assert n["slot"] == slots and n["file"] == len(args) - slots
+    for a, b in zip(kept, (rebuild_run.dispatch_file(x) for x in args)):
+        _same_dispatch(a, b)
+    del kept
+    n["slot"] = n["file"] = 0
+    seq = iter([rebuild_run.dispatch_file(x) for x in args])
+    for a in parallel.map_files(rebuild_run.dispatch_file, args, 2):
+        _same_dispatch(a, next(seq))
+    assert n == {"slot": len(args), "file": 0}
     assert os.listdir(shm) == []
 
 
 def test_results_come_back_through_the_pipe_when_shared_memory_cannot_be_written(tmp_path, monkeypatch):
-    """No writable shared memory (full, read-only, absent): the workers fall back to the result pipe, same bytes."""
+    """No writable shared memory (no slot big enough, and the files cannot be written: full, read-only, absent):
+    the workers fall back to the result pipe, same bytes."""
     import tempfile
 
     def no_space(*a, **k):
@@ -371,9 +433,9 @@ def test_results_come_back_through_the_pipe_when_shared_memory_cannot_be_written
 
     root = _damaged(tmp_path, "middle")
     monkeypatch.setattr(parallel, "_HANDOVER_BYTES", 0)
+    monkeypatch.setattr(parallel, "_SLOT_BYTES", 0)
     monkeypatch.setattr(tempfile, "mkstemp", no_space)  # inherited by the forked workers
     res, seq = _three_chunk_dispatches(root)
     assert all(r["index"]["h"].flags.writeable for r in res)  # unpickled copies: the pipe carried them
     for a, b in zip(res, seq):
-        assert (a["index"]["h"] == b["index"]["h"]).all()
-        assert [(t, q, o.tolist(), p) for t, q, o, p in a["cq"]] == [(t, q, o.tolist(), p) for t, q, o, p in b["cq"]]
+        _same_dispatch(a, b)
