@@ -367,7 +367,8 @@ def _count_unpacks(monkeypatch) -> dict:
 def _same_dispatch(a: dict, b: dict) -> None:
     for k in ("h", "p", "t"):
         assert (a["index"][k] == b["index"][k]).all()
-    assert [(t, q, o.tolist(), p) for t, q, o, p in a["cq"]] == [(t, q, o.tolist(), p) for t, q, o, p in b["cq"]]
+    assert [(t, q, o.tolist(), p.tobytes()) for t, q, o, p in a["cq"]] == \
+        [(t, q, o.tolist(), p.tobytes()) for t, q, o, p in b["cq"]]
 
 
 @pytest.mark.parametrize("via", ["slots", "files"])

@@ -90,7 +90,7 @@ def test_parallel_join_equals_jobs_1_with_gaps_skips_and_rolls(tmp_path, monkeyp
         res = rebuild_run.dispatch_file(a)
         for (topic, qid, qoff, packed), dense in zip(res["cq"], res["cq_dense"]):
             flags.setdefault((topic, qid), set()).add(dense)
-            assert len(packed) == len(qoff) * 20
+            assert packed.dtype == CQ_DTYPE and packed.nbytes == len(qoff) * 20
     assert False in flags[REPEATS] and flags[("T0", 0)] == {True}
 
 

@@ -122,7 +122,8 @@ class RecordingCQ:
             qid, cq_offsets, phys, sizes, tags_codes))))
 
     def blocks(self) -> tuple[list[tuple], list[bool]]:
-        """Per queue, in first-seen order: (topic, queue_id, queue offsets, packed 20-byte entries), and whether
+        """Per queue, in first-seen order: (topic, queue_id, queue offsets, its 20-byte entries as a ``CQ_DTYPE`` array:
+        a view, so a result handed to the parent carries them out of band, not pickled into the pipe), and whether
         each block is dense (consecutive queue offsets, increasing entry ends: ``ConsumeQueueWriter.put_packed``'s
         ``dense``, checked here in the worker instead of in the in-order join). Within a queue the entries keep
         commitlog order; queues are independent files, so their interleaving is moot."""
@@ -142,7 +143,7 @@ class RecordingCQ:
         out, dense = [], []
         for g in groups:
             a, b = int(bounds[g]), int(bounds[g + 1])
-            out.append((self.topics[int(gtid[order[a]])], int(qid[order[a]]), qoff[a:b], ent[a:b].tobytes()))
+            out.append((self.topics[int(gtid[order[a]])], int(qid[order[a]]), qoff[a:b], ent[a:b]))
             dense.append(bool(step_ok[a:b - 1].all()))
         return out, dense
 

@@ -3,12 +3,12 @@
 The tasks and the join are the local parallel engine's (``analyses.rebuild_run.file_dispatch_args``,
 ``dispatch_file`` and ``join_file_dispatches``): each task dispatches one file with recording sinks and returns
 the consume-queue entries and index puts with their slot chains; the driver takes the results in commitlog order
-(``toLocalIterator``: one file's results in memory at a time) and feeds the real ``ConsumeQueueSet`` /
-``IndexFileSet``, applying the rules that cross files as the sequential walk applies them. One task per file,
-not per 64 MiB chunk as the local engine: ``toLocalIterator`` runs one Spark job per partition, and on the
-one-worker-or-two benchmark (1.33 GB in 128 MiB files) chunks made the rebuild slower (1.95 -> 2.34 s with one
-worker, 1.88 -> 2.70 s with two). Every task reports the record scanner it ran; the job warns when a task ran the
-pure-Python one (an executor without the compiled extension).
+(``session.ordered_partitions``: as many files dispatched at once as the cluster has cores, a bounded number of
+results held in the driver) and feeds the real ``ConsumeQueueSet`` / ``IndexFileSet``, applying the rules that
+cross files as the sequential walk applies them. One task per file, not per 64 MiB chunk as the local engine:
+every partition is a Spark job of its own, whose fixed cost a 64 MiB chunk does not repay (docs/spark.md). Every
+task reports the record scanner it ran; the job warns when a task ran the pure-Python one (an executor without the
+compiled extension).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..analyses.rebuild import RebuildOptions, RebuildReport
 from ..analyses.rebuild_run import dispatch_file, file_dispatch_args, join_file_dispatches
 from ..store.broker_conf import InBrokerConf
 from ..store.commitlog import CommitLog
-from .session import ScannerTally
+from .session import ScannerTally, ordered_partitions
 
 
 def rebuild_spark(spark, commitlog: CommitLog, cq, index, options: RebuildOptions | None = None,
@@ -32,8 +32,10 @@ def rebuild_spark(spark, commitlog: CommitLog, cq, index, options: RebuildOption
     args = [(*a, 0, None, slots) for a in file_dispatch_args(commitlog, cq, index, opt)]
     rdd = spark.sparkContext.parallelize(args, len(args)).map(InBrokerConf(dispatch_file))
     tally = ScannerTally("rebuild")
-    rep = join_file_dispatches(tally.watch(rdd.toLocalIterator(prefetchPartitions=True)), commitlog, cq, index,
-                               opt, progress)
-    # the iterator may still hold later files' tasks: they are simply not consumed
+    results = ordered_partitions(rdd)
+    try:
+        rep = join_file_dispatches(tally.watch(results), commitlog, cq, index, opt, progress)
+    finally:
+        results.close()  # the join may stop early (damage, a missing file): later files' jobs are not started
     tally.warn()
     return rep

@@ -44,6 +44,40 @@ def _zip_package() -> str:
     return path
 
 
+def _partition_rows(it):
+    return list(it)
+
+
+def ordered_partitions(rdd, window: int | None = None):
+    """Every row of ``rdd``, partition after partition in order, with up to ``window`` partitions computed at once
+    (default: the cluster's ``defaultParallelism`` + 1): one job per partition, submitted from driver threads so the
+    executors work on the next partitions while the caller consumes this one. ``toLocalIterator`` computes one
+    partition at a time (with ``prefetchPartitions``, the next one while this one is consumed), so a second executor
+    never had work; ``collect`` would hold every partition's rows in the driver at once. Here at most ``window``
+    partitions' rows are held. A caller that stops early leaves the jobs not yet started unsubmitted; the running
+    ones finish and their rows are dropped."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    sc = rdd.context
+    n = rdd.getNumPartitions()
+    window = max(1, window or sc.defaultParallelism + 1)
+    pool = ThreadPoolExecutor(max_workers=min(window, max(n, 1)), thread_name_prefix="rmqinspect-partition")
+    pending: deque = deque()
+    nxt = 0
+    try:
+        while nxt < n or pending:
+            while nxt < n and len(pending) < window:
+                pending.append(pool.submit(sc.runJob, rdd, _partition_rows, [nxt]))
+                nxt += 1
+            rows = pending.popleft().result()
+            for r in rows:
+                yield r
+            del rows
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 class ScannerTally:
     """Which record scanner every task of a job ran (each per-file task returns ``store.scanner.describe()``
     under ``"scanner"``). ``warn()`` raises a ``RuntimeWarning`` naming the tasks that ran pure Python: an

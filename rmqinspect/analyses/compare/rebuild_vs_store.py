@@ -113,7 +113,7 @@ class _CompareQueue(ConsumeQueueWriter):
         self.recon = recon
         self.limit = limit
 
-    def put_packed(self, cq_offsets, packed: bytes) -> None:
+    def put_packed(self, cq_offsets, packed) -> None:
         # differences are found (and listed) entry by entry, in put order
         for qoff, entry in zip(cq_offsets.tolist(), np.frombuffer(packed, dtype=CQ_DTYPE).tolist()):
             self.put(qoff, *entry)
