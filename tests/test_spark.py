@@ -278,3 +278,62 @@ def test_rebuild_spark_multi_file_index_roll(spark, tmp_path):
     assert_same_cq(tmp_path / "local" / "consumequeue", tmp_path / "spark" / "consumequeue")
     assert_same_index(tmp_path / "local" / "index", tmp_path / "spark" / "index")
     assert sorted(os.listdir(tmp_path / "local" / "index")) == sorted(os.listdir(tmp_path / "spark" / "index"))
+
+
+def test_ordered_partitions_in_order_concurrent_and_bounded(spark, tmp_path):
+    """Rows come partition after partition in order; with two executor slots two partitions run at the same time
+    (toLocalIterator ran one at a time); a consumer that stops early leaves the later partitions' jobs unstarted."""
+    from rmqinspect.spark.session import ordered_partitions
+
+    def mark(args):  # a local function: Spark ships it by value (this module is not importable on the executors)
+        import time
+
+        d, i = args
+        with open(os.path.join(d, f"{i}.start"), "w") as f:
+            f.write(str(time.time()))
+        time.sleep(0.4)
+        with open(os.path.join(d, f"{i}.end"), "w") as f:
+            f.write(str(time.time()))
+        return [i * 10 + k for k in range(3)]
+
+    sc = spark.sparkContext
+    d = str(tmp_path)
+    n = 8
+    rdd = sc.parallelize([(d, i) for i in range(n)], n).flatMap(mark)
+    assert list(ordered_partitions(rdd, window=3)) == [i * 10 + k for i in range(n) for k in range(3)]
+    spans = [tuple(float(open(os.path.join(d, f"{i}.{e}")).read()) for e in ("start", "end")) for i in range(n)]
+    assert any(a[0] < b[1] and b[0] < a[1] for j, a in enumerate(spans) for b in spans[j + 1:])  # overlapping
+    for name in os.listdir(d):
+        os.remove(os.path.join(d, name))
+    it = ordered_partitions(rdd, window=2)
+    assert [next(it) for _ in range(3)] == [0, 1, 2]
+    it.close()
+    started = sorted(int(x.split(".")[0]) for x in os.listdir(d) if x.endswith(".start"))
+    assert started == list(range(len(started))) and 2 <= len(started) <= 3 < n
+
+
+def test_rebuild_spark_stops_where_local_stops(spark, tmp_path):
+    """A record with a bad magic code in a middle file stops the broker's dispatch there: spark stops at the same
+    record, with the same files and report, and does not wait for the files after it."""
+    from support.rebuild import assert_same_cq, assert_same_index
+
+    store = tmp_path / "store"
+    write_store(str(store), common_specs(120))
+    names = sorted(os.listdir(store / "commitlog"))
+    assert len(names) >= 8
+    victim = store / "commitlog" / names[len(names) // 2]
+    data = bytearray(victim.read_bytes())
+    data[4:8] = b"\x12\x34\x56\x78"  # the file's first record
+    victim.write_bytes(bytes(data))
+    docs = {}
+    for engine in ("spark", "local"):
+        r = CliRunner().invoke(cli, ["rebuild", str(store), "--out", str(tmp_path / engine), "--cq-file-size", "200",
+                                     "--index-slots", "8", "--index-max", "40", "--engine", engine,
+                                     "--format", "json"])
+        assert r.exit_code in (0, 1), r.output
+        docs[engine] = json.loads(r.stdout)
+    assert docs["local"]["stop_kind"] == "illegal" and docs["local"]["end_offset"] == int(names[len(names) // 2])
+    for k in ("messages", "cq_entries", "index_puts", "end_offset", "stop_kind", "stop_reason", "index_files"):
+        assert docs["spark"][k] == docs["local"][k], k
+    assert_same_cq(tmp_path / "local" / "consumequeue", tmp_path / "spark" / "consumequeue")
+    assert_same_index(tmp_path / "local" / "index", tmp_path / "spark" / "index")
