@@ -71,8 +71,7 @@ def ordered_partitions(rdd, window: int | None = None):
                 pending.append(pool.submit(sc.runJob, rdd, _partition_rows, [nxt]))
                 nxt += 1
             rows = pending.popleft().result()
-            for r in rows:
-                yield r
+            yield from rows
             del rows
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
