@@ -13,6 +13,8 @@ import os
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rmqinspect.analyses import parallel, rebuild_run
 from rmqinspect.analyses import salvage as salvage_mod
@@ -440,3 +442,43 @@ def test_results_come_back_through_the_pipe_when_shared_memory_cannot_be_written
     assert all(r["index"]["h"].flags.writeable for r in res)  # unpickled copies: the pipe carried them
     for a, b in zip(res, seq):
         _same_dispatch(a, b)
+
+
+def _arrays_of(item):
+    """A result of ``item`` = (seed, length): arrays whose every value says which item and place made it."""
+    import numpy as np
+
+    seed, n = item
+    return {"seed": seed, "a": np.arange(n, dtype=np.int64) * 1000 + seed, "b": np.full(n // 3 + 1, seed, np.int32)}
+
+
+def _is_result_of(r, item) -> bool:
+    import numpy as np
+
+    seed, n = item
+    return (r["seed"] == seed and r["a"].tolist() == (np.arange(n, dtype=np.int64) * 1000 + seed).tolist()
+            and r["b"].tolist() == [seed] * (n // 3 + 1))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(0, 3000), min_size=2, max_size=14),
+       keep=st.lists(st.booleans(), min_size=14, max_size=14), slot_bytes=st.sampled_from([4096, 20_000, 1 << 20]))
+def test_result_slots_never_overwrite_a_result_still_referred_to(sizes, keep, slot_bytes, tmp_path_factory,
+                                                                monkeypatch):
+    """Whatever the consumer keeps (any subset of the results, in any pattern) and whatever the sizes (results
+    larger than a slot go through files), every result read is its own item's, when read and at the end."""
+    shm = tmp_path_factory.mktemp("shm")
+    with monkeypatch.context() as m:
+        m.setattr(parallel, "_HANDOVER_BYTES", 0)
+        m.setattr(parallel, "_SLOT_BYTES", slot_bytes)
+        m.setattr(parallel, "_SHM_DIR", str(shm))
+        items = [(i + 1, n) for i, n in enumerate(sizes)]
+        kept = []
+        for item, r, k in zip(items, parallel.map_files(_arrays_of, items, 2), keep):
+            assert _is_result_of(r, item)
+            if k:
+                kept.append((item, r))
+            del r
+        for item, r in kept:
+            assert _is_result_of(r, item)
+    assert os.listdir(shm) == []

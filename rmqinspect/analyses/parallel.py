@@ -171,8 +171,9 @@ class _Handover:
 # same pages mapped. A worker writes a result's buffers into the slot its task was given; the parent unpickles the
 # result over the slot (no copy) and gives the slot to a later task once nothing refers to those arrays any more.
 # Against a file per result (_Handover) this spares the worker the fresh tmpfs pages it fills (zeroed, then
-# copied into) and the parent mapping, faulting and freeing them: ~3 ms of CPU per 7 MB rebuild chunk, both
-# processes together. The pages are touched only as results need them and go with the processes.
+# copied into) and the parent mapping, faulting and freeing them: ~2.4 ms of CPU per 7 MB rebuild chunk, both
+# processes together, once each worker has touched each slot's pages (docs/parallel.md). The pages are touched
+# only as results need them and go with the last reference to their slot.
 _SLOT_BYTES = 64 << 20
 _SLOTS_TOTAL = 1 << 30  # address space for all slots of one call together (jobs + 3 slots of at most _SLOT_BYTES)
 # the slots of the running map_files call, as the workers forked for it see them (set before their fork)
@@ -337,6 +338,10 @@ def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None =
         # the caller may stop early (the walk ended at damage): tasks not started are dropped, and the shared-memory
         # files of results nobody will read are removed
         pool.shutdown(wait=True, cancel_futures=True)
+        if slots is not None:
+            # the workers (forked at the first task) are gone: the slots now live only as long as the arrays of the
+            # results the caller keeps
+            _worker_slots = []
         for fut, _ in pending:
             if fut.done() and not fut.cancelled() and fut.exception() is None and type(fut.result()) is _Handover:
                 fut.result().discard()
