@@ -51,11 +51,11 @@ def _partition_rows(it):
 def ordered_partitions(rdd, window: int | None = None):
     """Every row of ``rdd``, partition after partition in order, with up to ``window`` partitions computed at once
     (default: the cluster's ``defaultParallelism`` + 1): one job per partition, submitted from driver threads so the
-    executors work on the next partitions while the caller consumes this one. ``toLocalIterator`` computes one
-    partition at a time (with ``prefetchPartitions``, the next one while this one is consumed), so a second executor
-    never had work; ``collect`` would hold every partition's rows in the driver at once. Here at most ``window``
-    partitions' rows are held. A caller that stops early leaves the jobs not yet started unsubmitted; the running
-    ones finish and their rows are dropped."""
+    executors work on the next partitions while the caller consumes this one. ``toLocalIterator`` starts at most
+    the next partition's job while this one is consumed (``prefetchPartitions``): eight 0.4 s partitions on
+    ``local[2]`` took 3.6 s through it and 1.9 s through this (docs/spark.md); ``collect`` would hold every
+    partition's rows in the driver at once. Here at most ``window`` partitions' rows are held. A caller that stops
+    early leaves the jobs not yet started unsubmitted; the running ones finish and their rows are dropped."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
