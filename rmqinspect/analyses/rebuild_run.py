@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..formats.constants import DEFAULT_CQ_FILE_SIZE, DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
-from ..formats.consumequeue import CQ_DTYPE
-from ..sinks.consumequeue import ConsumeQueueSet, round_cq_file_size
+from ..formats.consumequeue import CQ_DTYPE, round_cq_file_size
+from ..sinks.consumequeue import ConsumeQueueSet
 from ..sinks.indexfile import IndexFileSet, slot_links
 from ..store import Store
 from ..store.broker_conf import BrokerConfigError, Setting, configured, setting

@@ -19,13 +19,15 @@ MSG_TAG_OFFSET_INDEX = CQ_ENTRY_TABLE.position("tags_code")  # ConsumeQueue.MSG_
 assert CQ_ENTRY_TABLE.size == CQ_STORE_UNIT_SIZE and MSG_TAG_OFFSET_INDEX == 12
 
 
+def round_cq_file_size(n: int) -> int:
+    """MessageStoreConfig.getMappedFileSizeConsumeQueue: the configured size rounded up to a multiple of 20."""
+    return -(-n // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
+
+
 def mapped_cq_file_size(file_size: int) -> int:
-    """MessageStoreConfig.getMappedFileSizeConsumeQueue: a whole number of 20-byte units, rounded up (a size
-    taken from a damaged file's length, 7 bytes or 0, is not one: a queue of it would hold no entry)."""
-    unit = CQ_STORE_UNIT_SIZE
-    if file_size <= 0 or file_size % unit:
-        return max(unit, -(-file_size // unit) * unit)
-    return file_size
+    """``round_cq_file_size`` of a size taken from a file's length, at least one 20-byte unit (a damaged file's
+    length, 7 bytes or 0, is no mapped size: a queue of it would hold no entry)."""
+    return max(CQ_STORE_UNIT_SIZE, round_cq_file_size(file_size))
 
 
 def is_valid_entry(physical_offset: int, size: int) -> bool:

@@ -12,15 +12,10 @@ import os
 
 import numpy as np
 
-from ..formats.consumequeue import CQ_DTYPE, CQ_ENTRY, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
+from ..formats.consumequeue import CQ_DTYPE, CQ_ENTRY, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, round_cq_file_size
 
 _PRE_BLANK = CQ_ENTRY.pack(0, PRE_BLANK_SIZE, 0)
 _FLUSH_AT = 1 << 16
-
-
-def round_cq_file_size(n: int) -> int:
-    """getMappedFileSizeConsumeQueue: the configured size rounded up to a multiple of 20."""
-    return -(-n // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
 
 
 class ConsumeQueueWriter:
