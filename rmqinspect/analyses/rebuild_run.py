@@ -232,7 +232,6 @@ def join_file_dispatches(results, commitlog: CommitLog, cq, index, options: Rebu
     against the chunk's end) the rest of the file is dispatched again here from the chunk's start, as one task,
     and the file's later chunks are dropped."""
     build_index = options.build_index and index is not None
-    bulk_cq = bool(getattr(cq, "bulk_puts", False))
     files = commitlog.files
     index_of = {f.start: i for i, f in enumerate(files)}
     fsize = commitlog.file_size
@@ -252,17 +251,14 @@ def join_file_dispatches(results, commitlog: CommitLog, cq, index, options: Rebu
         if hi is not None and not (rep.stop_kind == "to" and rep.end_offset == f.start + hi):
             res = dispatch_file((*args[:7], None, *args[8:]))
             rep, hi, redone = res["report"], None, f.start
-        # a bulk sink takes a block the worker found dense with its first entry checked; the dry-run comparison
-        # (no bulk puts) takes every block entry by entry
-        dense = (res.get("cq_dense") or ()) if bulk_cq else ()
+        # a block the worker found dense goes in with its first entry checked (the dry-run comparison takes every
+        # block entry by entry)
+        dense = res.get("cq_dense") or ()
         for k, (topic, qid, qoff, packed) in enumerate(res["cq"] or ()):
             w = queues.get((topic, qid))
             if w is None:
                 w = queues[(topic, qid)] = cq.queue(topic, qid)
-            if k < len(dense) and dense[k]:
-                w.put_packed(qoff, packed, dense=True)
-            else:
-                w.put_packed(qoff, packed)
+            w.put_packed(qoff, packed, dense=k < len(dense) and dense[k])
         x = res["index"]
         if x is not None and len(x["h"]):
             h, p, t = x["h"], x["p"], x["t"]

@@ -113,8 +113,8 @@ class _CompareQueue(ConsumeQueueWriter):
         self.recon = recon
         self.limit = limit
 
-    def put_packed(self, cq_offsets, packed) -> None:
-        # differences are found (and listed) entry by entry, in put order
+    def put_packed(self, cq_offsets, packed, dense: bool = False) -> None:
+        # differences are found (and listed) entry by entry, in put order: a block's density changes nothing here
         for qoff, entry in zip(cq_offsets.tolist(), np.frombuffer(packed, dtype=CQ_DTYPE).tolist()):
             self.put(qoff, *entry)
 
