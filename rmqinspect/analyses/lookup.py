@@ -202,15 +202,19 @@ class Hit:
     problem: str = ""
     message: object = None  # store.message.Message
     # at or past where the broker's recovery truncates the commit log: gone once it restarts on this directory
-    beyond_truncation: bool = False
+    # (None: the recovery was not modelled, ``mark_fates`` had no view)
+    beyond_truncation: bool | None = None
     # dispatched again by the recovery (abnormal recovery re-dispatches every record it walks): re-indexed
     redispatched: bool = False
 
     @property
-    def fate(self) -> str:
+    def fate(self) -> str | None:
         """What becomes of this hit once the broker has recovered this directory: ``survives``,
         ``beyond_truncation`` (its record is cut), ``redispatched`` (its index file is deleted but the
-        recovery indexes the record again) or ``from_dropped_index_file`` (deleted and not re-indexed)."""
+        recovery indexes the record again) or ``from_dropped_index_file`` (deleted and not re-indexed); None
+        when the recovery was not modelled."""
+        if self.beyond_truncation is None:
+            return None
         if self.beyond_truncation:
             return "beyond_truncation"
         if self.from_dropped_file:

@@ -78,8 +78,7 @@ def _service(st: Store, index_dir, slots, max_items) -> IndexService:
     return svc
 
 
-def _hit_row(h, dropped_note: bool, modelled: bool) -> dict:
-    """A hit's row; ``modelled``: the recovery was modelled, so the hit has a fate after restart (else None)."""
+def _hit_row(h, dropped_note: bool) -> dict:
     notes = []
     if h.has_key is False:
         notes.append("hash collision: the record does not carry this key in this topic")
@@ -90,8 +89,7 @@ def _hit_row(h, dropped_note: bool, modelled: bool) -> dict:
     return {"physical_offset": h.physical_offset, "verified": h.has_key, "topic": h.topic, "keys": h.keys,
             "uniq_key": h.uniq_key, "store_timestamp": h.store_timestamp, "store_time": ms_to_iso(h.store_timestamp),
             "index_file": h.index_file, "from_dropped_index_file": h.from_dropped_file,
-            "beyond_truncation": h.beyond_truncation if modelled else None, "fate": h.fate if modelled else None,
-            "note": "; ".join(notes)}
+            "beyond_truncation": h.beyond_truncation, "fate": h.fate, "note": "; ".join(notes)}
 
 
 def _walk_rows(q):
@@ -179,13 +177,13 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                "collisions": [h.physical_offset for h in q.collisions],
                "index_last_update_timestamp": q.index_last_update_timestamp,
                "index_last_update_phy_offset": q.index_last_update_phy_offset,
-               "hits": [_hit_row(h, svc.abort_present, view is not None) for h in shown], "notes": q.notes,
+               "hits": [_hit_row(h, svc.abort_present) for h in shown], "notes": q.notes,
                "geometry": svc.geometry(), "index_files": [dataclasses.asdict(i) for i in svc.infos]}
         if explain:
             doc["walk"] = list(_walk_rows(q))
         emit_document(doc, fmt)
     elif fmt == "ndjson":
-        emit((dict(type="hit", **_hit_row(h, svc.abort_present, view is not None)) for h in shown), fmt)
+        emit((dict(type="hit", **_hit_row(h, svc.abort_present)) for h in shown), fmt)
         if explain:
             emit(_walk_rows(q), fmt)
     else:
@@ -195,7 +193,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                            ("verified", [h.physical_offset for h in q.verified]),
                            ("hash collisions dropped", [h.physical_offset for h in q.collisions])]
                  + [("note", n) for n in q.notes])
-        emit((_hit_row(h, svc.abort_present, view is not None) for h in shown), "table", HIT_COLUMNS, title="Hits")
+        emit((_hit_row(h, svc.abort_present) for h in shown), "table", HIT_COLUMNS, title="Hits")
         if explain:
             emit((r for r in _walk_rows(q) if r["type"] == "file"), "table",
                  ("round", "file", "consulted", "slot", "slot_value", "stopped", "why"),
