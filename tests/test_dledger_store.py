@@ -87,8 +87,10 @@ def test_dledger_recovery_equals_broker_state(dl):
     assert (r.ledger_begin_index, r.ledger_end_index, r.ledger_end_term, r.committed_index, r.committed_pos,
             r.data_end) == (s["ledgerBeginIndex"], s["ledgerEndIndex"], s["ledgerEndTerm"], s["committedIndex"],
                             s["committedPos"], s["dataMaxWrotePosition"])
-    assert r.max_offset_after_load == exp["stateAfterLoad"]["commitLogMaxOffset"] == plan.truncate_offset
-    assert r.max_offset_after_start == exp["stateAfterStart"]["commitLogMaxOffset"]
+    assert r.max_offset_after_load == exp["stateAfterLoad"]["commitLogMaxOffset"] == plan.max_offset_after_load
+    assert r.max_offset_after_start == exp["stateAfterStart"]["commitLogMaxOffset"] == plan.max_offset_after_start
+    # where DLedger cuts the data: its data end (a crash that cuts nothing has it at the last entry's end)
+    assert plan.truncate_offset == r.data_end == s["dataMaxWrotePosition"]
     assert plan.reput_from_offset == exp["stateAfterStart"]["reputFromOffset"] or \
         plan.reput_from_offset == max(v["maxPhysicOffset"] for qs in exp["stateAfterLoad"]["consumeQueues"].values()
                                       for v in qs.values())
@@ -112,8 +114,10 @@ def test_lost_checkpoint_comparison(tmp_path):
         plan = plan_recovery(st, RecoveryOptions())
     assert (r.committed_index, r.committed_pos) == (cmp["stateAfterLoad"]["dledger"]["committedIndex"],
                                                     cmp["stateAfterLoad"]["dledger"]["committedPos"])
-    assert r.max_offset_after_load == cmp["stateAfterLoad"]["commitLogMaxOffset"] == 0 == plan.truncate_offset
-    assert r.max_offset_after_start == cmp["stateAfterStart"]["commitLogMaxOffset"]
+    assert r.max_offset_after_load == cmp["stateAfterLoad"]["commitLogMaxOffset"] == 0 == plan.max_offset_after_load
+    assert r.max_offset_after_start == cmp["stateAfterStart"]["commitLogMaxOffset"] == plan.max_offset_after_start
+    # nothing is cut: truncate_offset is the data end, not the after-load 0 that read as total loss
+    assert plan.truncate_offset == r.data_end == cmp["stateAfterStart"]["commitLogMaxOffset"] > 0
     assert any("no DLedger checkpoint" in n for n in plan.notes)
 
 

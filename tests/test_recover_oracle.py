@@ -27,7 +27,9 @@ def test_truncation_point_and_commitlog_files(name):
     st, plan, e = _plan(name)
     s = e["stateAfterLoad"]
     assert plan.mode == ("abnormal" if e["abortFilePresentBeforeLoad"] else "normal")
-    assert plan.truncate_offset == s["commitLogMaxOffset"]
+    # the broker's max offset after load; for DLedger truncate_offset is where the data is cut (its data end)
+    assert plan.max_offset_after_load == s["commitLogMaxOffset"]
+    assert plan.truncate_offset == (s["dledger"]["dataMaxWrotePosition"] if "dledger" in s else s["commitLogMaxOffset"])
     assert [(f["name"], f["wrote_position"]) for f in plan.commitlog_files_after] == \
         [(f["name"], f["wrotePosition"]) for f in s["commitLogFiles"]]
     before = {f["path"] for f in e["filesBefore"]}
@@ -147,7 +149,8 @@ def test_cli_recover_dry_run_json_never_writes(name):
     for k in ("mode", "truncate_offset", "commitlog_files_deleted", "commitlog_file_truncated",
               "consume_queue_max_offsets", "messages_lost"):
         assert k in doc
-    assert doc["truncate_offset"] == e["stateAfterLoad"]["commitLogMaxOffset"]
+    assert doc["max_offset_after_load"] == e["stateAfterLoad"]["commitLogMaxOffset"]
+    assert doc["max_offset_after_start"] == e["stateAfterStart"]["commitLogMaxOffset"]
     assert r.exit_code == (1 if doc["messages_lost"]["count"] else 0)
     assert tree_hashes(p / "store") == before
 

@@ -204,15 +204,20 @@ class Hit:
     # at or past where the broker's recovery truncates the commit log: gone once it restarts on this directory
     # (None: the recovery was not modelled, ``mark_fates`` had no view)
     beyond_truncation: bool | None = None
-    # dispatched again by the recovery (abnormal recovery re-dispatches every record it walks): re-indexed
+    # dispatched again by the restart and indexed again (IndexService.buildIndex past the surviving endPhyOffset)
     redispatched: bool = False
+    # not on disk in any index file: an item the restart's buildIndex puts (``restore_as_recovered``)
+    reindexed: bool = False
 
     @property
     def fate(self) -> str | None:
         """What becomes of this hit once the broker has recovered this directory: ``survives``,
         ``beyond_truncation`` (its record is cut), ``redispatched`` (its index file is deleted but the
-        recovery indexes the record again) or ``from_dropped_index_file`` (deleted and not re-indexed); None
-        when the recovery was not modelled."""
+        restart indexes the record again), ``from_dropped_index_file`` (deleted and not re-indexed) or
+        ``reindexed`` (no index file holds it yet: the restart indexes it); None when the recovery was not
+        modelled."""
+        if self.reindexed:
+            return "reindexed"
         if self.beyond_truncation is None:
             return None
         if self.beyond_truncation:
@@ -299,11 +304,24 @@ def query_message(svc: IndexService, commitlog, topic: str, key: str, max_num: i
 
 @dataclass(frozen=True)
 class RecoveryView:
-    """What a query needs of the recovery: the truncation offset and the range it dispatches again."""
+    """What a query needs of the restart model (``RecoveryPlan``): the truncation offset, the range the recovery
+    dispatches again, every range the restart dispatches and the surviving index's endPhyOffset (what
+    IndexService.buildIndex indexes again: ``recovery.index``)."""
 
     truncate_offset: int
     redispatch_first: int | None
     redispatch_last: int | None
+    dispatched: tuple[tuple[int, int], ...] = ()
+    index_end_phy_offset: int = 0
+    index_begin_timestamp: int = 0
+
+    def reindex_ranges(self) -> list[tuple[int, int]]:
+        from .recovery.index import reindex_ranges
+
+        return reindex_ranges(list(self.dispatched), self.index_end_phy_offset)
+
+    def reindexes(self, offset: int) -> bool:
+        return any(a <= offset < b for a, b in self.reindex_ranges())
 
 
 _VIEWS: dict[tuple, RecoveryView] = {}  # per process: a key look-up loop pays for the recovery scan once
@@ -342,17 +360,14 @@ def recovery_view(store, cache: bool = True) -> RecoveryView:
     if key is not None and key in _VIEWS:
         return _VIEWS[key]
     scan = small_recovery_scan(store, check_crc, index_safe)
-    if scan is not None:  # a small store: the same scan without numpy (recovery.small)
-        view = RecoveryView(scan.truncate_offset, scan.redispatch_first, scan.redispatch_last)
-    else:
+    view = _small_view(store, scan) if scan is not None else None
+    if view is None:
         from .recovery.plan import RecoveryOptions, plan_recovery
 
         plan = plan_recovery(store, RecoveryOptions(check_crc=check_crc, index_safe=index_safe, with_salvage=False,
                                                     keep_redispatch=False, model_start=False, dispatch=False))
-        # DLedger mode: nothing on disk before the data end is cut (a leader commits it again), whatever the
-        # checkpoint's committed position (recovery.dledger)
-        cut = plan.dledger.data_end if plan.dledger is not None else plan.truncate_offset  # type: ignore[attr-defined]
-        view = RecoveryView(cut, plan.redispatch_first, plan.redispatch_last)
+        # DLedger mode: truncate_offset is the data end (a leader commits everything again, recovery.dledger)
+        view = view_of_plan(plan)
     if key is not None:
         if len(_VIEWS) >= _VIEWS_MAX:
             _VIEWS.pop(next(iter(_VIEWS)))
@@ -360,29 +375,125 @@ def recovery_view(store, cache: bool = True) -> RecoveryView:
     return view
 
 
+def view_of_plan(plan) -> RecoveryView:
+    """The look-up's view of a ``RecoveryPlan`` (the one restart model)."""
+    return RecoveryView(plan.truncate_offset, plan.redispatch_first, plan.redispatch_last,
+                        tuple(plan.dispatched), plan.index_end_phy_offset, plan.index_begin_timestamp)
+
+
+def _small_view(store, scan) -> RecoveryView | None:
+    """The view from ``recovery.small``'s scan: what the restart dispatches is the scan's re-dispatch and start()'s
+    reput from the queues' max physical offset (at least the commit log's min offset, at most T: queues past T are
+    cut back to it); None when the queues are too large to read here (the plan answers)."""
+    from .recovery.index import dispatched_ranges, index_after_load
+    from .recovery.small import small_queue_max_phys
+
+    t = scan.truncate_offset
+    normal = not store.abort_present
+    if normal:
+        max_phy = small_queue_max_phys(store)
+        if max_phy is None:
+            return None
+        reput_from = min(max(store.commitlog.min_offset, max_phy, scan.last_dispatched_end), t)
+    else:
+        reput_from = max(store.commitlog.min_offset, scan.last_dispatched_end)
+    try:
+        cp = store.checkpoint
+    except RmqInspectError:
+        cp = None
+    ia = index_after_load(store.layout.index_dir, normal, cp.index_msg_timestamp if cp else None)
+    return RecoveryView(t, scan.redispatch_first, scan.redispatch_last,
+                        tuple(dispatched_ranges(scan.redispatch_first, scan.redispatch_last, reput_from, t)),
+                        ia.end_phy_offset, ia.begin_timestamp)
+
+
 def mark_fates(result: QueryMessageResult, view: RecoveryView | None) -> None:
     """Each hit's fate after restart (``Hit.fate``)."""
     if view is None:
         return
-    lo, hi = view.redispatch_first, view.redispatch_last
     for h in result.hits:
         h.beyond_truncation = h.physical_offset >= view.truncate_offset
-        h.redispatched = lo is not None and hi is not None and lo <= h.physical_offset <= hi
+        h.redispatched = view.reindexes(h.physical_offset)
 
 
-FATES_AFTER_RESTART = ("survives", "redispatched")
+FATES_AFTER_RESTART = ("survives", "redispatched", "reindexed")
 
 
-def restore_as_recovered(result: QueryMessageResult) -> None:
-    """Keep only what the broker returns after recovering the directory: hits that survive or that the
-    recovery re-indexes (``mark_fates`` first)."""
+def reindexed_hits(commitlog, view: RecoveryView, topic: str, key: str, begin: int = 0,
+                   end: int = JAVA_LONG_MAX) -> list[Hit]:
+    """The index items the restart's IndexService.buildIndex puts whose keyHash is the query's (the broker
+    compares hashes only: collisions included), one per item, in put order. An item's time is read back in
+    whole seconds after its file's beginTimestamp (``recovery.index.item_time``); the model assumes the last
+    index file does not fill up while the restart indexes (a new file would start its own clock)."""
+    from .dispatch import goes_to_index, index_keys
+    from .recovery.index import item_time
+
+    key_hash = index_key_hash(build_index_key(topic, key))
+    out: list[Hit] = []
+    base = view.index_begin_timestamp
+    for a, b in view.reindex_ranges():
+        for msg in commitlog.messages(a, view.truncate_offset, keep_going=True):
+            if msg.physical_offset >= b:
+                break
+            if not goes_to_index(msg.sys_flag):
+                continue
+            keys = index_keys(msg.properties)
+            if not keys:
+                continue
+            time_read, base = item_time(base, msg.store_timestamp)
+            if not (begin <= time_read <= end):
+                continue
+            for k in keys:
+                if index_key_hash(build_index_key(msg.topic, k)) == key_hash:
+                    h = Hit(msg.physical_offset, "(restart)", message_has_key(msg, topic, key), msg.topic, msg.keys,
+                            msg.uniq_key, msg.store_timestamp, message=msg, beyond_truncation=False)
+                    h.reindexed = True
+                    out.append(h)
+    return out
+
+
+def restore_as_recovered(result: QueryMessageResult, commitlog=None, view: RecoveryView | None = None) -> None:
+    """Keep only what the broker returns after recovering the directory (``mark_fates`` first): hits of the kept
+    index files before the truncation, and, with ``commitlog`` and ``view``, the items the restart indexes again
+    (``reindexed_hits``; a hit of a deleted index file the restart re-indexes comes back as its item). The
+    newest ``max_num`` items are kept, in ascending offset order as queryMessage sorts them."""
     gone = {h.physical_offset for h in result.hits if h.fate not in FATES_AFTER_RESTART}
-    if not gone:
-        return
-    result.hits = [h for h in result.hits if h.physical_offset not in gone]
-    result.phy_offsets = [o for o in result.phy_offsets if o not in gone]
-    result.notes.append(f"as recovered: {len(gone)} hit(s) dropped (beyond the truncation offset or from a "
-                        "deleted index file and not re-dispatched)")
+    again: list[Hit] = []
+    if commitlog is not None and view is not None:
+        again = reindexed_hits(commitlog, view, result.topic, result.key, result.begin, result.end)
+        back = {h.physical_offset for h in result.hits if h.fate == "redispatched"}
+        for h in again:
+            if h.physical_offset in back:
+                h.reindexed = False
+                h.from_dropped_file = True
+                h.redispatched = True
+        gone |= back
+    dropped = [h for h in result.hits if h.physical_offset in gone]
+    kept = [h for h in result.hits if h.physical_offset not in gone]
+    if again:
+        newest_first = sorted(again, key=lambda h: -h.physical_offset) + sorted(kept, key=lambda h: -h.physical_offset)
+        kept = sorted(newest_first[:result.max_num], key=lambda h: h.physical_offset)
+    result.hits = kept
+    result.phy_offsets = [h.physical_offset for h in kept]
+    lost = len({h.physical_offset for h in dropped} - {h.physical_offset for h in again})
+    if lost:
+        result.notes.append(f"as recovered: {lost} hit(s) dropped (beyond the truncation offset or from a "
+                            "deleted index file and not re-dispatched)")
+    added = sum(1 for h in kept if h.reindexed)
+    if added:
+        result.notes.append(f"as recovered: {added} hit(s) the restart indexes (records past the surviving index's "
+                            f"endPhyOffset {view.index_end_phy_offset} that the restart dispatches)"  # type: ignore[union-attr]
+                            )
+
+
+def query_as_recovered(svc: IndexService, store, view: RecoveryView, topic: str, key: str, max_num: int,
+                       begin: int = 0, end: int = JAVA_LONG_MAX,
+                       max_msgs_num_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH) -> QueryMessageResult:
+    """DefaultMessageStore.queryMessage of the broker once it has recovered this directory."""
+    q = query_message(svc, store.commitlog, topic, key, max_num, begin, end, max_msgs_num_batch)
+    mark_fates(q, view)
+    restore_as_recovered(q, store.commitlog, view)
+    return q
 
 
 # --- message ids ------------------------------------------------------------------------------------------
@@ -491,7 +602,7 @@ def find_msg_id(store, svc: IndexService, msg_id: str, topic: str | None = None,
         q = query_message(svc, cl, t, msg_id.strip(), max_batch, 0, JAVA_LONG_MAX, max_batch)
         mark_fates(q, view)
         if as_recovered:
-            restore_as_recovered(q)
+            restore_as_recovered(q, cl, view)
         for h in q.verified:
             d = {"topic": t, "physical_offset": h.physical_offset, "index_file": h.index_file,
                  "message": h.message.to_dict()}
@@ -607,7 +718,7 @@ def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = 
         rep.fates = {h.physical_offset: h.fate for h in q.hits}
     if as_recovered:
         lost = [h for h in q.hits if h.has_key and h.fate not in FATES_AFTER_RESTART]
-        restore_as_recovered(q)
+        restore_as_recovered(q, cl, view)
         for h in lost:
             rep.reasons.append(Reason("lost_to_recovery", f"on-disk hit {h.physical_offset} ({h.index_file}) is "
                                                           f"{h.fate.replace('_', ' ')}: the recovered broker does "

@@ -157,11 +157,11 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
             note(f"no record carries the key {key!r} as typed; {key.upper()!r}, the UNIQ_KEY as the broker writes "
                  "it, finds them")
             key, q = key.upper(), upper
-    view = _recovery_view(st) if q.hits and not no_fate else None
+    view = _recovery_view(st, required=as_recovered) if (q.hits or as_recovered) and not no_fate else None
     mark_fates(q, view)
     truncate_offset = view.truncate_offset if view else None
     if as_recovered:
-        restore_as_recovered(q)
+        restore_as_recovered(q, st.commitlog, view)
     if any(h.beyond_truncation for h in q.hits):
         warn(f"hits marked beyond_truncation lie at or past {truncate_offset}, where the broker's recovery of this "
              "directory truncates the commit log: it will not return them after a restart")

@@ -195,13 +195,18 @@ def dledger_recover(store: Store) -> DLedgerRecovery:
 def plan_dledger_recovery(store: Store, options):
     """``plan_recovery`` for a DLedger-mode store: DLedger's recovery, then RocketMQ's consume-queue
     truncation, start()'s reput and the index files, in one ``RecoveryPlan`` (``plan.dledger`` holds step 1;
-    ``truncate_offset`` is the max offset after load, as the broker reports it)."""
+    ``truncate_offset`` is where DLedger cuts the data, its data end: nothing before it is lost, whatever the
+    committed position; ``max_offset_after_load`` / ``max_offset_after_start`` are the broker's max offsets)."""
+    from .index import dispatched_ranges
     from .plan import (
         RecoveryPlan,
+        data_end_on_disk,
         index_files_loaded,
+        index_load,
         load_consume_queues,
         messages_lost,
         reput_after_start,
+        reput_from_offset,
         truncate_commitlog,
         truncate_dirty_logic_files,
     )
@@ -218,12 +223,13 @@ def plan_dledger_recovery(store: Store, options):
     if dropped:
         rec.notes.append("DLedger recovery re-dispatches nothing: the messages of the dropped index file(s) stay "
                          "in the log and the consume queues but cannot be found by key")
+    ia = index_load(rec)
     models = rec.queues.models
     plan = RecoveryPlan(
         store=store.root, mode="normal" if rec.normal else "abnormal",
         version=dataclasses.replace(rec.version, dledger=True),
         check_crc=False, start_file=dl.start_file, start_reason=f"DLedger: {dl.start_reason}",
-        truncate_offset=dl.max_offset_after_load, stop_kind=dl.stop_kind, stop_reason=dl.stop_reason,
+        truncate_offset=dl.data_end, stop_kind=dl.stop_kind, stop_reason=dl.stop_reason,
         stop_file=dl.stop_file, stop_position=dl.stop_position, max_phy_offset_of_consume_queue=rec.max_phy_cq,
         consume_queue_truncated=cq_truncated, commitlog_files_deleted=cut.deleted,
         commitlog_file_truncated=cut.truncated, commitlog_files_after=cut.after,
@@ -233,13 +239,17 @@ def plan_dledger_recovery(store: Store, options):
         if files else 0, messages_scanned=dl.entries_accepted, notes=rec.notes,
         consume_queue_max_offsets_after_start=after_start, reput_from_offset=reput_from,
         queue_models={m.rec.key: m for m in models},
+        max_offset_after_load=dl.max_offset_after_load, max_offset_after_start=dl.max_offset_after_start,
+        # DLedger re-dispatches nothing during recovery: start()'s reput dispatches up to the data end
+        dispatched=dispatched_ranges(None, None, reput_from if reput_from is not None else (
+            reput_from_offset(rec, -1) if files else None), dl.max_offset_after_start),
+        index_end_phy_offset=ia.end_phy_offset, index_begin_timestamp=ia.begin_timestamp,
+        data_end_on_disk=data_end_on_disk(store),
     )
     plan.dledger = dl
     if options.with_salvage:
         # what is lost lies past the data end DLedger keeps (committed or not: a leader commits it again)
-        probe = dataclasses.replace(plan, truncate_offset=dl.data_end)
-        messages_lost(store, probe)
-        plan.messages_lost, plan.salvage = probe.messages_lost, probe.salvage
+        messages_lost(store, plan)
     return plan
 
 

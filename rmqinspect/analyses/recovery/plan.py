@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
-from ...formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_HEADER_TABLE
 from ...store import Store
 from ...store.commitlog import ILLEGAL, RecordRun
 from ...store.consumequeue import ConsumeQueue, list_queues
 from ..dispatch import DelayTable
 from .batch import BatchQueueModel, batch_queue_topics, load_batch_queues
+from .index import dispatched_ranges, index_after_load, reindex_ranges
 from .queues import ConsumeQueueModel, QueueRecovery, default_cq_file_size
 from .redispatch import (
     GOES_TO_CONSUME_QUEUE,
@@ -98,6 +98,82 @@ class RecoveryPlan:
     redispatch_last: int | None = None
     queue_models: dict = field(default_factory=dict, repr=False)  # queue key -> its model after start()
     dledger: object = None  # recovery.dledger.DLedgerRecovery for a DLedger-mode store
+    # the commit log's max offset once load() has run and once start() has run: T for a file commit log; for
+    # DLedger committedPos (0 without a checkpoint), then the data end once the member leads again.
+    # ``truncate_offset`` is where the recovery cuts the log (the data end when nothing is cut).
+    max_offset_after_load: int | None = None
+    max_offset_after_start: int | None = None
+    # [from, to) of the record start offsets the restart dispatches (recovery re-dispatch + start()'s reput)
+    dispatched: list[tuple[int, int]] = field(default_factory=list)
+    # IndexService after load(): endPhyOffset of the last kept index file (buildIndex skips what lies below it)
+    index_end_phy_offset: int = 0
+    index_begin_timestamp: int = 0  # beginTimestamp of the file buildIndex puts into (0: set by its first put)
+    # where the bytes that hold data end on disk (the last file's data end): what lies in [T, data_end) is cut
+    data_end_on_disk: int | None = None
+
+    # --- the restart model, asked by every command that speaks of "after restart" ---------------------------
+
+    def reindex_ranges(self) -> list[tuple[int, int]]:
+        """[from, to) of the record start offsets IndexService.buildIndex indexes after the restart."""
+        return reindex_ranges(self.dispatched, self.index_end_phy_offset)
+
+    def reindexes(self, offset: int) -> bool:
+        """Whether the restart puts the record at ``offset`` into the index (a key look-up finds it after)."""
+        return any(a <= offset < b for a, b in self.reindex_ranges())
+
+    def redispatches(self, offset: int) -> bool:
+        """Whether the restart dispatches the record at ``offset`` (recovery re-dispatch or start()'s reput)."""
+        return any(a <= offset < b for a, b in self.dispatched)
+
+    def cuts(self, offset: int, size: int = 1) -> bool:
+        """Whether the recovery removes the record [offset, offset + size) from the commit log."""
+        return offset + size > self.truncate_offset
+
+    @property
+    def bytes_cut(self) -> int:
+        """Bytes holding data that the recovery removes (0 when it cuts nothing)."""
+        if self.data_end_on_disk is None:
+            return 0
+        return max(self.data_end_on_disk - self.truncate_offset, 0)
+
+    def headline(self) -> dict:
+        """What the restart does, in counts (JSON kinds; ``headline_text`` says it for people)."""
+        lost = self.messages_lost or {}
+        return {"records_cut": lost.get("count", 0), "records_cut_intact": lost.get("intact", 0),
+                "bytes_cut": self.bytes_cut, "commitlog_files_deleted": len(self.commitlog_files_deleted),
+                "cq_entries_cut": sum(q.entries_cut for q in self.queues),
+                "cq_files_deleted": sum(len(q.files_deleted) for q in self.queues),
+                "records_redispatched": self.redispatch_count,
+                "cq_entries_redispatched": sum(q.redispatched for q in self.queues),
+                "index_files_deleted": len(self.index_files_dropped),
+                "reindex_from": self.reindex_ranges()[0][0] if self.reindex_ranges() else None,
+                "max_offset_after_load": self.max_offset_after_load,
+                "max_offset_after_start": self.max_offset_after_start}
+
+    def headline_text(self) -> str:
+        h = self.headline()
+        parts = []
+        if h["bytes_cut"] or h["records_cut"]:
+            parts.append(f"cuts {h['records_cut']} record(s) ({h['bytes_cut']} bytes) from the commit log at "
+                         f"{self.truncate_offset}")
+        else:
+            parts.append(f"cuts nothing from the commit log (its data ends at {self.truncate_offset})")
+        if h["commitlog_files_deleted"]:
+            parts.append(f"deletes {h['commitlog_files_deleted']} commit-log file(s)")
+        if h["cq_entries_cut"]:
+            parts.append(f"cuts {h['cq_entries_cut']} consume-queue entr{'y' if h['cq_entries_cut'] == 1 else 'ies'}")
+        if h["records_redispatched"] or h["cq_entries_redispatched"]:
+            parts.append(f"re-dispatches {h['records_redispatched']} record(s) "
+                         f"({h['cq_entries_redispatched']} consume-queue entries written)")
+        if h["index_files_deleted"]:
+            parts.append(f"deletes {h['index_files_deleted']} index file(s)")
+        rr = self.reindex_ranges()
+        if rr:
+            parts.append(f"indexes the records from {rr[0][0]} on again")
+        if self.dledger is not None and self.max_offset_after_load != self.max_offset_after_start:
+            parts.append(f"serves up to {self.max_offset_after_load} after load and {self.max_offset_after_start} "
+                         "once the DLedger member leads again")
+        return "the restart " + "; ".join(parts)
 
     def consume_queue_keys(self) -> list[str]:
         """Every queue the plan modelled (file and RocksDB), sorted."""
@@ -151,6 +227,12 @@ class RecoveryPlan:
             "index_files_kept": self.index_files_kept,
             "scanned_bytes": self.scanned_bytes, "messages_scanned": self.messages_scanned,
             "messages_lost": self.messages_lost, "notes": self.notes,
+            "max_offset_after_load": self.max_offset_after_load,
+            "max_offset_after_start": self.max_offset_after_start,
+            "headline": self.headline(),
+            "index_rebuild": {"index_end_phy_offset": self.index_end_phy_offset,
+                              "dispatched": [list(r) for r in self.dispatched],
+                              "reindexed": [list(r) for r in self.reindex_ranges()]},
         }
         if with_redispatch:
             d["redispatch"] = [r.as_list() for r in self.redispatch]
@@ -353,13 +435,7 @@ def reput_after_start(rec: Recovery, t: int, last_dispatched_end: int) -> tuple[
     cl = rec.store.commitlog
     if not (rec.dispatches and rec.files and rec.options.model_start):
         return None, None
-    models = rec.queues.models
-    if rec.rocksdb:
-        # the RocksDB store's max physical offset: CHECKPOINT_TOPIC, advanced by the recovery's dispatch
-        reput_from = max(cl.min_offset, rec.rocksdb_max_phys if rec.rocksdb_max_phys is not None else -1,
-                         last_dispatched_end)
-    else:
-        reput_from = max([cl.min_offset] + [m.max_phys for m in models])
+    reput_from = reput_from_offset(rec, last_dispatched_end)
     for ev in cl.walk(reput_from, t, check_crc=False, accept_v2=rec.bv.accepts_v2, stop_at_end=True,
                       batch=RUN_BATCH):
         if type(ev) is not RecordRun:
@@ -378,6 +454,37 @@ def reput_after_start(rec: Recovery, t: int, last_dispatched_end: int) -> tuple[
     return reput_from, {m.rec.key: m.max_offset() for m in rec.queues.sorted()}
 
 
+def reput_from_offset(rec: Recovery, last_dispatched_end: int) -> int:
+    """Where start()'s ReputMessageService begins: the largest queue maxPhysicOffset after load() (at least the
+    commit log's min offset; RocksDB: CHECKPOINT_TOPIC advanced by the recovery's dispatch). Queue models the
+    plan did not dispatch into (``dispatch=False``) are behind the recovery's dispatch, hence its end too."""
+    cl = rec.store.commitlog
+    if rec.rocksdb:
+        return max(cl.min_offset, rec.rocksdb_max_phys if rec.rocksdb_max_phys is not None else -1,
+                   last_dispatched_end)
+    frm = max([cl.min_offset] + [m.max_phys for m in rec.queues.models])
+    return frm if rec.dispatches else max(frm, last_dispatched_end)
+
+
+def data_end_on_disk(store: Store) -> int | None:
+    """Where the bytes holding data end: after the last non-zero byte of the commit log (a pre-allocated or
+    zeroed tail holds none)."""
+    files = store.commitlog.files
+    if not files:
+        return None
+    step = 1 << 20
+    for f in reversed(files):
+        buf = f.buffer
+        end = len(buf)
+        while end > 0:
+            a = max(0, end - step)
+            s = bytes(buf[a:end]).rstrip(b"\0")
+            if s:
+                return f.start + a + len(s)
+            end = a
+    return files[0].start
+
+
 # ---------------------------------------------------------------------------------------------------
 # 7. IndexService.load(lastExitOK)
 
@@ -385,28 +492,15 @@ def reput_after_start(rec: Recovery, t: int, last_dispatched_end: int) -> tuple[
 def index_files_loaded(rec: Recovery) -> tuple[list[str], list[str]]:
     """(dropped, kept): after an abnormal exit, index files whose endTimestamp is newer than the checkpoint's
     indexMsgTimestamp are destroyed."""
-    dropped: list[str] = []
-    kept: list[str] = []
+    ia = index_load(rec)
+    rec.notes.extend(ia.notes)
+    return ia.dropped, ia.kept
+
+
+def index_load(rec: Recovery):
+    """``recovery.index.index_after_load`` for this store (files dropped / kept, the surviving endPhyOffset)."""
     cp = rec.store.checkpoint
-    idir = rec.store.layout.index_dir
-    if not os.path.isdir(idir):
-        return dropped, kept
-    for name in sorted(os.listdir(idir)):
-        p = os.path.join(idir, name)
-        if not os.path.isfile(p):
-            continue
-        if rec.normal or cp is None:
-            kept.append(name)
-            continue
-        with open(p, "rb") as fh:
-            head = fh.read(INDEX_HEADER_SIZE)
-        if len(head) < INDEX_HEADER_SIZE:
-            kept.append(name)
-            rec.notes.append(f"index/{name} is shorter than its header")
-            continue
-        end_ts = INDEX_HEADER.unpack_from(head, 0)[INDEX_HEADER_TABLE.index("end_timestamp")]
-        (dropped if end_ts > cp.index_msg_timestamp else kept).append(name)
-    return dropped, kept
+    return index_after_load(rec.store.layout.index_dir, rec.normal, cp.index_msg_timestamp if cp else None)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -456,6 +550,9 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
     max_offsets = {m.rec.key: m.rec.max_offset for m in rec.queues.models}
     reput_from, after_start = reput_after_start(rec, t, scan.last_dispatched_end)
     dropped, kept = index_files_loaded(rec)
+    ia = index_load(rec)
+    reput_start = reput_from if reput_from is not None else (
+        reput_from_offset(rec, scan.last_dispatched_end) if files else None)
     models = rec.queues.models
     plan = RecoveryPlan(
         store=store.root, mode="normal" if rec.normal else "abnormal", version=rec.version,
@@ -471,6 +568,10 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
         reput_from_offset=reput_from, redispatch_count=scan.redispatch_count,
         redispatch_first=scan.redispatch_first, redispatch_last=scan.redispatch_last,
         queue_models={m.rec.key: m for m in models},
+        max_offset_after_load=t, max_offset_after_start=t,
+        dispatched=dispatched_ranges(scan.redispatch_first, scan.redispatch_last, reput_start, t),
+        index_end_phy_offset=ia.end_phy_offset, index_begin_timestamp=ia.begin_timestamp,
+        data_end_on_disk=data_end_on_disk(store),
     )
     if options.with_salvage:
         messages_lost(store, plan, rec.options.jobs)
@@ -479,5 +580,6 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
 
 __all__ = ["CommitLogTruncation", "Recovery", "RecoveryOptions", "RecoveryPlan", "Scan", "abnormal_start_file",
            "choose_start_file", "index_files_loaded", "load_consume_queues", "messages_lost", "normal_start_file",
-           "plan_recovery", "reput_after_start", "scan_commitlog", "truncate_commitlog",
+           "plan_recovery", "reput_after_start", "reput_from_offset", "index_load",
+           "data_end_on_disk", "scan_commitlog", "truncate_commitlog",
            "truncate_dirty_logic_files"]

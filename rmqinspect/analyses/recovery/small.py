@@ -135,6 +135,26 @@ def queue_max_physic_offset(cq: ConsumeQueue, version: BrokerVersion, budget: in
     return max_phys, read
 
 
+def small_queue_max_phys(store: Store) -> int | None:
+    """max over the file queues of ConsumeQueue.recover's maxPhysicOffset (-1 without a queue), where start()'s
+    ReputMessageService begins after a normal recovery; None past SMALL_QUEUE_ENTRIES (the plan answers)."""
+    bv = assume_version(store, None).version
+    queues = [ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(store.layout.consumequeue_dir)]
+    budget = SMALL_QUEUE_ENTRIES
+    max_phy = -1
+    try:
+        for cq in queues:
+            phys, read = queue_max_physic_offset(cq, bv, budget)
+            budget -= read
+            if budget < 0:
+                return None
+            max_phy = max(max_phy, phys)
+    finally:
+        for cq in queues:
+            cq.close()
+    return max_phy
+
+
 def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool = False) -> Scan | None:
     """The recovery scan of ``plan.plan_recovery`` (version detected, broker defaults otherwise) for a store of at
     most SMALL_STORE_BYTES; None when the store is larger or of a kind only the plan models."""
@@ -182,4 +202,4 @@ def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool =
 
 
 __all__ = ["SMALL_QUEUE_ENTRIES", "SMALL_SCAN_RECORDS", "SMALL_STORE_BYTES", "queue_max_physic_offset", "scan_run_rows",
-           "small_recovery_scan"]
+           "small_queue_max_phys", "small_recovery_scan"]
