@@ -13,12 +13,26 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..formats.constants import PROPERTY_REAL_TOPIC, RMQ_SYS_SCHEDULE_TOPIC, TransactionType
+from ..formats.constants import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TIMER_OUT_MS,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    TransactionType,
+)
 from ..formats.javahash import build_index_key, index_key_hash
 from ..store import Store
 from ..store.consumequeue import ConsumeQueue
 from ..store.errors import RmqInspectError
-from .dispatch import goes_to_consume_queue, goes_to_index, index_keys
+from .dispatch import (
+    DEFAULT_DELAY_TABLE,
+    DelayLevelError,
+    dispatch_tags_code,
+    goes_to_consume_queue,
+    goes_to_index,
+    index_keys,
+)
 from .lookup import find_index_items
 
 
@@ -45,14 +59,31 @@ class MessageFate:
     consume_queue: str = ""  # "entry at queue offset N" or why there is none
     consume_queue_entry: list[int] | None = None  # [queue offset, physical offset, size, tagsCode] on disk
     index_items: list[dict] = field(default_factory=list)  # {"key", "file", "item", "reachable"}
-    after_restart: str = ""  # "survives" | "survives, consume-queue entry rebuilt" | "cut by recovery ..."
+    after_restart: str = ""  # the sentence, for people
+    # the same as one word of AFTER_RESTART_FATES (JSON kinds are enums); None when the restart was not modelled
+    after_restart_fate: str | None = None
     after_restart_entry: list[int] | None = None  # the entry the broker holds after load() and start()
-    delivery_due: int | None = None  # a delayed message: when SCHEDULE_TOPIC_XXXX hands it to its topic
+    # the restart indexes it again (IndexService.buildIndex past the surviving endPhyOffset): key look-ups find it
+    reindexed_after_restart: bool = False
+    delivery_due: int | None = None  # a delayed / timer message: when it is due to be handed to its real topic
+    real_topic: str | None = None  # a delayed / timer message: REAL_TOPIC, the topic it is delivered to
     consumers: list[ConsumerState] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# ``after_restart_fate``: what the broker does with the record when it restarts on this directory
+# (the restart model: ``recovery.plan.RecoveryPlan``)
+AFTER_RESTART_FATES = {
+    "survives": "kept, and served from the consume-queue entry it has on disk (or never in a consume queue)",
+    "redispatched": "kept; the restart dispatches it again (its consume-queue entry is written by the restart)",
+    "cut": "the recovery removes it from the commit log (at or past truncate_offset)",
+    "replaced": "kept, but the consume queue holds another record at its queue offset after the restart",
+    "not_served": "kept in the commit log, but no consume-queue entry points to it after the restart",
+    "no_record": "no record starts at this offset (unreadable / damaged inside the kept range)",
+}
 
 
 def _entry_at(store: Store, topic: str, queue_id: int, queue_offset: int, phys: int) -> list[int] | None:
@@ -76,15 +107,20 @@ def message_fate(store: Store, offset: int, *, plan=None, offsets: dict | None =
     except RmqInspectError as e:
         fate = MessageFate(offset, f.name, pos, f"unreadable: {e.message}")
         if plan is not None:
-            fate.after_restart = ("cut: the recovery truncates the commit log at "
-                                  f"{plan.truncate_offset}" if offset >= plan.truncate_offset else
-                                  "inside the recovered range, but no record starts here")
+            if plan.cuts(offset):
+                fate.after_restart_fate = "cut"
+                fate.after_restart = f"cut: the recovery cuts the commit log at {plan.truncate_offset}"
+            else:
+                fate.after_restart_fate = "no_record"
+                fate.after_restart = "inside the range the recovery keeps, but no record starts here"
         return fate
     fate = MessageFate(offset, f.name, pos, "intact" if not msg.problems else "; ".join(msg.problems),
                        msg.topic, msg.queue_id, msg.queue_offset, msg.total_size, msg.store_timestamp, msg.keys,
                        msg.uniq_key)
     # the consume queue the dispatcher writes it to (CommitLogDispatcherBuildConsumeQueue)
     real_topic = msg.properties.get(PROPERTY_REAL_TOPIC)
+    fate.real_topic = real_topic if msg.topic in (RMQ_SYS_SCHEDULE_TOPIC, TIMER_TOPIC) else None
+    fate.delivery_due = _due_time(msg)
     if not goes_to_consume_queue(msg.sys_flag):
         fate.consume_queue = ("none: a transaction half message (PREPARED; only its COMMIT record is dispatched)"
                               if msg.transaction_type == TransactionType.PREPARED else
@@ -95,13 +131,15 @@ def message_fate(store: Store, offset: int, *, plan=None, offsets: dict | None =
         if entry is not None:
             fate.consume_queue = f"{msg.topic}/{msg.queue_id} entry at queue offset {msg.queue_offset}"
             if msg.topic == RMQ_SYS_SCHEDULE_TOPIC:
-                fate.delivery_due = entry[3]  # the schedule queue's tagsCode is the delivery time
                 fate.consume_queue += (f" (delayed: SCHEDULE_TOPIC_XXXX hands it to {real_topic} when due, "
                                        f"tagsCode {entry[3]})")
         else:
             where = f"none on disk at {msg.topic}/{msg.queue_id} queue offset {msg.queue_offset}: "
             reached = plan.max_phy_offset_of_consume_queue if plan is not None else None
-            if reached is not None and offset >= reached:
+            if reached is not None and reached < 0:
+                fate.consume_queue = where + ("not dispatched yet (the consume queues hold no entry: the restart "
+                                              "dispatches every record)")
+            elif reached is not None and offset >= reached:
                 fate.consume_queue = where + f"not dispatched yet (the consume queues reach physical offset {reached})"
             else:
                 fate.consume_queue = where + ("the dispatcher had passed it: the entry is missing (queue file gone "
@@ -113,23 +151,10 @@ def message_fate(store: Store, offset: int, *, plan=None, offsets: dict | None =
             for item in find_index_items(svc, index_key_hash(build_index_key(topic_for_index, k)), offset):
                 fate.index_items.append({"key": k, "file": item["file"], "item": item["item"],
                                          "reachable": item["reachable"]})
-    # the restart: the recovery model's truncation and the queue it holds after load() and start()
+    # the restart: the recovery model's cut, re-dispatch, index rebuild and the queue it holds after load() and
+    # start()
     if plan is not None:
-        end = offset + msg.total_size
-        if end > plan.truncate_offset:
-            fate.after_restart = f"cut: the recovery truncates the commit log at {plan.truncate_offset}"
-        else:
-            entries = plan.consume_queue_entries(f"{msg.topic}/{msg.queue_id}")
-            after = next((list(e) for e in entries or () if e[1] == offset), None)
-            fate.after_restart_entry = after
-            if after is not None:
-                fate.after_restart = f"survives, in {msg.topic}/{msg.queue_id} at queue offset {after[0]}"
-            elif not goes_to_consume_queue(msg.sys_flag):
-                fate.after_restart = "survives in the commit log (never in a consume queue)"
-            elif entries is None:
-                fate.after_restart = "survives in the commit log (its queue is not modelled as files)"
-            else:
-                fate.after_restart = "survives in the commit log, but no consume-queue entry points to it"
+        _after_restart(fate, msg, plan)
     # consumption: the committed offset of every group subscribed to its queue
     if offsets and fate.consume_queue_entry is not None:
         for (t, group), qmap in sorted(offsets.items(), key=lambda kv: kv[0][1]):
@@ -139,4 +164,60 @@ def message_fate(store: Store, offset: int, *, plan=None, offsets: dict | None =
     return fate
 
 
-__all__ = ["ConsumerState", "MessageFate", "message_fate"]
+def _due_time(msg) -> int | None:
+    """When a delayed (DELAY level, default levels) or timer (TIMER_OUT_MS) message is due."""
+    if msg.topic == RMQ_SYS_SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in msg.properties:
+        try:
+            code, is_time = dispatch_tags_code(msg.topic, msg.properties, msg.store_timestamp, DEFAULT_DELAY_TABLE)
+        except DelayLevelError:
+            return None
+        return code if is_time else None
+    raw = msg.properties.get(PROPERTY_TIMER_OUT_MS)
+    if raw is not None and raw.lstrip("-").isdigit():
+        return int(raw)
+    return None
+
+
+def _after_restart(fate: MessageFate, msg, plan) -> None:
+    """``after_restart`` / ``after_restart_fate`` from the plan (the one restart model)."""
+    offset = msg.physical_offset
+    fate.reindexed_after_restart = goes_to_index(msg.sys_flag) and plan.reindexes(offset)
+    if plan.cuts(offset, msg.total_size):
+        fate.after_restart_fate = "cut"
+        fate.after_restart = f"cut: the recovery cuts the commit log at {plan.truncate_offset}"
+        return
+    again = plan.redispatches(offset)
+    entries = plan.consume_queue_entries(f"{msg.topic}/{msg.queue_id}")
+    after = next((list(e) for e in entries or () if e[1] == offset), None)
+    fate.after_restart_entry = after
+    index = "; the restart indexes it (key look-ups find it after)" if fate.reindexed_after_restart else ""
+    if after is not None:
+        fate.after_restart_fate = "redispatched" if again and fate.consume_queue_entry != after else "survives"
+        fate.after_restart = (f"survives, in {msg.topic}/{msg.queue_id} at queue offset {after[0]}"
+                              + (" (its entry written by the restart's dispatch)"
+                                 if fate.after_restart_fate == "redispatched" else "") + index)
+        if msg.topic == RMQ_SYS_SCHEDULE_TOPIC and fate.delivery_due is not None and after[3] != fate.delivery_due:
+            # 4.9.8: the recovery dispatches before ScheduleMessageService.load(), the delay levels are unknown
+            # then, and the entry's tagsCode is the TAGS hash, which the scheduler reads as a due time long past
+            fate.notes.append(f"the restart writes its SCHEDULE_TOPIC_XXXX entry with tagsCode {after[3]}, not its due "
+                              f"time {fate.delivery_due}: the scheduler reads that as already due, so it is delivered "
+                              f"to {fate.real_topic} at once after the restart, not at its due time")
+    elif not goes_to_consume_queue(msg.sys_flag):
+        fate.after_restart_fate = "survives"
+        fate.after_restart = "survives in the commit log (never in a consume queue)" + index
+    elif entries is None:
+        fate.after_restart_fate = "redispatched" if again else "survives"
+        fate.after_restart = ("survives in the commit log" + (", dispatched again by the restart" if again else "")
+                              + " (its queue is not modelled as files)" + index)
+    else:
+        other = next((list(e) for e in entries if e[0] == msg.queue_offset), None)
+        if other is not None:
+            fate.after_restart_fate = "replaced"
+            fate.after_restart = (f"survives in the commit log, but {msg.topic}/{msg.queue_id} queue offset "
+                                  f"{msg.queue_offset} points to the record at {other[1]} after the restart" + index)
+        else:
+            fate.after_restart_fate = "not_served"
+            fate.after_restart = "survives in the commit log, but no consume-queue entry points to it" + index
+
+
+__all__ = ["AFTER_RESTART_FATES", "ConsumerState", "MessageFate", "message_fate"]

@@ -28,6 +28,9 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
     index items, whether it survives a restart of this directory (the recovery model of `recover --dry-run`),
     and, per consumer group, whether it was already consumed. One answer per matching record.
 
+    JSON: ``after_restart_fate`` is one of survives, redispatched, cut, replaced, not_served, no_record (see
+    docs; ``after_restart`` says it in a sentence); ``reindexed_after_restart`` whether the restart indexes it.
+
     Exit code 3 when no record matches.
 
     \b
@@ -36,7 +39,15 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
       rmqinspect fate STORE --msgid AC10FE0100417FFFAAAA00A1F7780549 --offsets consumerOffset.json
     """
     from ..analyses.fate import message_fate
-    from ..analyses.lookup import DEFAULT_MAX_MSGS_NUM_BATCH, JAVA_LONG_MAX, IndexService, find_msg_id, query_message
+    from ..analyses.lookup import (
+        DEFAULT_MAX_MSGS_NUM_BATCH,
+        JAVA_LONG_MAX,
+        IndexService,
+        find_msg_id,
+        query_message,
+        reindexed_hits,
+        view_of_plan,
+    )
     from ..analyses.offsets import read_consumer_offsets
     from ..analyses.recovery import RecoveryOptions, plan_recovery
     from ..store import Store
@@ -50,12 +61,17 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
     st = Store.open(store)
     svc = IndexService.for_store(st)
     what = f"{given[0]} {key or msg_id or uniq_key or offset}"
+    plan = None
     if offset is not None:
         offsets = [offset]
     elif key is not None:
         q = query_message(svc, st.commitlog, topic, key, DEFAULT_MAX_MSGS_NUM_BATCH, 0, JAVA_LONG_MAX,
                           DEFAULT_MAX_MSGS_NUM_BATCH)
         offsets = [h.physical_offset for h in q.verified]
+        # and the records the restart indexes (the index does not hold them yet; the broker finds them after)
+        plan = plan_recovery(st, RecoveryOptions(version=broker_version, with_salvage=False, keep_redispatch=False))
+        offsets += [h.physical_offset for h in reindexed_hits(st.commitlog, view_of_plan(plan), topic, key)
+                    if h.has_key]
     else:
         rep = find_msg_id(st, svc, (msg_id or uniq_key).strip().upper(), topic)
         offsets = [h["physical_offset"] for h in (rep.as_uniq_key or {}).get("hits", [])]
@@ -66,7 +82,8 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
     if not offsets:
         no_match(f"no record found for {what} through the index (`explain-missing` says why and scans the "
                  "commit log)", topic=topic, store_root=st.root)
-    plan = plan_recovery(st, RecoveryOptions(version=broker_version, with_salvage=False, keep_redispatch=False))
+    if plan is None:
+        plan = plan_recovery(st, RecoveryOptions(version=broker_version, with_salvage=False, keep_redispatch=False))
     # the restart depends on the version's recovery rules: say which one answered (never guess silently)
     va = plan.version
     note(f"'after restart' follows the recovery of RocketMQ {va.version.text} ("
@@ -95,11 +112,13 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
             ("topic / queue", f"{f.topic} / {f.queue_id} @ {f.queue_offset}" if f.topic is not None else ""),
             ("store time", ms_to_iso(f.store_timestamp)), ("keys", f.keys), ("uniq_key", f.uniq_key),
             ("consume queue", f.consume_queue),
+            ("real topic", f.real_topic),
             ("delivery due", f"{f.delivery_due} ({ms_to_iso(f.delivery_due)})" if f.delivery_due else None),
             ("index items", "; ".join(f"{i['key']} in {i['file']} #{i['item']}"
                                       + ("" if i["reachable"] else " (unreachable)") for i in f.index_items)
              or "none"),
-            ("after restart", f.after_restart),
+            ("after restart", f"{f.after_restart_fate}: {f.after_restart}" if f.after_restart_fate else
+             f.after_restart),
         ] + [("note", n) for n in f.notes], skip_empty=True)
         if f.consumers:
             emit(({"group": c.group, "committed": c.committed, "consumed": c.consumed} for c in f.consumers),

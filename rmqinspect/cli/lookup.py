@@ -20,6 +20,7 @@ from ..analyses.lookup import (
     mark_fates,
     query_message,
     recovery_view,
+    reindexed_hits,
     restore_as_recovered,
 )
 from ..store import Store
@@ -118,8 +119,9 @@ def _walk_rows(q):
               help="Search the 5.x tiered-store index (tiered_index_file/, unsealed or compacted) instead of index/ "
                    "(automatic when the store has only a tiered index).")
 @click.option("--as-recovered", is_flag=True,
-              help="The broker's answer once it has recovered this directory: only hits whose fate after restart is "
-                   "survives or redispatched (the recovery modelled in memory; nothing is written).")
+              help="The broker's answer once it has recovered this directory: hits whose fate after restart is "
+                   "survives or redispatched, plus the records the restart indexes (reindexed: dispatched again "
+                   "past the surviving index's endPhyOffset); the recovery modelled in memory, nothing is written.")
 @click.option("--no-fate", is_flag=True,
               help="Do not model the recovery: the hits carry no fate after restart. On a full-size store the fate "
                    "costs a scan of the commit-log files the broker's recovery reads (seconds per GiB); a script "
@@ -201,11 +203,28 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
             emit((r for r in _walk_rows(q) if r["type"] == "item"), "table",
                  ("round", "file", "item", "key_hash", "phy_offset", "time_read", "prev_index", "matched", "reason"),
                  title="Items visited")
+    if not q.verified and not as_recovered and not no_fate:
+        pending = _carried_but_not_indexed(st, topic, key, begin, end)
+        if pending:
+            where = ", ".join(str(h.physical_offset) for h in pending[:5]) + (" ..." if len(pending) > 5 else "")
+            no_match(f"the index holds no item for the key {key!r} in topic {topic!r}, but the commit log does: the "
+                     f"record(s) at {where} carry it; the index does not hold them yet (they lie past the surviving "
+                     "index's endPhyOffset), and the broker indexes them when it restarts (`--as-recovered` shows "
+                     "its answer then)", topic=topic, store_root=st.root)
     if not q.verified:
         no_match(f"no record in topic {topic!r} carries the key {key!r}"
                  + (f" (the index returned {len(q.raw)} candidate(s), none with the key)" if q.raw else "")
                  + (" in the window" if (begin, end) != (0, JAVA_LONG_MAX) else "")
                  + "; `explain-missing` says why", topic=topic, store_root=st.root)
+
+
+def _carried_but_not_indexed(st: Store, topic: str, key: str, begin: int, end: int) -> list:
+    """Records the restart model says the broker indexes on restart (``reindexed_hits``) that carry the key."""
+    try:
+        view = recovery_view(st)
+    except RmqInspectError:
+        return []
+    return [h for h in reindexed_hits(st.commitlog, view, topic, key, begin, end) if h.has_key]
 
 
 @click.command("msgid")

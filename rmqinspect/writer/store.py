@@ -33,6 +33,9 @@ class StoreWriter:
     ``checkpoint_fields``: 3 writes the 4.x checkpoint (physic/logics/index timestamps), 5 adds the 5.1.1+
     masterFlushedOffset and confirmPhyOffset (both = the commitlog write offset). ``abort=True`` leaves an
     empty ``abort`` file as a crashed broker does. ``config`` maps file names under ``config/`` to content.
+    ``dispatch_to``: the ReputMessageService had dispatched only the records before this physical offset when
+    the broker stopped (consume queues and index stop there; the checkpoint's times are the last dispatched
+    record's): a dispatcher behind at a crash.
     """
 
     def __init__(self, root: str, *, commitlog_file_size: int = DEFAULT_COMMITLOG_FILE_SIZE,
@@ -40,7 +43,7 @@ class StoreWriter:
                  index_max: int = DEFAULT_INDEX_MAX, build_cq: bool = True, build_index: bool = True,
                  abort: bool = False, config: dict[str, str | bytes] | None = None, checkpoint_fields: int = 3,
                  delay_table: DelayTable = DEFAULT_DELAY_TABLE, count_every_put: bool = False,
-                 start_offset: int = 0, records=None):
+                 start_offset: int = 0, records=None, dispatch_to: int | None = None):
         if os.path.exists(root) and os.listdir(root):
             raise FileExistsError(f"{root} exists and is not empty; StoreWriter only creates new stores")
         self.root = root
@@ -54,6 +57,8 @@ class StoreWriter:
         self.checkpoint_fields = checkpoint_fields
         self.delay_table = delay_table
         self.count_every_put = count_every_put
+        self.dispatch_to = dispatch_to
+        self.last_dispatched_ts = 0  # store time of the last record before dispatch_to
         # ``records``: another writer of the messages with CommitLogWriter's calls (writer.dledger: DLedger entries)
         self.commitlog = records if records is not None else CommitLogWriter(os.path.join(root, "commitlog"),
                                                                              commitlog_file_size, start_offset)
@@ -65,6 +70,8 @@ class StoreWriter:
 
     def append(self, spec: MessageSpec) -> AppendResult:
         res = self.commitlog.append(spec)
+        if self.dispatch_to is None or res.physical_offset < self.dispatch_to:
+            self.last_dispatched_ts = spec.store_timestamp
         self.last_store_ts = spec.store_timestamp
         if spec.sys_flag & 0xC in (0, 8):
             self.last_cq_store_ts = spec.store_timestamp
@@ -87,7 +94,8 @@ class StoreWriter:
                               self.count_every_put) if self.build_index else None)
         try:
             rep = dispatch_commitlog(store.commitlog, cq, index,
-                                     RebuildOptions(self.build_cq, self.build_index, delay_table=self.delay_table))
+                                     RebuildOptions(self.build_cq, self.build_index, delay_table=self.delay_table,
+                                                    to_offset=self.dispatch_to))
             close_sinks(cq, index, rep)
         finally:
             store.close()
@@ -114,6 +122,8 @@ class StoreWriter:
 
     def _write_checkpoint(self, index_ts: int) -> None:
         vals = [self.last_store_ts, self.last_cq_store_ts, index_ts]
+        if self.dispatch_to is not None:  # the checkpoint was flushed while the dispatcher was there
+            vals = [self.last_dispatched_ts, self.last_dispatched_ts, index_ts]
         if self.checkpoint_fields >= 5:
             vals += [self.commitlog.write_offset, self.commitlog.write_offset]
         data = b"".join(v.to_bytes(8, "big", signed=True) for v in vals)
