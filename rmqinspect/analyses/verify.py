@@ -33,7 +33,7 @@ from ..store.consumequeue import pre_blank_mask
 from ..store.errors import RmqInspectError
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
-from ..store.rocksdb_cq import ConsumeQueues
+from ..store.rocksdb_cq import ConsumeQueues, is_rocksdb_dir
 from .dispatch import goes_to_consume_queue, index_keys
 from .rows import topic_ids
 from .salvage import Damage, walk_batches
@@ -51,10 +51,16 @@ class Problem:
     position: int | None
     reason: str
     count: int = 1  # how many items this range stands for (merged consecutive problems)
+    # bytes the items hold, when the range [start, end) also spans other queues' records (cq_behind, index_behind:
+    # records of one queue interleave with the others'); None: end - start
+    size: int | None = None
 
     def to_dict(self) -> dict:
-        return {"check": self.check, "kind": self.kind, "start": self.start, "end": self.end, "file": self.file,
-                "position": self.position, "count": self.count, "reason": self.reason}
+        d = {"check": self.check, "kind": self.kind, "start": self.start, "end": self.end, "file": self.file,
+             "position": self.position, "count": self.count, "reason": self.reason}
+        if self.size is not None:
+            d["bytes"] = self.size
+        return d
 
 
 @dataclass
@@ -92,7 +98,7 @@ class VerifyReport:
                                                     "bytes": 0})
             r["ranges"] += 1
             r["items"] += p.count
-            r["bytes"] += p.end - p.start
+            r["bytes"] += p.end - p.start if p.size is None else p.size
         return list(rows.values())
 
     def to_dict(self) -> dict:
@@ -335,6 +341,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
         _verify_cq(store, rep, recs, data_end, rel)
     if "index" in checks:
         _verify_index(store, rep, recs, rel, index_slots, index_max)
+        _index_behind(store, rep, recs, rel)
     if "checkpoint" in checks:
         _verify_checkpoint(store, rep, max_ts)
     return rep
@@ -413,6 +420,13 @@ def _damage_instead(recs: _Records, kind: str, phys: int, noun: str) -> tuple[st
 def _verify_queues(store: Store, rep: VerifyReport, recs: _Records, data_end: int, rel, queues,
                    batch_queues=()) -> None:
     if not queues and not batch_queues:
+        if is_rocksdb_dir(store.layout.consumequeue_dir):
+            # RocksDB rows are written with the WAL off: a crash can leave none, and the restart re-dispatches
+            # every record; that queue is behind the commit log as a file queue would be (counted in entries)
+            rep.notes.append("RocksDB consume queue without a row: every dispatchable record is cq_behind")
+            rep.counts["cq_entries"] = 0
+            _cq_behind(store, rep, recs, {})
+            return
         rep.notes.append("consumequeue/ holds no queue: the broker rebuilds every queue from the commit log")
         return
     cl_min = store.commitlog.min_offset
@@ -453,7 +467,14 @@ def _verify_queues(store: Store, rep: VerifyReport, recs: _Records, data_end: in
     for bcq in batch_queues:
         checked += _verify_batch_queue(bcq, store, rep, recs, data_end, rel, seen_max)
     rep.counts["cq_entries"] = checked
-    # CQ behind: dispatchable records whose queue offset is at or past the queue's end
+    _cq_behind(store, rep, recs, seen_max)
+
+
+def _cq_behind(store: Store, rep: VerifyReport, recs: _Records, seen_max: dict[tuple[int, int], int]) -> None:
+    """CQ behind: dispatchable records whose queue offset is at or past the queue's end (``seen_max``: (topic id,
+    queue id) -> the queue's end; a queue not in it has none). One problem per queue, counted in entries; its
+    ``bytes`` is the size of its records, each counted once (a queue's records interleave with the others')."""
+    topic_names = {v: k for k, v in recs.topics.items()}
     if recs.np_offset.size:
         flags = np.unique(recs.np_sysflag)
         disp = np.array([goes_to_consume_queue(int(s)) for s in flags], dtype=bool)
@@ -476,7 +497,8 @@ def _verify_queues(store: Store, rep: VerifyReport, recs: _Records, data_end: in
                                 int(recs.np_offset[last] + recs.np_size[last]), f"consumequeue/{t}/{qid}", None,
                                 f"{hi - lo} record(s) of {t}/{qid} from queue offset {int(recs.np_qoff[first])} "
                                 f"have no consume-queue entry (queue ends at {seen_max.get((tid, qid), 0)}): the "
-                                "consume queue is behind the commit log", count=hi - lo), merge=False)
+                                "consume queue is behind the commit log", count=hi - lo,
+                                size=int(recs.np_size[sel[lo:hi]].sum())), merge=False)
 
 
 def _verify_batch_queue(bcq: BatchConsumeQueue, store: Store, rep: VerifyReport, recs: _Records, data_end: int,
@@ -584,6 +606,46 @@ def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel, slots: i
                                 f"item {n}: timeDiff {tdiff}s, record store time gives {exp}s"))
         idx.close()
     rep.counts["index_items"] = checked
+
+
+def _index_behind(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
+    """index_behind: records the broker's buildIndex would put keys for (not ROLLBACK, a UNIQ_KEY or a KEYS token)
+    that lie past the last index file's endPhyOffset (the offset of the last record it indexed): the index is
+    behind the commit log. Only the records past it are read."""
+    idir = store.layout.index_dir
+    if not os.path.isdir(idir) or not recs.np_offset.size:
+        return
+    names = sorted(n for n in os.listdir(idir) if os.path.isfile(os.path.join(idir, n)))
+    if not names:
+        return
+    from ..formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_HEADER_TABLE
+    from .dispatch import goes_to_index
+
+    path = os.path.join(idir, names[-1])
+    with open(path, "rb") as fh:
+        head = fh.read(INDEX_HEADER_SIZE)
+    if len(head) < INDEX_HEADER_SIZE:
+        return
+    end_phy = int(INDEX_HEADER.unpack_from(head, 0)[INDEX_HEADER_TABLE.index("end_phy_offset")])
+    past = np.flatnonzero(recs.np_offset > end_phy)
+    if not past.size:
+        return
+    first = last = None
+    n = size = 0
+    for msg in store.commitlog.messages(int(recs.np_offset[past[0]]), None, keep_going=True):
+        if not goes_to_index(msg.sys_flag) or not index_keys(msg.properties) or msg.problems:
+            continue
+        if first is None:
+            first = msg.physical_offset
+        last = msg.physical_offset + msg.total_size
+        n += 1
+        size += msg.total_size
+    if first is None or last is None:
+        return
+    rep.add(Problem("index", "index_behind", first, last, rel(path), None,
+                    f"{n} record(s) with keys lie past the last index file's endPhyOffset {end_phy}: the index is "
+                    "behind the commit log (a key look-up does not find them until the broker dispatches them again; "
+                    "`recover --dry-run` says whether its restart does)", count=n, size=size), merge=False)
 
 
 def _verify_checkpoint(store: Store, rep: VerifyReport, max_ts: int | None) -> None:

@@ -131,8 +131,9 @@ def dledger_torn(root: str, n: int = 60) -> Story:
     last = out[-1]
     data = os.path.join(member, "data")
     fsize = 1 << 16
-    # the record starts 48 bytes into its entry (DLedger header); zero the last 40 bytes of the record
-    zero_from, zero_to = last.end - 40, last.end
+    # the record (48 bytes into its entry, after the DLedger header) keeps its fixed header and BODYLENGTH (88
+    # bytes for IPv4 hosts); its body, topic and properties are zeroed, as a page that never reached the disk
+    zero_from, zero_to = last.offset + 88, last.end
     base = zero_from - zero_from % fsize
     with open(os.path.join(data, "%020d" % base), "r+b") as f:
         f.seek(zero_from - base)
