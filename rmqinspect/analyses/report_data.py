@@ -246,7 +246,9 @@ def commitlog_segments(summary: StoreSummary, rep: VerifyReport, plan: RecoveryP
         out.append(Segment("gap", g["start"], g["end"], None, f"no commit-log file covers {g['size']} bytes"))
     damage: dict[tuple[int, int], Segment] = {}
     for p in rep.problems:
-        if p.check in ("structure", "crc") and p.file and p.file.startswith("commitlog"):
+        # the log's files: commitlog/, or a DLedger member's data/ (its entries hold the records)
+        if p.check in ("structure", "crc") and p.file and (p.file.startswith("commitlog")
+                                                           or p.file.replace(os.sep, "/").startswith("dledger-")):
             damage[(p.start, p.end)] = Segment(p.kind, p.start, p.end, os.path.basename(p.file), p.reason)
     for r in plan.messages_lost.get("regions", []):
         damage[(r["start"], r["end"])] = Segment(r["kind"], r["start"], r["end"], r.get("file"), r.get("reason", ""))

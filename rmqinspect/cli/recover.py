@@ -112,29 +112,49 @@ def _totals(plan) -> dict:
         "records_past_truncation_intact": lost.get("intact", 0),
         "records_past_truncation_damaged": lost.get("damaged", 0),
         "bytes_past_truncation": lost.get("bytes", 0),
+        # entries start()'s ReputMessageService writes (max offsets after start over after load)
+        "cq_entries_written_by_start": plan.cq_entries_written_by_start(),
     }
 
 
 def _render(plan, lw) -> None:
     lost = plan.messages_lost
     t = _totals(plan)
+    tr = plan.commitlog_file_truncated
+    if tr is None:
+        cl_line = "none"
+    elif plan.bytes_cut:
+        cl_line = f"{tr['name']} cut at position {tr['position']} ({plan.bytes_cut} bytes holding data removed)"
+    else:
+        cl_line = f"nothing cut: {tr['name']} ends at position {tr['position']}, where its data ends"
+    if not plan.consume_queue_truncated:
+        cq_line = "not run (the consume queues end before truncate_offset)"
+    elif t["cq_entries_cut"]:
+        cq_line = f"ran: {t['cq_entries_cut']} entries cut"
+    else:
+        cq_line = "ran: nothing cut (no entry at or past truncate_offset)"
     print_kv("Recovery (dry run)", [
+        ("restart", plan.headline_text()),
         ("store", plan.store),
         ("mode", plan.mode + (" (abort file present)" if plan.mode == "abnormal" else " (no abort file)")),
         ("broker version", plan.version.describe()),
         ("start file", f"{plan.start_file} - {plan.start_reason}"),
         ("scan stopped", f"{plan.stop_kind} at {plan.stop_file} position {plan.stop_position}: {plan.stop_reason}"),
-        ("truncate_offset", plan.truncate_offset),
-        ("maxPhyOffsetOfConsumeQueue", plan.max_phy_offset_of_consume_queue),
-        ("consume queues truncated", plan.consume_queue_truncated),
+        ("truncate_offset", f"{plan.truncate_offset} (where the recovery cuts the log; its data end when nothing "
+         "is cut)"),
+        ("max offset after load / start", f"{plan.max_offset_after_load} / {plan.max_offset_after_start}"),
+        ("maxPhyOffsetOfConsumeQueue", plan.max_phy_offset_of_consume_queue
+         if plan.max_phy_offset_of_consume_queue >= 0 else "none (no consume-queue entry)"),
+        ("truncateDirtyLogicFiles", cq_line),
         ("commit-log files deleted", ", ".join(plan.commitlog_files_deleted) or "none"),
-        ("commit-log file truncated", f"{plan.commitlog_file_truncated['name']} to position "
-         f"{plan.commitlog_file_truncated['position']}" if plan.commitlog_file_truncated else "none"),
+        ("commit-log file", cl_line),
         ("records dispatched again", f"{t['records_dispatched_again']} walked from the reput offset (most already "
          "had their entry)"),
         ("cq entries re-dispatched", f"{t['cq_entries_redispatched']} (sum of 'redispatched' in the table below)"),
         ("cq entries cut", f"{t['cq_entries_cut']} (sum of 'entries_cut' in the table below)"),
+        ("cq entries written by start()", t["cq_entries_written_by_start"]),
         ("index files dropped", ", ".join(plan.index_files_dropped) or "none"),
+        ("records indexed again", ", ".join(f"[{a}, {b})" for a, b in plan.reindex_ranges()) or "none"),
         ("records past truncation", f"{t['records_past_truncation']} = {t['records_past_truncation_intact']} intact "
          f"+ {t['records_past_truncation_damaged']} damaged; {t['bytes_past_truncation']} bytes discarded"),
         ("per topic", f"{lost.get('per_topic', {})} (intact records past truncation, plus damaged regions that "

@@ -100,7 +100,8 @@ def _merged(marks: list[tuple[str, int]]) -> list[tuple[str, int]]:
 
 def _map_positions(r: StoreReport) -> list[tuple[str, int]]:
     p = r.plan
-    out = [("truncation point (restart)", p.truncate_offset),
+    # the line says "truncation" (red) only where the restart cuts data; else it marks where the kept data ends
+    out = [("truncation point (restart)" if p.bytes_cut else "restart keeps up to", p.truncate_offset),
            ("end of valid records", r.summary.max_physical_offset),
            ("maxPhyOffsetOfConsumeQueue", p.max_phy_offset_of_consume_queue)]
     if p.reput_from_offset is not None and p.reput_from_offset != p.truncate_offset:

@@ -110,7 +110,8 @@ def store_data(r: StoreReport) -> dict:
         "last_store_timestamp": r.summary.last_store_timestamp,
         "min_physical_offset": r.summary.min_physical_offset, "max_physical_offset": r.summary.max_physical_offset,
         "messages": r.summary.messages, "message_bytes": r.summary.message_bytes, "checkpoint": r.summary.checkpoint,
-        "truncate_offset": p.truncate_offset,
+        "truncate_offset": p.truncate_offset, "headline": p.headline(), "headline_text": p.headline_text(),
+        "max_offset_after_load": p.max_offset_after_load, "max_offset_after_start": p.max_offset_after_start,
         "stop": {"kind": p.stop_kind, "reason": p.stop_reason, "file": p.stop_file, "position": p.stop_position},
         "max_phy_offset_of_consume_queue": p.max_phy_offset_of_consume_queue,
         "reput_from_offset": p.reput_from_offset,
@@ -171,7 +172,6 @@ def _header(r: StoreReport) -> str:
                     "recovery")
     else:
         shutdown = "clean (no abort file): a restart runs the normal recovery"
-    lost = p.messages_lost or {}
     cp = sm.checkpoint
     rows = [
         ("store", f"<code>{_e(r.root)}</code>"),
@@ -191,11 +191,10 @@ def _header(r: StoreReport) -> str:
                                                                     "confirm_phy_offset"))) if cp else "absent"),
         ("verify", "clean" if v.ok else f"<b class='bad'>{len(v.problems)} problem range(s)</b>"
          + (f", {v.suppressed} more" if v.suppressed else "")),
-        ("restart would", f"{_e(p.mode)} recovery from {_e(p.start_file)}; truncate the commit log at "
-                          f"<b>{p.truncate_offset}</b> ({_e(p.stop_kind)}: {_e(p.stop_reason)}); discard "
-                          f"{lost.get('count', 0)} record(s), {lost.get('bytes', 0)} bytes; cut "
-                          f"{sum(q.entries_cut for q in p.queues)} consume-queue entries; delete index file(s) "
-                          f"{_e(', '.join(p.index_files_dropped) or 'none')}"),
+        # the restart model's own headline (RecoveryPlan.headline_text), then where its scan stopped
+        ("restart", f"<b>{_e(p.headline_text())}</b>; {_e(p.mode)} recovery from {_e(p.start_file)} "
+                    f"({_e(p.stop_kind)}: {_e(p.stop_reason)}); index file(s) deleted: "
+                    f"{_e(', '.join(p.index_files_dropped) or 'none')}"),
     ]
     return _kv(rows)
 

@@ -136,6 +136,13 @@ class RecoveryPlan:
             return 0
         return max(self.data_end_on_disk - self.truncate_offset, 0)
 
+    def cq_entries_written_by_start(self) -> int:
+        """Consume-queue entries start()'s ReputMessageService writes (after-start max offsets over after-load)."""
+        after = self.consume_queue_max_offsets_after_start
+        if not after:
+            return 0
+        return sum(max(v - self.consume_queue_max_offsets.get(k, 0), 0) for k, v in after.items())
+
     def headline(self) -> dict:
         """What the restart does, in counts (JSON kinds; ``headline_text`` says it for people)."""
         lost = self.messages_lost or {}
@@ -145,6 +152,7 @@ class RecoveryPlan:
                 "cq_files_deleted": sum(len(q.files_deleted) for q in self.queues),
                 "records_redispatched": self.redispatch_count,
                 "cq_entries_redispatched": sum(q.redispatched for q in self.queues),
+                "cq_entries_written_by_start": self.cq_entries_written_by_start(),
                 "index_files_deleted": len(self.index_files_dropped),
                 "reindex_from": self.reindex_ranges()[0][0] if self.reindex_ranges() else None,
                 "max_offset_after_load": self.max_offset_after_load,
@@ -165,6 +173,9 @@ class RecoveryPlan:
         if h["records_redispatched"] or h["cq_entries_redispatched"]:
             parts.append(f"re-dispatches {h['records_redispatched']} record(s) "
                          f"({h['cq_entries_redispatched']} consume-queue entries written)")
+        if h["cq_entries_written_by_start"]:
+            parts.append(f"dispatches {h['cq_entries_written_by_start']} consume-queue entries in start() "
+                         "(the queues were behind the commit log)")
         if h["index_files_deleted"]:
             parts.append(f"deletes {h['index_files_deleted']} index file(s)")
         rr = self.reindex_ranges()
