@@ -138,6 +138,8 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
                     advance(msg.physical_offset + msg.total_size - start)
                     if not flt.message_ok(msg):
                         continue
+                    if msg.problems and not keep_going:  # a record the broker serves although it is torn
+                        warn(f"{msg.file} @ {msg.physical_offset}: {'; '.join(msg.problems)}")
                     yield msg
                     shown += 1
                     if count is not None and shown >= count:

@@ -117,8 +117,8 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
             ("index items", "; ".join(f"{i['key']} in {i['file']} #{i['item']}"
                                       + ("" if i["reachable"] else " (unreachable)") for i in f.index_items)
              or "none"),
-            ("after restart", f"{f.after_restart_fate}: {f.after_restart}" if f.after_restart_fate else
-             f.after_restart),
+            ("after restart", f.after_restart if not f.after_restart_fate
+             or f.after_restart.startswith(f.after_restart_fate) else f"[{f.after_restart_fate}] {f.after_restart}"),
         ] + [("note", n) for n in f.notes], skip_empty=True)
         if f.consumers:
             emit(({"group": c.group, "committed": c.committed, "consumed": c.consumed} for c in f.consumers),

@@ -40,6 +40,12 @@ def rocksdb_cq(store, topic, queue_id, from_, count, list_only, offsets, compare
     with RocksDBConsumeQueueStore(st.layout.consumequeue_dir) as db:
         every = list(db.queues())
         qs = [q for q in every if (topic is None or q.topic == topic) and (queue_id is None or q.queue_id == queue_id)]
+        if not every:
+            # RocketMQ writes the rows with the WAL disabled: a crash can leave none at all
+            no_match(f"the RocksDB consume queue in {st.layout.consumequeue_dir} holds no row at all (RocketMQ writes "
+                     "them with the write-ahead log off: a crash can lose every one); a restart dispatches every "
+                     "record of the commit log again (`recover --dry-run` says how many, `verify` counts them as "
+                     "cq_behind)")
         if not qs:
             # the topics are rows inside the database, not directories: the nearest names come from its rows
             what = (f"topic {topic!r}" if topic is not None else "any topic") + (

@@ -817,13 +817,18 @@ class CommitLog:
                     on_damage(rec)
                 continue
             kind = rec.kind
-            if kind == MESSAGE or (kind == HALF and keep_going):
+            # DLedger keeps an entry whose header is intact whatever its record holds, and the broker serves the
+            # record as its decoder reads it: a torn one is shown so (crc_ok false), with what is wrong
+            if kind == MESSAGE or (kind == HALF and (keep_going or rec.file.dledger)):
                 f = rec.file
                 msg = decode_slot(f.buffer, f.start, rec.position, rec.header, rec.body_pos, None, f.path)
                 if f.dledger:
                     _attach_entry(msg, f, rec.position)
                 if kind == HALF:
                     msg.problems.append(rec.reason)
+                    if f.dledger:
+                        msg.problems.append("DLedger keeps this entry (its header is intact) and the broker serves "
+                                            "the record as decoded here")
                 yield msg
             elif kind in DAMAGE_KINDS:
                 err = CorruptDataError(rec.reason, rec.file.path, rec.offset, kind=kind)
