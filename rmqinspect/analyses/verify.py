@@ -29,7 +29,7 @@ from ..formats.javahash import build_index_key, index_key_hash
 from ..formats.properties import check_property_crc, crc32_trailer_rows, crc32_trailer_value
 from ..store import Store
 from ..store.commitlog import RecordRun
-from ..store.consumequeue import pre_blank_mask
+from ..store.consumequeue import list_queues, pre_blank_mask
 from ..store.errors import RmqInspectError
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
@@ -420,7 +420,9 @@ def _damage_instead(recs: _Records, kind: str, phys: int, noun: str) -> tuple[st
 def _verify_queues(store: Store, rep: VerifyReport, recs: _Records, data_end: int, rel, queues,
                    batch_queues=()) -> None:
     if not queues and not batch_queues:
-        if is_rocksdb_dir(store.layout.consumequeue_dir):
+        cq_dir = store.layout.consumequeue_dir
+        # (a combined store keeps its file queues beside the database: those are read as queues elsewhere)
+        if is_rocksdb_dir(cq_dir) and not any(True for _ in list_queues(cq_dir)):
             # RocksDB rows are written with the WAL off: a crash can leave none, and the restart re-dispatches
             # every record; that queue is behind the commit log as a file queue would be (counted in entries)
             rep.notes.append("RocksDB consume queue without a row: every dispatchable record is cq_behind")
