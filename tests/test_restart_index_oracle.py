@@ -59,3 +59,19 @@ def test_cli_index_lookup_as_recovered_keeps_collisions_out_and_never_writes(sce
             assert doc["phy_offsets"] == rec["phyOffsets"], q
             assert doc["verified_offsets"] == want, q
     assert tree_hashes(path / "store") == before
+
+
+@pytest.mark.parametrize("scenario", ALL_SCENARIOS)
+def test_lookup_view_is_the_plans(scenario):
+    """A key look-up's view of the restart (recovery.small's scan for a small store) is the plan's: same cut, same
+    dispatched ranges, same surviving endPhyOffset, whether the plan dispatches into its queue models or not."""
+    from rmqinspect.analyses.lookup import view_of_plan
+    from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
+
+    path = require_oracle(scenario)
+    with Store.open(path / "store") as st:
+        quick = recovery_view(st, cache=False)
+        lean = view_of_plan(plan_recovery(st, RecoveryOptions(with_salvage=False, keep_redispatch=False,
+                                                              model_start=False, dispatch=False)))
+        full = view_of_plan(plan_recovery(st, RecoveryOptions(with_salvage=False, keep_redispatch=False)))
+    assert quick == lean == full

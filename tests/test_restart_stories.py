@@ -219,3 +219,13 @@ def test_after_restart_fate_words_are_documented():
     text = (Path(__file__).resolve().parents[1] / "docs" / "restart.md").read_text()
     for word in AFTER_RESTART_FATES:
         assert f"`{word}`" in text
+
+
+def test_lookup_view_is_the_plans_on_every_story(stories):
+    from rmqinspect.analyses.lookup import view_of_plan
+
+    for s in stories.values():
+        with Store.open(s.root) as st:
+            quick = recovery_view(st, cache=False)
+            full = view_of_plan(plan_recovery(st, RecoveryOptions(with_salvage=False, keep_redispatch=False)))
+        assert quick == full, s.name

@@ -785,6 +785,10 @@ def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = 
                                       + beyond_truncation_text(msg.physical_offset, view)))
             continue
         _diagnose_located(rep, svc, msg, loc, topic, key, key_hash, q, max_msgs_num_batch)
+        if (view is not None and rep.reasons and rep.reasons[-1].code == "index_behind"
+                and view.reindexes(msg.physical_offset)):
+            rep.reasons[-1].detail += ("; the broker indexes it when it restarts (the restart dispatches it past the "
+                                       f"surviving index's endPhyOffset {view.index_end_phy_offset})")
     if not rep.located:
         where = f"[{start}, {stop})"
         rep.reasons.append(Reason("not_on_disk" if rep.scan_complete else "not_in_scanned_range",

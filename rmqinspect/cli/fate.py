@@ -73,8 +73,14 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
         offsets += [h.physical_offset for h in reindexed_hits(st.commitlog, view_of_plan(plan), topic, key)
                     if h.has_key]
     else:
-        rep = find_msg_id(st, svc, (msg_id or uniq_key).strip().upper(), topic)
+        ident = (msg_id or uniq_key).strip().upper()
+        rep = find_msg_id(st, svc, ident, topic)
         offsets = [h["physical_offset"] for h in (rep.as_uniq_key or {}).get("hits", [])]
+        # and the records the restart indexes under this UNIQ_KEY (the index does not hold them yet)
+        plan = plan_recovery(st, RecoveryOptions(version=broker_version, with_salvage=False, keep_redispatch=False))
+        for t in (rep.as_uniq_key or {}).get("topics_searched", []):
+            offsets += [h.physical_offset for h in reindexed_hits(st.commitlog, view_of_plan(plan), t, ident)
+                        if h.has_key]
         a = rep.as_offset_msg_id or {}
         if msg_id is not None and a.get("matches"):
             offsets.insert(0, a["message"]["physical_offset"])
