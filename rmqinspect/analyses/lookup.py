@@ -424,31 +424,53 @@ def reindexed_hits(commitlog, view: RecoveryView, topic: str, key: str, begin: i
     """The index items the restart's IndexService.buildIndex puts whose keyHash is the query's (the broker
     compares hashes only: collisions included), one per item, in put order. An item's time is read back in
     whole seconds after its file's beginTimestamp (``recovery.index.item_time``); the model assumes the last
-    index file does not fill up while the restart indexes (a new file would start its own clock)."""
-    from .dispatch import goes_to_index, index_keys
+    index file does not fill up while the restart indexes (a new file would start its own clock).
+
+    The records are walked in bulk (``CommitLog.walk`` runs, every record's key hashes from the rebuild
+    dispatcher's ``dispatch_fields``); only the matching ones are decoded."""
+    import numpy as np
+
+    from ..store.commitlog import RecordRun
+    from .rebuild import dispatch_fields
     from .recovery.index import item_time
 
     key_hash = index_key_hash(build_index_key(topic, key))
     out: list[Hit] = []
     base = view.index_begin_timestamp
     for a, b in view.reindex_ranges():
-        for msg in commitlog.messages(a, view.truncate_offset, keep_going=True):
-            if msg.physical_offset >= b:
+        for ev in commitlog.walk(a, view.truncate_offset, check_crc=False, accept_v2=True, stop_at_end=True):
+            if type(ev) is not RecordRun:
+                continue
+            recs = ev.records
+            start = ev.file.start
+            pos = recs["position"] + start
+            if int(pos[0]) >= b:
                 break
-            if not goes_to_index(msg.sys_flag):
+            # buildIndex: every dispatched record but ROLLBACK ones (TRANSACTION_ROLLBACK_TYPE = 3 << 2)
+            sel = np.flatnonzero((pos < b) & ((recs["sys_flag"] & 0xC) != 0xC))
+            if not sel.size:
                 continue
-            keys = index_keys(msg.properties)
-            if not keys:
+            sub = ev if sel.size == len(recs) else ev[sel]
+            fields, keyh, _ = dispatch_fields(sub.file.buffer, sub.rows, want_keys=True)
+            counts = fields[:, 2]
+            if base <= 0:
+                have = np.flatnonzero(counts > 0)
+                if have.size:  # the first put of an empty file sets its beginTimestamp
+                    base = int(sub.records["store_timestamp"][have[0]])
+            items = np.flatnonzero(keyh == key_hash)
+            if not items.size:
                 continue
-            time_read, base = item_time(base, msg.store_timestamp)
-            if not (begin <= time_read <= end):
-                continue
-            for k in keys:
-                if index_key_hash(build_index_key(msg.topic, k)) == key_hash:
-                    h = Hit(msg.physical_offset, "(restart)", message_has_key(msg, topic, key), msg.topic, msg.keys,
-                            msg.uniq_key, msg.store_timestamp, message=msg, beyond_truncation=False)
-                    h.reindexed = True
-                    out.append(h)
+            rec_of = np.repeat(np.arange(len(counts)), counts)[items]
+            for j in rec_of.tolist():
+                off = int(sub.records["position"][j]) + start
+                time_read, _ = item_time(base, int(sub.records["store_timestamp"][j]))
+                if not (begin <= time_read <= end):
+                    continue
+                msg = commitlog.read_message(off)
+                h = Hit(off, "(restart)", message_has_key(msg, topic, key), msg.topic, msg.keys, msg.uniq_key,
+                        msg.store_timestamp, message=msg, beyond_truncation=False)
+                h.reindexed = True
+                out.append(h)
     return out
 
 

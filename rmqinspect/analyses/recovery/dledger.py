@@ -244,12 +244,12 @@ def plan_dledger_recovery(store: Store, options):
         dispatched=dispatched_ranges(None, None, reput_from if reput_from is not None else (
             reput_from_offset(rec, -1) if files else None), dl.max_offset_after_start),
         index_end_phy_offset=ia.end_phy_offset, index_begin_timestamp=ia.begin_timestamp,
-        data_end_on_disk=data_end_on_disk(store),
     )
     plan.dledger = dl
     if options.with_salvage:
         # what is lost lies past the data end DLedger keeps (committed or not: a leader commits it again)
         messages_lost(store, plan)
+    plan.data_end_on_disk = data_end_on_disk(store, dl.data_end, plan.messages_lost if options.with_salvage else None)
     return plan
 
 
