@@ -69,6 +69,8 @@ class RocksDBQueueModel:
         # database's own rows (None: not cut)
         self.puts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self.rows_cut_from: int | None = None
+        # initializeWithOffset (the combine store's start()): min = max = this offset, rows below it not served
+        self.initialized_at: int | None = None
 
     def max_offset(self) -> int:
         return self.max_off
@@ -80,6 +82,13 @@ class RocksDBQueueModel:
             self.puts.append((np.array(cq_offset, dtype=np.int64), np.array(phys, dtype=np.int64),
                               np.array(size, dtype=np.int64), np.array(tags_code, dtype=np.int64)))
         return len(phys)
+
+    def initialize_with_offset(self, offset: int) -> None:
+        """RocksDBConsumeQueue.initializeWithOffset: max offset = ``offset``, the last entry's physical offset 0,
+        the min offset corrected lazily to the max."""
+        self.max_off = offset
+        self.max_phys = 0
+        self.initialized_at = offset
 
     def truncate_to(self, max_offset: int) -> None:
         self.rec.entries_cut = max(0, self.max_off - max_offset)
@@ -104,13 +113,20 @@ class RocksDBQueueModel:
         for q, p, z, t in self.puts:
             for e in zip(q.tolist(), p.tolist(), z.tolist(), t.tolist(), strict=True):
                 out[e[0]] = e
-        return [out[k] for k in sorted(out) if k < self.max_off]
+        low = self.initialized_at if self.initialized_at is not None else -1
+        return [out[k] for k in sorted(out) if low <= k < self.max_off]
+
+    def bounds(self, entries: list[tuple[int, int, int, int]]) -> tuple[int, int]:
+        """(minOffset, maxOffset) of the queue whose ``entries`` are given: min is the first entry's offset (an
+        initialised or empty queue: its max offset)."""
+        return (entries[0][0] if entries else self.max_off), self.max_off
 
 
-def rocksdb_queue_entries(store: Store, model: RocksDBQueueModel) -> list[tuple[int, int, int, int]]:
+def rocksdb_queue_entries(store: Store, model: RocksDBQueueModel,
+                          db_dir: str | None = None) -> list[tuple[int, int, int, int]]:
     """A RocksDB queue as the broker holds it after recovery (``RocksDBQueueModel.entries``), its rows read from
-    a private snapshot of the database."""
-    with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+    a private snapshot of the database (``db_dir``, default consumequeue/)."""
+    with RocksDBConsumeQueueStore(db_dir or store.layout.consumequeue_dir) as db:
         return model.entries(db.queue(model.cq.topic, model.cq.queue_id).entries())
 
 

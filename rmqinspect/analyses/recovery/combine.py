@@ -1,0 +1,243 @@
+"""The CombineConsumeQueueStore (5.3.4+, ``rocksdbCQDoubleWriteEnable=true``) as recovery sees it: a file
+consume queue and a RocksDB consume queue side by side, both fed by every dispatch (VERSIONS.md §1.3).
+
+What the broker does with the pair (code @8fc57f1 ``CombineConsumeQueueStore``), and what is modelled here:
+
+* ``combineCQPreferCQType`` names the store the broker serves reads from, ``combineAssignOffsetCQType`` the one
+  that assigns queue offsets; both default to the file queue (``default``);
+* ``getDispatchFromPhyOffset`` is the minimum over the inner stores: normal recovery re-dispatches every record
+  past the smaller one;
+* the start-file walk must satisfy the assign-offset store; a file that satisfies it but not another store costs
+  one of ``combineCQMaxExtraSearchCommitLogFiles`` (default 3) extra files; once they are spent the file is taken
+  anyway ("can not recover all inner store") - or the broker throws when the assign-offset store is not the read
+  store;
+* ``truncateDirty`` runs on every inner store;
+* at ``start()``, ``verifyAndInitOffsetForAllStore`` compares each queue of the assign-offset store with the other
+  store and initialises an other-store queue that lags (``initializeWithOffset``: min = max = the assign store's
+  max offset).
+
+The recovery's file-queue models stay the plan's ``queues`` (the assign-offset side in the default settings);
+this module keeps the RocksDB side's models. ``compare_sides`` is the offline ``checkRocksdbCqWriteProgress``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...store import Store
+from ...store.broker_conf import configured
+from ...store.version import BrokerVersion
+from .rocksdb import RocksDBQueueModel, RocksDBQueues, read_rocksdb_queues, truncate_rocksdb_queues
+from .scan import QueueSet
+
+FILE_CQ = "default"  # StoreType.DEFAULT
+ROCKSDB_CQ = "defaultRocksDB"  # StoreType.DEFAULT_ROCKSDB
+CQ_TYPES = (FILE_CQ, ROCKSDB_CQ)
+
+
+@dataclass(frozen=True)
+class CombineSettings:
+    """The MessageStoreConfig keys of the combine store (defaults of 8fc57f1), from broker.conf when given."""
+
+    prefer: str = FILE_CQ  # combineCQPreferCQType: the store reads are served from
+    assign: str = FILE_CQ  # combineAssignOffsetCQType: the store that assigns queue offsets
+    max_extra_files: int = 3  # combineCQMaxExtraSearchCommitLogFiles
+    sources: tuple[str, ...] = ()
+
+    @classmethod
+    def from_config(cls) -> CombineSettings:
+        vals, src = {}, []
+        for key, attr in (("combineCQPreferCQType", "prefer"), ("combineAssignOffsetCQType", "assign"),
+                          ("combineCQMaxExtraSearchCommitLogFiles", "max_extra_files")):
+            s = configured(key)
+            if s is not None:
+                vals[attr] = s.value
+                src.append(f"{key}={s.value} ({s.source})")
+        for attr in ("prefer", "assign"):
+            # StoreType.getStoreType matches case-insensitively; anything else the broker refuses at start
+            v = str(vals.get(attr, FILE_CQ))
+            vals[attr] = next((t for t in CQ_TYPES if t.lower() == v.lower()), v)
+        return cls(vals.get("prefer", FILE_CQ), vals.get("assign", FILE_CQ),
+                   int(vals.get("max_extra_files", 3)), tuple(src))
+
+    def to_dict(self) -> dict:
+        return {"combineCQPreferCQType": self.prefer, "combineAssignOffsetCQType": self.assign,
+                "combineCQMaxExtraSearchCommitLogFiles": self.max_extra_files, "from_config": list(self.sources)}
+
+
+@dataclass
+class CombineSide:
+    """The RocksDB inner store of a CombineConsumeQueueStore while recovery runs."""
+
+    settings: CombineSettings
+    table: RocksDBQueues | None
+    dispatch_from: int  # RocksDBConsumeQueueStore.getDispatchFromPhyOffset (0 when the table has no checkpoint)
+    queues: QueueSet = field(default_factory=QueueSet)
+    extra_left: int = 3  # what is left of combineCQMaxExtraSearchCommitLogFiles
+    budget_spent_at: str | None = None  # the file taken once the extra files were spent
+    initialized: list[dict] = field(default_factory=list)  # verifyAndInitOffsetForAllStore's initialisations
+    notes: list[str] = field(default_factory=list)
+
+    def queue(self, topic: str, queue_id: int) -> RocksDBQueueModel:
+        """findOrCreateConsumeQueue on the RocksDB side."""
+        m = self.queues.find(topic, queue_id)
+        return m if m is not None else self.queues.add(RocksDBQueueModel(topic, queue_id))
+
+    @property
+    def assign_is_file(self) -> bool:
+        return self.settings.assign == FILE_CQ
+
+    @property
+    def served_is_file(self) -> bool:
+        return self.settings.prefer == FILE_CQ
+
+
+def combine_in_effect(store: Store, options) -> bool:
+    """Whether the store runs a CombineConsumeQueueStore: ``RecoveryOptions.combine`` when given, else broker.conf
+    (``rocksdbCQDoubleWriteEnable``; ``storeType=defaultRocksDB`` selects the pure RocksDB store instead), else
+    the layout: file queues and a RocksDB database together in consumequeue/."""
+    if options.combine is not None:
+        return bool(options.combine)
+    st = configured("storeType")
+    if st is not None and str(st.value).lower() == ROCKSDB_CQ.lower():
+        return False
+    s = configured("rocksdbCQDoubleWriteEnable")
+    if s is not None:
+        return bool(s.value)
+    from ...store.consumequeue import list_queues
+
+    return bool(list_queues(store.layout.consumequeue_dir))
+
+
+def accelerated_in_effect(version: BrokerVersion, rocksdb: bool, options, notes: list[str]) -> bool:
+    """enableAcceleratedRecovery (5.3.4+): ``RecoveryOptions.accelerated`` or broker.conf; effective only with
+    storeType=defaultRocksDB (the pure RocksDB consume queue)."""
+    on = options.accelerated
+    if on is None:
+        s = configured("enableAcceleratedRecovery")
+        on = bool(s.value) if s is not None else False
+    if not on:
+        return False
+    if not version.has_combine_store:
+        notes.append(f"enableAcceleratedRecovery does not exist in RocketMQ {version.text}: ignored")
+        return False
+    if not rocksdb:
+        notes.append("enableAcceleratedRecovery has no effect without storeType=defaultRocksDB (isEnableRocksDBStore)")
+        return False
+    return True
+
+
+def load_combine_side(store: Store) -> CombineSide:
+    """load(): the RocksDB side's offset table (every queue's max row and CHECKPOINT_TOPIC)."""
+    settings = CombineSettings.from_config()
+    rq, how = read_rocksdb_queues(store)
+    side = CombineSide(settings, rq, 0, extra_left=settings.max_extra_files)
+    side.notes.append(f"combine store, RocksDB side: {how}")
+    if rq is not None:
+        for (topic, qid), (mp, mo) in sorted(rq.max.items()):
+            side.queues.add(RocksDBQueueModel(topic, qid, mp, mo))
+        # RocksDBConsumeQueueOffsetTable.getMaxPhyOffset: 0 without a CHECKPOINT_TOPIC row
+        side.dispatch_from = rq.checkpoint if rq.checkpoint is not None else 0
+        side.notes.extend(f"combine store, RocksDB offset table: {p}" for p in rq.problems[:5])
+    for s in (settings.prefer, settings.assign):
+        if s not in CQ_TYPES:
+            side.notes.append(f"combine store: {s!r} is not a consume-queue type (default, defaultRocksDB): the "
+                              "broker refuses to start")
+    return side
+
+
+def other_store_matches(side: CombineSide, phys: int, file_test: tuple[bool, str], file_name: str) -> tuple[bool, str]:
+    """CombineConsumeQueueStore#isMappedFileMatchedRecover for a file whose first record passed the full check:
+    the assign-offset store must match; the other store's mismatch costs one extra file until they are spent."""
+    rocks_ok = phys <= side.dispatch_from
+    rocks_why = f"RocksDB side: first PHYSICALOFFSET {phys} {'<=' if rocks_ok else '>'} its dispatchFromPhyOffset " \
+                f"{side.dispatch_from}"
+    assign_ok, assign_why = (file_test[0], file_test[1]) if side.assign_is_file else (rocks_ok, rocks_why)
+    other_ok, other_why = (rocks_ok, rocks_why) if side.assign_is_file else file_test
+    if not assign_ok:
+        return False, f"assign-offset store: {assign_why}"
+    if other_ok:
+        return True, f"{assign_why}; {other_why}"
+    left = side.extra_left
+    side.extra_left -= 1
+    if left <= 0:
+        side.budget_spent_at = file_name
+        other = "RocksDBConsumeQueueStore" if side.assign_is_file else "ConsumeQueueStore"
+        if side.settings.assign != side.settings.prefer:
+            side.notes.append(f"combine store: {other} cannot be recovered fully and the read store is not the "
+                              "assign-offset store: the broker throws IllegalArgumentException (recovery fails)")
+        side.notes.append(f"combine store: the {side.settings.max_extra_files} extra commit-log file(s) are spent at "
+                          f"{file_name}; the broker logs 'can not recover all inner store, store={other}' and "
+                          "recovers only the assign-offset store")
+        return True, f"{assign_why}; {other_why}, extra files spent: taken anyway"
+    return False, f"{assign_why}; {other_why}: one of the extra files spent ({left - 1} left)"
+
+
+def truncate_combine_side(store: Store, side: CombineSide, t: int) -> None:
+    """RocksDBConsumeQueueStore.truncateDirty(T) inside the combine store's truncateDirty."""
+    why = truncate_rocksdb_queues(store, [m for m in side.queues.models], t)
+    if why:
+        side.notes.append(why)
+
+
+def verify_and_init_offsets(side: CombineSide, assign_models: list) -> None:
+    """verifyAndInitOffsetForAllStore(true) at start(): each queue of the assign-offset store against the other
+    store's queue (created when absent); a lagging other-store queue is initialised to min = max = the assign
+    store's max offset."""
+    for m in assign_models:
+        topic, qid = m.cq.topic, m.cq.queue_id
+        other = side.queue(topic, qid)
+        mine, theirs = m.max_offset(), other.max_offset()
+        if mine == theirs or (mine <= 0 and theirs <= 0):
+            continue
+        entry = {"queue": f"{topic}/{qid}", "maxOffsetInAssign": mine, "maxOffset0": theirs}
+        if theirs > 0:
+            side.notes.append(f"combine store: checkAssignOffsetStore fail for {topic}/{qid}: assign store max "
+                              f"{mine}, other store {theirs}; initialised anyway")
+        other.initialize_with_offset(mine)
+        side.initialized.append(entry)
+
+
+def rocksdb_side_entries(store: Store, side: CombineSide, key: str) -> list[tuple[int, int, int, int]] | None:
+    """The RocksDB side's queue ``key`` after load() and start(): the database's rows with what recovery put."""
+    from .rocksdb import rocksdb_queue_entries
+
+    topic, _, qid = key.rpartition("/")
+    m = side.queues.find(topic, int(qid))
+    return None if m is None else rocksdb_queue_entries(store, m)
+
+
+def side_bounds(store: Store, side: CombineSide) -> dict[str, tuple[int, int]]:
+    """(minOffset, maxOffset) of every RocksDB-side queue after start()."""
+    from .rocksdb import rocksdb_queue_entries
+
+    out = {}
+    for m in side.queues.sorted():
+        out[f"{m.cq.topic}/{m.cq.queue_id}"] = m.bounds(rocksdb_queue_entries(store, m))
+    return out
+
+
+def combine_to_dict(plan) -> dict:
+    """The combine store's part of a RecoveryPlan's JSON: settings, the RocksDB side's dispatch-from offset, the
+    extra files spent, the initialisations at start()."""
+    side = plan.combine
+    return {"settings": side.settings.to_dict(), "served": side.settings.prefer,
+            "assigns_offsets": side.settings.assign, "rocksdb_dispatch_from_phy_offset": side.dispatch_from,
+            "extra_files_left": max(0, side.extra_left), "extra_files_spent_at": side.budget_spent_at,
+            "initialized_at_start": side.initialized}
+
+
+def compare_sides(file_bounds: dict[str, tuple[int, int]], rocks_bounds: dict[str, tuple[int, int]]) -> list[dict]:
+    """The offline checkRocksdbCqWriteProgress: per queue, (min, max) offsets of the file side and the RocksDB
+    side, and whether they differ. Queues on one side only count as differing."""
+    out = []
+    for key in sorted(set(file_bounds) | set(rocks_bounds)):
+        f, r = file_bounds.get(key), rocks_bounds.get(key)
+        out.append({"queue": key, "file": list(f) if f else None, "rocksdb": list(r) if r else None,
+                    "differs": f != r})
+    return out
+
+
+__all__ = ["CQ_TYPES", "CombineSettings", "CombineSide", "FILE_CQ", "ROCKSDB_CQ", "accelerated_in_effect",
+           "combine_in_effect", "combine_to_dict", "compare_sides", "load_combine_side", "rocksdb_side_entries",
+           "side_bounds", "other_store_matches", "truncate_combine_side", "verify_and_init_offsets"]
