@@ -325,10 +325,11 @@ def _store_identity(store) -> tuple:
     return (os.path.realpath(root), files, store.abort_present, stamp(os.path.join(root, "checkpoint")))
 
 
-def recovery_view(store, cache: bool = True) -> RecoveryView:
+def recovery_view(store, cache: bool = True, version=None) -> RecoveryView:
     """Where the broker's recovery of this directory truncates the commit log (analyses.recovery, with the
     broker.conf in effect for checkCRCOnRecover / messageIndexSafe): records at or past it are gone after a
-    restart, whatever the index files on disk still say.
+    restart, whatever the index files on disk still say. ``version`` (a BrokerVersion): the release whose
+    recovery rules apply (None: detected, ``recovery.version``).
 
     Only the truncation offset and the re-dispatch range are computed (the scan's records are not dispatched
     into queue models: neither depends on them), and the answer is kept per process for an unchanged store."""
@@ -338,17 +339,18 @@ def recovery_view(store, cache: bool = True) -> RecoveryView:
     crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
     check_crc = crc.value if crc else True
     index_safe = safe.value if safe else False
-    key = (_store_identity(store), check_crc, index_safe) if cache else None
+    key = (_store_identity(store), check_crc, index_safe, version) if cache else None
     if key is not None and key in _VIEWS:
         return _VIEWS[key]
-    scan = small_recovery_scan(store, check_crc, index_safe)
+    scan = small_recovery_scan(store, check_crc, index_safe, version)
     if scan is not None:  # a small store: the same scan without numpy (recovery.small)
         view = RecoveryView(scan.truncate_offset, scan.redispatch_first, scan.redispatch_last)
     else:
         from .recovery.plan import RecoveryOptions, plan_recovery
 
         plan = plan_recovery(store, RecoveryOptions(check_crc=check_crc, index_safe=index_safe, with_salvage=False,
-                                                    keep_redispatch=False, model_start=False, dispatch=False))
+                                                    keep_redispatch=False, model_start=False, dispatch=False,
+                                                    version=version))
         # DLedger mode: nothing on disk before the data end is cut (a leader commits it again), whatever the
         # checkpoint's committed position (recovery.dledger)
         cut = plan.dledger.data_end if plan.dledger is not None else plan.truncate_offset  # type: ignore[attr-defined]
