@@ -33,6 +33,7 @@ from ._params import (
     TIME_FORMS,
     check_index_geometry,
     conf_setting,
+    release_option,
     resolve_store_callback,
     store_argument,
 )
@@ -57,9 +58,9 @@ def _max_batch(flag) -> int:
     return conf_setting(flag, "maxMsgsNumBatch", default=DEFAULT_MAX_MSGS_NUM_BATCH).value
 
 
-def _recovery_view(st: Store, required: bool = False):
+def _recovery_view(st: Store, required: bool = False, version=None):
     try:
-        return recovery_view(st)
+        return recovery_view(st, version=version)
     except RmqInspectError as e:  # the fate is then unknown, the hits are still listed
         if required:  # --as-recovered cannot answer without the model
             raise
@@ -125,11 +126,12 @@ def _walk_rows(q):
                    "costs a scan of the commit-log files the broker's recovery reads (seconds per GiB); a script "
                    "looping over keys may not need it.")
 @_index_options
+@release_option
 @format_option
 @click.pass_context
 @handle_errors
 def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_collisions, tiered, as_recovered, no_fate,
-                 index_dir, index_slots, index_max, max_batch, fmt):
+                 index_dir, index_slots, index_max, max_batch, broker_version, fmt):
     """DefaultMessageStore.queryMessage over the IndexFiles (what `mqadmin queryMsgByKey` gets), then the client
     step: each hit is re-read and hash collisions are dropped.
 
@@ -144,7 +146,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
 
         return ctx.invoke(tiered_index_lookup, path=store, topic=topic, key=key, begin=begin, end=end,
                           max_num=max_num, stats=explain, hash_slots=index_slots, max_items=index_max,
-                          broker_version=None,
+                          broker_version=broker_version,
                           fmt=fmt)
     svc = _service(st, index_dir, index_slots, index_max)
     q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, _max_batch(max_batch), explain=explain)
@@ -157,7 +159,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
             note(f"no record carries the key {key!r} as typed; {key.upper()!r}, the UNIQ_KEY as the broker writes "
                  "it, finds them")
             key, q = key.upper(), upper
-    view = _recovery_view(st) if q.hits and not no_fate else None
+    view = _recovery_view(st, version=broker_version) if q.hits and not no_fate else None
     mark_fates(q, view)
     truncate_offset = view.truncate_offset if view else None
     if as_recovered:
@@ -218,9 +220,10 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                    "offset only before the recovery's truncation, UNIQ_KEY hits only if they survive or are "
                    "re-dispatched. Without it each answer carries its fate after restart.")
 @_index_options
+@release_option
 @format_option
 @handle_errors
-def msgid(msg_id, store, topic, as_recovered, index_dir, index_slots, index_max, max_batch, fmt):
+def msgid(msg_id, store, topic, as_recovered, index_dir, index_slots, index_max, max_batch, broker_version, fmt):
     """Decode a message id: offsetMsgId (store host + physical offset, IPv4/IPv6) and UNIQ_KEY (client ip, pid,
     time since month start, counter). With --store, decode the record at the offset and find the UNIQ_KEY
     through the index (topic#uniqkey).
@@ -234,7 +237,7 @@ def msgid(msg_id, store, topic, as_recovered, index_dir, index_slots, index_max,
     rep = MsgIdReport(msg_id, interpretations)
     if store:
         st = Store.open(store)
-        view = _recovery_view(st, required=as_recovered)
+        view = _recovery_view(st, required=as_recovered, version=broker_version)
         rep = find_msg_id(st, _service(st, index_dir, index_slots, index_max), msg_id, topic, _max_batch(max_batch),
                           view, as_recovered)
     elif as_recovered:
@@ -290,10 +293,11 @@ def _render_msgid(doc) -> None:
                    "truncation or from a deleted, not re-dispatched index file are gone). Without it the broker "
                    "result carries each offset's fate after restart.")
 @_index_options
+@release_option
 @format_option
 @handle_errors
 def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num, scan_bytes, as_recovered, index_dir,
-                        index_slots, index_max, max_batch, fmt):
+                        index_slots, index_max, max_batch, broker_version, fmt):
     """Why can't a message be found? Runs the broker's look-up; when it finds nothing, says why (time window,
     index file destroyed or never written, key never indexed, other topic, delayed message, hash collisions,
     result cap) and falls back to a bounded commitlog scan to show where the message really is.
@@ -309,7 +313,7 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
     st = Store.open(store)
     svc = _service(st, index_dir, index_slots, index_max)
     rep = explain_missing(st, svc, topic, value, kind, begin, end, max_num, _max_batch(max_batch), scan_bytes,
-                          _recovery_view(st, required=as_recovered), as_recovered)
+                          _recovery_view(st, required=as_recovered, version=broker_version), as_recovered)
     doc = {"topic": topic, kind: value, "found_by_index": rep.found_by_index,
            "broker_result": rep.query.phy_offsets if rep.query else None, "as_recovered": as_recovered,
            "recovery_truncate_offset": rep.recovery_truncate_offset,

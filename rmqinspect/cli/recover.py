@@ -16,6 +16,7 @@ from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE
 from ..store.layout import ensure_output_outside
 from ._params import (
     CQ_FILE_SIZE,
+    RELEASE_RULES_HELP,
     broker_version_option_for,
     jobs_option,
     max_body_option,
@@ -24,10 +25,7 @@ from ._params import (
 )
 from .output import dumps, emit, emit_document, format_option, handle_errors, no_match, print_kv, warn
 
-version_option = broker_version_option_for(
-    "RocketMQ version whose recovery rules apply (e.g. 4.9.8, 5.3.1, 5.3.3, HEAD). Default: detected "
-    "from the files (V2 records, abort content, checkpoint length, 5.x directories); the assumption used "
-    "is printed.")
+version_option = broker_version_option_for(RELEASE_RULES_HELP + " The assumption used is printed.")
 mode_option = click.option("--mode", type=click.Choice(("auto", "normal", "abnormal")), default="auto",
                            show_default=True, help="Override the abort-file decision (what-if).")
 
