@@ -61,6 +61,8 @@ class RecoveryOptions:
     combine: bool | None = None
     # enableAcceleratedRecovery (5.3.4+, effective with storeType=defaultRocksDB only): None = from broker.conf
     accelerated: bool | None = None
+    # checkCommitLogOffsetOnRecover (5.5.0+, abnormal recovery only): None = from broker.conf
+    stale_offset_check: bool | None = None
 
 
 class QueueSet:
@@ -335,15 +337,26 @@ def scan_records(rec: Recovery, idx: int, on_run: OnRun) -> Scan:
         dispatch_from = None
     delay_table = rec.options.delay_table if bv.delay_levels_at_recovery else DelayTable({})
     i = idx
+    stale_check = stale_offset_check_in_effect(rec)
     walks = file_walks(files, idx, rec.options.check_crc, bv.accepts_v2, rec.options.jobs, skip_to)
     while start_file is not None:
         f = files[i]
         moved = False
         for ev in next(walks):
             if type(ev) is RecordRun:
-                if on_run(rec, scan, ev, dispatch_all, dispatch_from, delay_table):
+                k = first_stale_record(ev) if stale_check else None
+                if k is None:
+                    if on_run(rec, scan, ev, dispatch_all, dispatch_from, delay_table):
+                        break
+                    continue
+                if k and on_run(rec, scan, ev[slice(0, k)], dispatch_all, dispatch_from, delay_table):
                     break
-                continue
+                p = ev.column("position")[k]
+                stored = ev.column("physical_offset_field")[k]
+                scan.stop("stale", f"stored PHYSICALOFFSET {stored} lies outside {f.name} "
+                                   "(checkCommitLogOffsetOnRecover)", f.name, p)
+                scan.truncate_offset = f.start + p
+                break
             kind, p = ev.kind, ev.position
             if kind == BLANK:
                 if i + 1 < n:
@@ -372,6 +385,29 @@ def scan_records(rec: Recovery, idx: int, on_run: OnRun) -> Scan:
     if scan.saw_crc32_property and not bv.writes_crc32_property:
         rec.notes.append("__CRC32# properties found: the store was written by 5.2.0+")
     return scan
+
+
+def stale_offset_check_in_effect(rec: Recovery) -> bool:
+    """checkCommitLogOffsetOnRecover (5.5.0+, default false; modelled from PR #10018/#10039, not checked against
+    a broker): in abnormal recovery a record whose stored physical offset lies outside its file ends the scan."""
+    on = rec.options.stale_offset_check
+    if on is None:
+        from ...store.broker_conf import configured
+
+        s = configured("checkCommitLogOffsetOnRecover")
+        on = bool(s.value) if s is not None else False
+    return bool(on) and rec.bv.has_stale_offset_check and not rec.normal
+
+
+def first_stale_record(run: RecordRun) -> int | None:
+    """Index of the run's first record whose stored PHYSICALOFFSET lies outside
+    [fileFromOffset, fileFromOffset + fileSize] (BLANK records are never in a run: exempt, as in PR #10039)."""
+    lo = run.file.start
+    hi = lo + run.file.size
+    for k, stored in enumerate(run.column("physical_offset_field")):
+        if not lo <= stored <= hi:
+            return k
+    return None
 
 
 def accelerated_start(rec: Recovery, f) -> int:
@@ -572,8 +608,7 @@ def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: in
 OnRun = Callable[["Recovery", "Scan", RecordRun, bool, "int | None", DelayTable], bool]
 
 
-__all__ = ["FileStop", "OnRun", "QueueSet", "RUN_BATCH", "Recovery", "RecoveryOptions",
-           "accelerated_start", "band_answers", "Scan", "WALKED_PAST",
-           "WALK_ENDED", "abnormal_file_matches", "abnormal_start_file", "choose_start_file", "file_walks",
+__all__ = ["FileStop", "OnRun", "QueueSet", "RUN_BATCH", "Recovery", "RecoveryOptions", "Scan", "WALKED_PAST",
+           "WALK_ENDED", "accelerated_start", "band_answers", "first_stale_record", "stale_offset_check_in_effect", "abnormal_file_matches", "abnormal_start_file", "choose_start_file", "file_walks",
            "first_record_store_timestamp", "head_file_matches", "normal_start_file", "record_chunks", "scan_file",
            "scan_records"]
