@@ -76,6 +76,22 @@ class StoreDetection:
                     best = v
         return best
 
+    @property
+    def release_sentence(self) -> str:
+        """What the files say about the release band, for people (store-info, summary)."""
+        if self.override is not None:
+            return f"RocketMQ {self.override.text} given ({self.override.recovery_band} recovery rules)"
+        floor = self.min_release
+        if floor is not None:
+            return (f"the layout proves RocketMQ {floor.text} or later ({floor.recovery_band} recovery rules; "
+                    "later releases differ only by opt-ins)")
+        if self.version_guess == "5.x":
+            return ("a 5.x store without a 5.3.4-only layout: the files cannot tell the recovery bands <=5.3.1, "
+                    "5.3.2-5.3.3 and 5.3.4+ apart; `recover` says where their answers differ, --broker-version "
+                    "settles it")
+        return f"{self.version_guess}: no 5.x recovery band applies" if self.version_guess == "4.x" else \
+            "the files do not tell the release; --broker-version settles it"
+
     def layout_sentences(self) -> list[str]:
         """One sentence per found layout of 5.3.4 and later (store-info, summary)."""
         return [f"{e.detail} ({e.implies}; {LAYOUT_TRUST[e.implies]})" for e in self.found()
@@ -87,7 +103,7 @@ class StoreDetection:
                 "consume_queue_kind": self.consume_queue_kind, "evidence": [asdict(e) for e in self.evidence],
                 "commitlog_mode": "dledger" if self.dledger else "commitlog", "dledger": self.dledger,
                 "min_release": self.min_release.text if self.min_release is not None else None,
-                "layouts": self.layout_sentences()}
+                "layouts": self.layout_sentences(), "release": self.release_sentence}
 
 
 # releases a layout can prove (VERSIONS.md §1.3-1.8); what each claim rests on

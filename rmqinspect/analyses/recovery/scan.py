@@ -609,6 +609,7 @@ OnRun = Callable[["Recovery", "Scan", RecordRun, bool, "int | None", DelayTable]
 
 
 __all__ = ["FileStop", "OnRun", "QueueSet", "RUN_BATCH", "Recovery", "RecoveryOptions", "Scan", "WALKED_PAST",
-           "WALK_ENDED", "accelerated_start", "band_answers", "first_stale_record", "stale_offset_check_in_effect", "abnormal_file_matches", "abnormal_start_file", "choose_start_file", "file_walks",
-           "first_record_store_timestamp", "head_file_matches", "normal_start_file", "record_chunks", "scan_file",
-           "scan_records"]
+           "WALK_ENDED", "abnormal_file_matches", "abnormal_start_file", "accelerated_start", "band_answers",
+           "choose_start_file", "file_walks", "first_record_store_timestamp", "first_stale_record",
+           "head_file_matches", "normal_start_file", "record_chunks", "scan_file", "scan_records",
+           "stale_offset_check_in_effect"]
