@@ -77,6 +77,9 @@ class CombineSide:
     budget_spent_at: str | None = None  # the file taken once the extra files were spent
     initialized: list[dict] = field(default_factory=list)  # verifyAndInitOffsetForAllStore's initialisations
     notes: list[str] = field(default_factory=list)
+    bounds: dict[str, tuple[int, int]] = field(default_factory=dict)  # (min, max) per queue after start()
+    progress: list[dict] = field(default_factory=list)  # check_write_progress's mismatches after start()
+    checked: int = 0  # queues compared
 
     def queue(self, topic: str, queue_id: int) -> RocksDBQueueModel:
         """findOrCreateConsumeQueue on the RocksDB side."""
@@ -198,6 +201,46 @@ def verify_and_init_offsets(side: CombineSide, assign_models: list) -> None:
         side.initialized.append(entry)
 
 
+def settle_side(store: Store, side: CombineSide, file_entries) -> None:
+    """After start(): the RocksDB side's (min, max) per queue (``side.bounds``) and the offline
+    ``checkRocksdbCqWriteProgress`` (``side.progress``), the database opened once. ``file_entries(key)`` gives the
+    file side's entries of a queue (None: not held as files)."""
+    from ...store.rocksdb_cq import RocksDBConsumeQueueStore
+
+    try:
+        with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+            for m in side.queues.sorted():
+                key = f"{m.cq.topic}/{m.cq.queue_id}"
+                rows = m.entries(db.queue(m.cq.topic, m.cq.queue_id).entries())
+                side.bounds[key] = m.bounds(rows)
+                base = file_entries(key)
+                if base is not None:
+                    side.checked += 1
+                    miss = check_write_progress(key, base, rows, side.bounds[key][0])
+                    if miss is not None:
+                        side.progress.append(miss)
+    except Exception as e:  # noqa: BLE001 - a damaged database: the plan stands without the comparison
+        side.notes.append(f"combine store: the RocksDB side's queues cannot be read ({e}); not compared")
+
+
+def check_write_progress(key: str, base: list, compare: list, compare_min: int) -> dict | None:
+    """CombineConsumeQueueStore#doCheckCqWriteProgress for one queue, offline: every unit of the file queue
+    (the base) from the RocksDB queue's min offset to the file queue's last must be in the RocksDB queue, equal
+    in offset, position, size and tagsCode. The broker's periodic check (logged only) starts at the units of the
+    last 10 minutes; offline every unit from that min offset is compared. Returns the first mismatch, or None."""
+    if not base:
+        return None
+    other = {e[0]: e for e in compare}
+    for e in base:
+        if e[0] < compare_min:
+            continue
+        got = other.get(e[0])
+        if got is None or tuple(got[:4]) != tuple(e[:4]):
+            return {"queue": key, "check_from": compare_min, "check_to": base[-1][0], "offset": e[0],
+                    "file": list(e[:4]), "rocksdb": list(got[:4]) if got is not None else None}
+    return None
+
+
 def rocksdb_side_entries(store: Store, side: CombineSide, key: str) -> list[tuple[int, int, int, int]] | None:
     """The RocksDB side's queue ``key`` after load() and start(): the database's rows with what recovery put."""
     from .rocksdb import rocksdb_queue_entries
@@ -224,7 +267,23 @@ def combine_to_dict(plan) -> dict:
     return {"settings": side.settings.to_dict(), "served": side.settings.prefer,
             "assigns_offsets": side.settings.assign, "rocksdb_dispatch_from_phy_offset": side.dispatch_from,
             "extra_files_left": max(0, side.extra_left), "extra_files_spent_at": side.budget_spent_at,
-            "initialized_at_start": side.initialized}
+            "initialized_at_start": side.initialized,
+            # the offline checkRocksdbCqWriteProgress after start(): CHECK_OK when no queue mismatches
+            "write_progress": {"status": "CHECK_OK" if not side.progress else "CHECK_NOT_OK",
+                               "queues_checked": side.checked, "mismatches": side.progress},
+            "bounds_differ": [d for d in compare_sides(file_side_bounds(plan), side.bounds) if d["differs"]]}
+
+
+def file_side_bounds(plan) -> dict[str, tuple[int, int]]:
+    """(minOffset, maxOffset) of the file queues after start() (entries of ``plan.consume_queue_entries``)."""
+    out = {}
+    for key in plan.consume_queue_keys():
+        entries = plan.consume_queue_entries(key)
+        if entries is None:
+            continue
+        mx = plan.queue_models[key].max_offset()
+        out[key] = (entries[0][0] if entries else mx, mx)
+    return out
 
 
 def compare_sides(file_bounds: dict[str, tuple[int, int]], rocks_bounds: dict[str, tuple[int, int]]) -> list[dict]:

@@ -36,6 +36,7 @@ from .combine import (
     accelerated_in_effect,
     combine_in_effect,
     load_combine_side,
+    settle_side,
     truncate_combine_side,
     verify_and_init_offsets,
 )
@@ -508,6 +509,16 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
         queue_models={m.rec.key: m for m in models}, combine=rec.combine, accelerated_from=rec.accelerated_from,
     )
     plan.band_answers = band_answers(rec, idx, t, scan_run)
+    if rec.combine is not None and options.dispatch:
+        side = rec.combine
+        n = len(side.notes)
+        settle_side(store, side, plan.consume_queue_entries)
+        plan.notes.extend(side.notes[n:])
+        if side.progress:
+            plan.notes.append(f"combine store after restart: the RocksDB queue differs from the file queue in "
+                              f"{len(side.progress)} of {side.checked} queue(s), first "
+                              f"{side.progress[0]['queue']} at offset {side.progress[0]['offset']} (offline "
+                              "checkRocksdbCqWriteProgress: CHECK_NOT_OK)")
     if options.with_salvage:
         messages_lost(store, plan, rec.options.jobs)
     return plan
