@@ -136,6 +136,15 @@ def test_accelerated_recovery_keeps_a_damaged_record_before_the_dispatch_point(t
     r = CliRunner().invoke(cli, ["recover", str(root), "--dry-run", "--broker-version", "5.3.4", "--broker-config",
                                  conf, "--format", "json"])
     assert json.loads(r.stdout)["accelerated_from"] == fast.accelerated_from
+    # verify finds the bad CRC and says the accelerated restart keeps it; fate says the same of the record
+    r = CliRunner().invoke(cli, ["verify", str(root), "--checks", "crc", "--broker-version", "5.3.4",
+                                 "--broker-config", conf, "--format", "json"])
+    doc = json.loads(r.stdout)
+    assert [p["start"] for p in doc["problem_ranges"]] == [bad]
+    assert any("1 of the 1 problem(s) shown lie there and survive it" in n for n in doc["notes"])
+    r = CliRunner().invoke(cli, ["fate", str(root), "--offset", str(bad), "--broker-version", "5.3.4",
+                                 "--broker-config", conf])
+    assert "a restart checks no record before" in r.stderr and "1 of the 1 record(s) asked about" in r.stderr
 
 
 def test_stale_physical_offset_ends_an_abnormal_scan_from_5_5_0_when_enabled(tmp_path):

@@ -130,6 +130,34 @@ def accelerated_in_effect(version: BrokerVersion, rocksdb: bool, options, notes:
     return True
 
 
+def accelerated_blind_spot(store: Store, version: BrokerVersion | None) -> int | None:
+    """The physical offset before which an accelerated recovery (enableAcceleratedRecovery with
+    storeType=defaultRocksDB, 5.3.4+) checks no record: the RocksDB consume queue's dispatch offset (its
+    CHECKPOINT_TOPIC). None when acceleration is not in effect or the offset cannot be read. ``version`` None:
+    the release detected from the files."""
+    from .rocksdb import has_rocksdb_consume_queue
+
+    on = configured("enableAcceleratedRecovery")
+    st = configured("storeType")
+    if not (on is not None and on.value and st is not None and str(st.value).lower() == ROCKSDB_CQ.lower()):
+        return None
+    if version is None:
+        from .version import detect_version
+
+        version = detect_version(store).version
+    if not version.has_combine_store or not has_rocksdb_consume_queue(store):
+        return None
+    rq, _ = read_rocksdb_queues(store)
+    return rq.checkpoint if rq is not None else None
+
+
+def accelerated_note(point: int, starts: list[int]) -> str:
+    """The sentence verify and fate add when accelerated recovery is in effect."""
+    before = sum(1 for s in starts if s < point)
+    return (f"accelerated recovery (enableAcceleratedRecovery, storeType=defaultRocksDB): a restart checks no record "
+            f"before {point} (no CRC); {before} of the {len(starts)} problem(s) shown lie there and survive it")
+
+
 def load_combine_side(store: Store) -> CombineSide:
     """load(): the RocksDB side's offset table (every queue's max row and CHECKPOINT_TOPIC)."""
     settings = CombineSettings.from_config()
@@ -297,6 +325,7 @@ def compare_sides(file_bounds: dict[str, tuple[int, int]], rocks_bounds: dict[st
     return out
 
 
-__all__ = ["CQ_TYPES", "CombineSettings", "CombineSide", "FILE_CQ", "ROCKSDB_CQ", "accelerated_in_effect",
+__all__ = ["CQ_TYPES", "CombineSettings", "CombineSide", "FILE_CQ", "ROCKSDB_CQ", "accelerated_blind_spot",
+           "accelerated_in_effect", "accelerated_note",
            "combine_in_effect", "combine_to_dict", "compare_sides", "load_combine_side", "rocksdb_side_entries",
            "side_bounds", "other_store_matches", "truncate_combine_side", "verify_and_init_offsets"]
