@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 
 import pytest
@@ -201,3 +202,32 @@ def test_rip82_column_families_read_back(tmp_path):
             sorted(idx, key=lambda x: (x.offset_py, x.kind))
         assert list(db.timer_records()) == timers and list(db.trans_records()) == trans
         assert db.meta()["default/lastOffsetPy"] == res[-1].physical_offset and not db.malformed
+
+
+def test_index_lookup_and_timers_answer_from_rip82_when_there_are_no_index_files(tmp_path):
+    """indexFileWriteEnable=false: no index/ directory; index-lookup and timers read RocksDBMessageStore/ and
+    check every row against its record (a row pointing at the wrong record is reported, not trusted)."""
+    from rmqinspect.analyses.rip82 import open_rip82_transactions
+
+    root = tmp_path / "s"
+    res = _store(root, n=10)
+    shutil.rmtree(root / "index")
+    idx = [IndexRecord("T", "K", f"k-{i}", f"U{i:08d}", r.physical_offset, 2000 + i) for i, r in enumerate(res)]
+    idx.append(IndexRecord("T", "K", "k-2", "U00000009", res[9].physical_offset, 2009))  # wrong record
+    timers = [TimerRecord(9_000, "U00000001", res[1].total_size, res[1].physical_offset),
+              TimerRecord(9_500, "U00000002", res[2].total_size + 1, res[2].physical_offset)]
+    write_rip82_store(str(root), idx, timers, [TransRecord(res[4].physical_offset, "T", "U00000004", 1,
+                                                           res[4].total_size)])
+    before = tree_hashes(root)
+    r = CliRunner().invoke(cli, ["index-lookup", str(root), "--topic", "T", "--key", "k-2", "--format", "json"])
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0 and doc["source"] == "rip82" and doc["phy_offsets"] == [res[2].physical_offset]
+    assert [h["has_key"] for h in doc["hits"]] == [True, False] and "not checked against a broker" in r.stderr
+    r = CliRunner().invoke(cli, ["index-lookup", str(root), "--topic", "T", "--key", "U00000005", "--format", "json"])
+    assert r.exit_code == 3  # only K rows were written for it
+    r = CliRunner().invoke(cli, ["timers", str(root), "--format", "json"])
+    rows = json.loads(r.stdout)
+    assert r.exit_code == 1 and [x["matches"] for x in rows] == [True, False]
+    tx, _ = open_rip82_transactions(Store.open(str(root)))
+    assert [(t.offset_py, t.matches) for t in tx] == [(res[4].physical_offset, True)]
+    assert tree_hashes(root) == before

@@ -23,7 +23,8 @@ from ..analyses.lookup import (
     restore_as_recovered,
 )
 from ..store import Store
-from ..store.errors import RmqInspectError
+from ..store.errors import RmqInspectError, StoreNotFoundError
+from ..store.rip82 import RIP82_DIR, rip82_dir
 from ._params import (
     INDEX_MAX,
     INDEX_SLOTS,
@@ -118,6 +119,10 @@ def _walk_rows(q):
 @click.option("--tiered", is_flag=True,
               help="Search the 5.x tiered-store index (tiered_index_file/, unsealed or compacted) instead of index/ "
                    "(automatic when the store has only a tiered index).")
+@click.option("--rip82", is_flag=True,
+              help="Search the index column family of RocksDBMessageStore/ (RIP-82, 5.4.0+; modelled from the change "
+                   "descriptions) instead of index/ (automatic when the store has no index files, "
+                   "indexFileWriteEnable=false). Each hit is checked against its record.")
 @click.option("--as-recovered", is_flag=True,
               help="The broker's answer once it has recovered this directory: only hits whose fate after restart is "
                    "survives or redispatched (the recovery modelled in memory; nothing is written).")
@@ -130,8 +135,8 @@ def _walk_rows(q):
 @format_option
 @click.pass_context
 @handle_errors
-def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_collisions, tiered, as_recovered, no_fate,
-                 index_dir, index_slots, index_max, max_batch, broker_version, fmt):
+def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_collisions, tiered, rip82, as_recovered,
+                 no_fate, index_dir, index_slots, index_max, max_batch, broker_version, fmt):
     """DefaultMessageStore.queryMessage over the IndexFiles (what `mqadmin queryMsgByKey` gets), then the client
     step: each hit is re-read and hash collisions are dropped.
 
@@ -148,6 +153,9 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                           max_num=max_num, stats=explain, hash_slots=index_slots, max_items=index_max,
                           broker_version=broker_version,
                           fmt=fmt)
+    if rip82 or (index_dir is None and not _has_index_files(st) and rip82_dir(st.root) is not None):
+        _rip82_lookup(st, topic, key, begin, end, min(max_num, _max_batch(max_batch)), fmt)
+        return
     svc = _service(st, index_dir, index_slots, index_max)
     q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, _max_batch(max_batch), explain=explain)
     if not q.verified and len(key) == 32 and key != key.upper() and all(c in string.hexdigits for c in key):
@@ -208,6 +216,32 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                  + (f" (the index returned {len(q.raw)} candidate(s), none with the key)" if q.raw else "")
                  + (" in the window" if (begin, end) != (0, JAVA_LONG_MAX) else "")
                  + "; `explain-missing` says why", topic=topic, store_root=st.root)
+
+
+def _has_index_files(st: Store) -> bool:
+    d = st.layout.index_dir
+    return os.path.isdir(d) and any(os.path.isfile(os.path.join(d, n)) for n in os.listdir(d))
+
+
+def _rip82_lookup(st: Store, topic: str, key: str, begin: int, end: int, max_num: int, fmt: str) -> None:
+    """index-lookup answered from RIP-82's index column family (analyses.rip82)."""
+    from ..analyses.rip82 import query_rip82_index
+
+    ans = query_rip82_index(st, topic, key, begin, end, max_num)
+    if ans is None:
+        raise StoreNotFoundError("no RocksDBMessageStore/ (RIP-82) database", os.path.join(st.root, RIP82_DIR))
+    note(ans.note)
+    if ans.malformed:
+        warn(f"{ans.malformed} malformed record(s) in RocksDBMessageStore/ skipped")
+    if fmt == "json":
+        emit_document(ans.to_dict(), fmt)
+    else:
+        emit(({"physical_offset": h.physical_offset, "store_time": ms_to_iso(h.store_time), "kind": h.kind,
+               "uniq_key": h.uniq_key, "record": h.record, "has_key": h.has_key} for h in ans.hits), fmt,
+             ("physical_offset", "store_time", "kind", "uniq_key", "record", "has_key"))
+    if not ans.phy_offsets:
+        no_match(f"no record in topic {topic!r} carries the key {key!r} (RocksDBMessageStore/ index)", topic=topic,
+                 store_root=st.root)
 
 
 @click.command("msgid")

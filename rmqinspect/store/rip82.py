@@ -23,7 +23,6 @@ from ..formats.rip82 import (
 )
 from .errors import CorruptDataError, StoreNotFoundError
 from .layout import is_rocksdb_dir
-from .rocksdb_cq import snapshot_rocksdb_dir
 
 RIP82_DIR = "RocksDBMessageStore"
 
@@ -39,6 +38,8 @@ class RIP82Store:
     def __init__(self, path: str):
         if not is_rocksdb_dir(path):
             raise StoreNotFoundError("not a RocksDB (no CURRENT/MANIFEST-*)", path)
+        from .rocksdb_cq import snapshot_rocksdb_dir  # numpy: only when a command opens the database
+
         self.path = path
         self.snapshot_dir = snapshot_rocksdb_dir(path)
         self.malformed: dict[str, int] = {}
