@@ -113,6 +113,26 @@ def _totals(plan) -> dict:
     }
 
 
+def _combine_rows(plan) -> list[tuple[str, str]]:
+    """A combine store's part of the table (5.3.4+ CombineConsumeQueueStore)."""
+    if plan.combine is None:
+        return []
+    c = plan.to_dict()["combine"]
+    wp = c["write_progress"]
+    first = wp["mismatches"][0] if wp["mismatches"] else None
+    return [
+        ("combine store", f"served: {c['served']}, offsets assigned by: {c['assigns_offsets']}; RocksDB side "
+         f"dispatchFromPhyOffset {c['rocksdb_dispatch_from_phy_offset']}; extra files left "
+         f"{c['extra_files_left']}" + (f" (spent at {c['extra_files_spent_at']})" if c["extra_files_spent_at"]
+                                       else "")),
+        ("initialised at start", ", ".join(f"{i['queue']} to {i['maxOffsetInAssign']}"
+                                           for i in c["initialized_at_start"]) or "none"),
+        ("write progress", f"{wp['status']} over {wp['queues_checked']} queue(s)" + (
+            f"; first: {first['queue']} offset {first['offset']}" if first else "") +
+         " (offline checkRocksdbCqWriteProgress after restart)"),
+    ]
+
+
 def _render(plan, lw) -> None:
     lost = plan.messages_lost
     t = _totals(plan)
@@ -137,7 +157,7 @@ def _render(plan, lw) -> None:
          f"+ {t['records_past_truncation_damaged']} damaged; {t['bytes_past_truncation']} bytes discarded"),
         ("per topic", f"{lost.get('per_topic', {})} (intact records past truncation, plus damaged regions that "
          "held a cut consume-queue entry)"),
-    ] + [("note", n) for n in plan.notes])
+    ] + _combine_rows(plan) + [("note", n) for n in plan.notes])
     if plan.dledger is not None:  # DLedger mode (issue 14): DLedger's own recovery decides the offsets
         d = plan.dledger
         print_kv("DLedger recovery", [
