@@ -231,3 +231,16 @@ def test_index_lookup_and_timers_answer_from_rip82_when_there_are_no_index_files
     tx, _ = open_rip82_transactions(Store.open(str(root)))
     assert [(t.offset_py, t.matches) for t in tx] == [(res[4].physical_offset, True)]
     assert tree_hashes(root) == before
+
+
+def test_separate_rocksdb_cq_directory_is_the_combine_stores_rocksdb_side(tmp_path):
+    """5.5's useSeparateStorePathForRocksdbCQ: the RocksDB queue in consumequeue_rocksdb/, the file queues in
+    consumequeue/: read as a combine store whose RocksDB side lives there (modelled; the name is PR #10174's)."""
+    root = tmp_path / "s"
+    res = _store(root, abort=True)
+    add_rocksdb_consume_queue(str(root), separate_dir="consumequeue_rocksdb")
+    plan = _plan(root, version=None)
+    assert plan.version.version == V550 and plan.combine is not None
+    c = plan.to_dict()["combine"]
+    assert c["rocksdb_dispatch_from_phy_offset"] == res[-1].physical_offset + res[-1].total_size
+    assert c["write_progress"]["status"] == "CHECK_OK" and c["write_progress"]["queues_checked"] == 2

@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 from ...store import Store
 from ...store.broker_conf import configured
 from ...store.version import BrokerVersion
-from .rocksdb import RocksDBQueueModel, RocksDBQueues, read_rocksdb_queues, truncate_rocksdb_queues
+from .rocksdb import (
+    RocksDBQueueModel,
+    RocksDBQueues,
+    read_rocksdb_queues,
+    rocksdb_cq_dir,
+    truncate_rocksdb_queues,
+)
 from .scan import QueueSet
 
 FILE_CQ = "default"  # StoreType.DEFAULT
@@ -236,7 +242,7 @@ def settle_side(store: Store, side: CombineSide, file_entries) -> None:
     from ...store.rocksdb_cq import RocksDBConsumeQueueStore
 
     try:
-        with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+        with RocksDBConsumeQueueStore(rocksdb_cq_dir(store)) as db:
             for m in side.queues.sorted():
                 key = f"{m.cq.topic}/{m.cq.queue_id}"
                 rows = m.entries(db.queue(m.cq.topic, m.cq.queue_id).entries())

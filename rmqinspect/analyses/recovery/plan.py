@@ -193,7 +193,7 @@ def load_consume_queues(store: Store, options: RecoveryOptions) -> Recovery:
         notes.append(f"mode forced to {options.force_mode} (abort file "
                      f"{'present' if store.abort_present else 'absent'})")
     cq_dir = store.layout.consumequeue_dir
-    rocksdb = os.path.isdir(cq_dir) and has_rocksdb_consume_queue(store)
+    rocksdb = has_rocksdb_consume_queue(store)  # consumequeue/, or 5.5's separate directory
     combine = va.version.has_combine_store and rocksdb and combine_in_effect(store, options)
     if combine:
         rocksdb = False  # the file side is the plan's queues; the RocksDB side is rec.combine

@@ -12,13 +12,26 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...store import Store
+from ...store.detect import SEPARATE_ROCKSDB_CQ_DIRS
 from ...store.errors import RmqInspectError
 from ...store.rocksdb_cq import RocksDBConsumeQueueStore, RocksQueueId, is_rocksdb_dir
 from .queues import QueueRecovery
 
 
+def rocksdb_cq_dir(store: Store) -> str:
+    """Where the store's RocksDB consume queue lives: a 5.5 separate directory when one holds a database, else
+    consumequeue/ (5.2.0-5.4: the database files beside, or instead of, the file queues)."""
+    import os
+
+    for name in SEPARATE_ROCKSDB_CQ_DIRS:
+        p = os.path.join(store.layout.root, name)
+        if is_rocksdb_dir(p):
+            return p
+    return store.layout.consumequeue_dir
+
+
 def has_rocksdb_consume_queue(store: Store) -> bool:
-    return is_rocksdb_dir(store.layout.consumequeue_dir)
+    return is_rocksdb_dir(rocksdb_cq_dir(store))
 
 
 @dataclass
@@ -35,7 +48,7 @@ def read_rocksdb_queues(store: Store) -> tuple[RocksDBQueues | None, str]:
     getMaxOffsetInQueue = cq offset + 1; a queue without one falls back to its last row) and the
     CHECKPOINT_TOPIC value. Returns (None, why) when the database cannot be read."""
     try:
-        with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+        with RocksDBConsumeQueueStore(rocksdb_cq_dir(store)) as db:
             table = db.offset_table
             out = {}
             for q in db.queue_ids():
@@ -126,7 +139,7 @@ def rocksdb_queue_entries(store: Store, model: RocksDBQueueModel,
                           db_dir: str | None = None) -> list[tuple[int, int, int, int]]:
     """A RocksDB queue as the broker holds it after recovery (``RocksDBQueueModel.entries``), its rows read from
     a private snapshot of the database (``db_dir``, default consumequeue/)."""
-    with RocksDBConsumeQueueStore(db_dir or store.layout.consumequeue_dir) as db:
+    with RocksDBConsumeQueueStore(db_dir or rocksdb_cq_dir(store)) as db:
         return model.entries(db.queue(model.cq.topic, model.cq.queue_id).entries())
 
 
@@ -137,7 +150,7 @@ def truncate_rocksdb_queues(store: Store, models: list[RocksDBQueueModel], t: in
     if not hit:
         return None
     try:
-        with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+        with RocksDBConsumeQueueStore(rocksdb_cq_dir(store)) as db:
             for m in hit:
                 keep = 0
                 for base, arr in db.queue(m.cq.topic, m.cq.queue_id).raw_chunks():
@@ -162,4 +175,4 @@ def queue_entries_after_recovery(store: Store, plan, key: str) -> list[tuple[int
 
 
 __all__ = ["RocksDBQueueModel", "RocksDBQueues", "has_rocksdb_consume_queue", "queue_entries_after_recovery",
-           "read_rocksdb_queues", "rocksdb_queue_entries", "truncate_rocksdb_queues"]
+           "read_rocksdb_queues", "rocksdb_cq_dir", "rocksdb_queue_entries", "truncate_rocksdb_queues"]

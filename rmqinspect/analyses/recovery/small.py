@@ -24,6 +24,7 @@ from ...formats.properties import has_crc32_trailer, parse_properties
 from ...store import Store
 from ...store.commitlog import ILLEGAL, RECORD_FIELDS, RecordRun
 from ...store.consumequeue import ConsumeQueue, list_queues
+from ...store.detect import SEPARATE_ROCKSDB_CQ_DIRS
 from ...store.layout import is_rocksdb_dir
 from ...store.version import BrokerVersion
 from ..dispatch import DelayLevelError, DelayTable, dispatch_tags_code
@@ -150,7 +151,7 @@ def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool =
     options = RecoveryOptions(check_crc=check_crc, index_safe=index_safe, with_salvage=False, keep_redispatch=False,
                               model_start=False, dispatch=False, version=version)
     combine = None
-    if is_rocksdb_dir(cq_dir):
+    if is_rocksdb_dir(cq_dir) or any(is_rocksdb_dir(os.path.join(layout.root, n)) for n in SEPARATE_ROCKSDB_CQ_DIRS):
         # a pure RocksDB consume queue is the plan's; a combine store (5.3.4+) needs only its RocksDB side's
         # dispatch-from offset beside the file queues read here
         from .combine import combine_in_effect, load_combine_side
