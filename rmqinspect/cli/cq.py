@@ -221,7 +221,7 @@ class _EntryFates:
         if os.path.abspath(d) != os.path.abspath(st.layout.consumequeue_dir):
             return None
         try:
-            view = recovery_view(st, version=version)
+            view = recovery_view(st) if version is None else recovery_view(st, version=version)
         except RmqInspectError as e:
             warn(f"recovery not modelled ({e}): entries carry no fate after restart")
             return None

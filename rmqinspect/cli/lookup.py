@@ -61,7 +61,7 @@ def _max_batch(flag) -> int:
 
 def _recovery_view(st: Store, required: bool = False, version=None):
     try:
-        return recovery_view(st, version=version)
+        return recovery_view(st) if version is None else recovery_view(st, version=version)
     except RmqInspectError as e:  # the fate is then unknown, the hits are still listed
         if required:  # --as-recovered cannot answer without the model
             raise
