@@ -98,8 +98,7 @@ def test_version_detection_matches_oracle(name):
         answers = {a["band"]: a for a in plan.band_answers}
         assert answers[want.recovery_band]["truncate_offset"] == e["stateAfterLoad"]["commitLogMaxOffset"]
         assert answers[want.recovery_band]["start_file"] == e["recovery"]["startFile"]
-        same = all(a["truncate_offset"] == plan.truncate_offset and a["start_file"] == plan.start_file
-                   for a in plan.band_answers)
+        same = all(a["truncate_offset"] == plan.truncate_offset for a in plan.band_answers)
         assert any(("cannot tell" if same else "give different answers") in n for n in plan.notes)
 
 

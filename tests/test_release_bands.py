@@ -134,8 +134,13 @@ def test_files_that_cannot_tell_the_band_give_both_answers():
     band, and says both bands agree here; --broker-version settles it and the band answers go away."""
     store = require_oracle(DEVELOP[0]) / "store"
     plan = json.loads(_run("recover", store, "--dry-run", "--format", "json").stdout)
-    assert plan["broker_version"]["alternatives"] == ["5.3.4"]
-    assert [a["band"] for a in plan["band_answers"]] == ["5.3.2-5.3.3", "5.3.4+"]
+    assert plan["broker_version"]["alternatives"] == ["5.3.1", "5.3.4"]
+    answers = {a["band"]: a for a in plan["band_answers"]}
+    assert list(answers) == ["<=5.3.1", "5.3.2-5.3.3", "5.3.4+"]
+    exp = load_expected(DEVELOP[0])
+    assert answers["5.3.4+"]["start_file"] == answers["5.3.2-5.3.3"]["start_file"] == exp["recovery"]["startFile"]
+    assert answers["<=5.3.1"]["start_file"] != exp["recovery"]["startFile"]  # the third-last file
+    assert {a["truncate_offset"] for a in answers.values()} == {exp["stateAfterLoad"]["commitLogMaxOffset"]}
     assert not plan["band_answers"][0]["differs"] and any("cannot tell" in n for n in plan["notes"])
     assert "--broker-version" in plan["broker_version"]["description"]
     given = json.loads(_run("recover", store, "--dry-run", "--format", "json", "--broker-version", "5.3.4").stdout)

@@ -448,17 +448,19 @@ def band_answers(rec: Recovery, idx: int, t: int, on_run: OnRun) -> list[dict]:
         t2 = t if j == idx else scan_records(other, j, on_run).truncate_offset
         out.append({"version": alt.text, "band": alt.recovery_band, "assumed": False,
                     "start_file": files[j].name if files else None, "start_reason": why, "truncate_offset": t2})
-    differ = any((a["start_file"], a["truncate_offset"]) != (out[0]["start_file"], out[0]["truncate_offset"])
-                 for a in out[1:])
+    # what a restart keeps is decided by the truncation point; the start file changes only what is scanned
+    differ = any(a["truncate_offset"] != out[0]["truncate_offset"] for a in out[1:])
     from .version import SETTLED_BY
 
+    out.sort(key=lambda a: BrokerVersion.parse(a["version"]).parts)
+    starts = ", ".join(f"{a['band']} {a['start_file']}" for a in out)
     if differ:
         rec.notes.append("the release bands give different answers here: " + "; ".join(
             f"{a['band']}: start {a['start_file']}, truncate at {a['truncate_offset']}" for a in out) +
             f"; settled by {SETTLED_BY}")
     else:
-        rec.notes.append("the files cannot tell " + " from ".join(a["band"] for a in out) +
-                         f", but both give the same start file and truncation point here ({SETTLED_BY} settles it)")
+        rec.notes.append("the files cannot tell the release bands " + ", ".join(a["band"] for a in out) +
+                         f" apart, but all truncate at {t} here (start files: {starts}); {SETTLED_BY} settles it")
     for a in out:
         a["differs"] = differ
     return out

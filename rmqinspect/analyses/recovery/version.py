@@ -21,7 +21,7 @@ NORMAL_START_RULES = {
 }
 # what the bytes of a 5.x store without a 5.3.4+ layout cannot tell apart: the band assumed and the one the plan
 # also computes, so that a difference between them is said (VERSIONS.md §1.1)
-ALTERNATIVE_5X = "5.3.4"
+ALTERNATIVES_5X = ("5.3.1", "5.3.4")
 SETTLED_BY = "--broker-version (or a broker.conf key that exists only from 5.3.4, e.g. rocksdbCQDoubleWriteEnable)"
 
 # the release assumed when the files show only the generation
@@ -86,7 +86,7 @@ def detect_version(store: Store) -> VersionAssumption:
     if ev5:
         return VersionAssumption(BrokerVersion.parse(ASSUMED_5X), "detected", ev5 + other +
                                  [f"5.x release assumed: {ASSUMED_5X}; pass --broker-version for 5.0-5.3.1 or "
-                                  f"5.3.4+"], alternatives=[BrokerVersion.parse(ALTERNATIVE_5X)])
+                                  f"5.3.4+"], alternatives=[BrokerVersion.parse(a) for a in ALTERNATIVES_5X])
     return VersionAssumption(BrokerVersion.parse(ASSUMED_4X), "default",
                              other + ["no 5.x marker found (abort PID, abort.bak, compaction/, timer store, RocksDB "
                                       "consume queue, V2 or __CRC32# records, 32/40-byte checkpoint); 4.x assumed: "
@@ -110,5 +110,5 @@ def assume_version(store: Store, version: BrokerVersion | None) -> VersionAssump
     return detect_version(store) if version is None else VersionAssumption(version, "option")
 
 
-__all__ = ["ALTERNATIVE_5X", "BrokerVersion", "NORMAL_START_RULES", "SETTLED_BY", "VersionAssumption", "assume_version",
-           "conf_release", "detect_version"]
+__all__ = ["ALTERNATIVES_5X", "BrokerVersion", "NORMAL_START_RULES", "SETTLED_BY", "VersionAssumption",
+           "assume_version", "conf_release", "detect_version"]
