@@ -244,3 +244,26 @@ def test_separate_rocksdb_cq_directory_is_the_combine_stores_rocksdb_side(tmp_pa
     c = plan.to_dict()["combine"]
     assert c["rocksdb_dispatch_from_phy_offset"] == res[-1].physical_offset + res[-1].total_size
     assert c["write_progress"]["status"] == "CHECK_OK" and c["write_progress"]["queues_checked"] == 2
+
+
+def test_bands_that_truncate_differently_are_both_said(tmp_path):
+    """A clean 5.x store (no 5.3.4-only layout) with a bad CRC in the third-last file: 5.3.2+ starts in the last
+    file and keeps everything, <=5.3.1 starts at the third-last file and truncates at the damaged record. The
+    files cannot tell which, so recover prints both and names the flag that settles it."""
+    root = tmp_path / "s"
+    files_before = _store(root, bad_crc_at=60)
+    bad = files_before[60].physical_offset
+    names = sorted(os.listdir(root / "commitlog"))
+    assert bad // FILE == len(names) - 3  # the damaged record lies in the third-last file
+    r = CliRunner().invoke(cli, ["recover", str(root), "--dry-run", "--format", "json"])
+    plan = json.loads(r.stdout)
+    answers = {a["band"]: a for a in plan["band_answers"]}
+    end = files_before[-1].physical_offset + files_before[-1].total_size
+    assert plan["truncate_offset"] == answers["5.3.2-5.3.3"]["truncate_offset"] == end
+    assert answers["<=5.3.1"]["truncate_offset"] == bad and answers["<=5.3.1"]["start_file"] == names[-3]
+    assert answers["5.3.4+"]["truncate_offset"] == end and answers["<=5.3.1"]["differs"]
+    note = next(n for n in plan["notes"] if "give different answers" in n)
+    assert f"truncate at {bad}" in note and "--broker-version" in note
+    given = json.loads(CliRunner().invoke(cli, ["recover", str(root), "--dry-run", "--format", "json",
+                                                "--broker-version", "5.3.1"]).stdout)
+    assert given["truncate_offset"] == bad and "band_answers" not in given

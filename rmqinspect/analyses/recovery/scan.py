@@ -429,6 +429,27 @@ def accelerated_start(rec: Recovery, f) -> int:
     return pos
 
 
+def alternative_truncation(other: Recovery, j: int, idx: int, t: int, on_run: OnRun) -> int:
+    """T of a scan from file ``j``, knowing the one from ``idx`` ended at ``t`` (the scan rules agree across the
+    bands): a later start that the known scan passed gives the same T; an earlier one needs only its files before
+    ``idx`` checked (the broker's walk then goes on exactly as the known one did), so the extra cost is those
+    files, never the whole scan again (a delay level that fails to parse in those files is not looked for)."""
+    files = other.files
+    if j == idx or (j > idx and t >= files[j].start):
+        return t
+    if j > idx:
+        return scan_records(other, j, on_run).truncate_offset
+    for f in files[j:idx]:
+        for ev in walk_file(f, 0, f.size, check_crc=other.options.check_crc, accept_v2=other.bv.accepts_v2,
+                            batch=RUN_BATCH):
+            if type(ev) is RecordRun:
+                continue
+            if ev.kind != BLANK:
+                return f.start + ev.position  # the earlier start stops before the known scan's first file
+            break
+    return t
+
+
 def band_answers(rec: Recovery, idx: int, t: int, on_run: OnRun) -> list[dict]:
     """Where the files cannot tell the release (``VersionAssumption.alternatives``): the start file and truncation
     point under each other band's rules, beside the assumed one's (``idx``, ``t``). Empty when the release was
@@ -445,7 +466,7 @@ def band_answers(rec: Recovery, idx: int, t: int, on_run: OnRun) -> list[dict]:
             if rec.combine is not None else None
         other = dataclasses.replace(rec, version=va, options=opts, notes=[], combine=combine)
         j, why = choose_start_file(other)
-        t2 = t if j == idx else scan_records(other, j, on_run).truncate_offset
+        t2 = alternative_truncation(other, j, idx, t, on_run)
         out.append({"version": alt.text, "band": alt.recovery_band, "assumed": False,
                     "start_file": files[j].name if files else None, "start_reason": why, "truncate_offset": t2})
     # what a restart keeps is decided by the truncation point; the start file changes only what is scanned
@@ -611,7 +632,8 @@ OnRun = Callable[["Recovery", "Scan", RecordRun, bool, "int | None", DelayTable]
 
 
 __all__ = ["FileStop", "OnRun", "QueueSet", "RUN_BATCH", "Recovery", "RecoveryOptions", "Scan", "WALKED_PAST",
-           "WALK_ENDED", "abnormal_file_matches", "abnormal_start_file", "accelerated_start", "band_answers",
+           "WALK_ENDED", "abnormal_file_matches", "abnormal_start_file", "accelerated_start", "alternative_truncation",
+           "band_answers",
            "choose_start_file", "file_walks", "first_record_store_timestamp", "first_stale_record",
            "head_file_matches", "normal_start_file", "record_chunks", "scan_file", "scan_records",
            "stale_offset_check_in_effect"]
