@@ -145,3 +145,14 @@ def test_files_that_cannot_tell_the_band_give_both_answers():
     assert "--broker-version" in plan["broker_version"]["description"]
     given = json.loads(_run("recover", store, "--dry-run", "--format", "json", "--broker-version", "5.3.4").stdout)
     assert "band_answers" not in given and given["broker_version"]["alternatives"] == []
+
+
+@pytest.mark.parametrize("command", ["recover", "salvage", "consumer-lag", "fate", "verify", "report", "cq",
+                                     "index-lookup", "msgid", "explain-missing", "summary", "store-info"])
+def test_every_release_dependent_command_takes_broker_version(command):
+    """One option and one parser: every command whose answer depends on the release accepts --broker-version
+    and refuses a value that is not a release with the same usage error."""
+    r = CliRunner().invoke(cli, [command, "--help"])
+    assert r.exit_code == 0 and "--broker-version" in r.output, command
+    r = CliRunner().invoke(cli, [command, "/nonexistent", "--broker-version", "five"])
+    assert r.exit_code == 2 and "not a RocketMQ version" in r.output, (command, r.output)
