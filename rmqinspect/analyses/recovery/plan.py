@@ -79,7 +79,7 @@ class RecoveryPlan:
     start_file: str | None
     start_reason: str
     truncate_offset: int
-    stop_kind: str  # message kind that ended the scan: blank(last file), end, illegal, crc, half, file_end
+    stop_kind: str  # what ended the scan: blank(last file), end, illegal, crc, half, file_end, stale (5.5.0+ opt-in)
     stop_reason: str
     stop_file: str | None
     stop_position: int | None
