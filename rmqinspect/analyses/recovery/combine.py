@@ -257,6 +257,19 @@ def settle_side(store: Store, side: CombineSide, file_entries) -> None:
         side.notes.append(f"combine store: the RocksDB side's queues cannot be read ({e}); not compared")
 
 
+def settle_after_start(store: Store, plan) -> None:
+    """``settle_side`` for a RecoveryPlan's combine store, with a note when the sides differ."""
+    side = plan.combine
+    n = len(side.notes)
+    settle_side(store, side, plan.consume_queue_entries)
+    plan.notes.extend(side.notes[n:])
+    if side.progress:
+        first = side.progress[0]
+        plan.notes.append(f"combine store after restart: the RocksDB queue differs from the file queue in "
+                          f"{len(side.progress)} of {side.checked} queue(s), first {first['queue']} at offset "
+                          f"{first['offset']} (offline checkRocksdbCqWriteProgress: CHECK_NOT_OK)")
+
+
 def check_write_progress(key: str, base: list, compare: list, compare_min: int) -> dict | None:
     """CombineConsumeQueueStore#doCheckCqWriteProgress for one queue, offline: every unit of the file queue
     (the base) from the RocksDB queue's min offset to the file queue's last must be in the RocksDB queue, equal
@@ -332,6 +345,6 @@ def compare_sides(file_bounds: dict[str, tuple[int, int]], rocks_bounds: dict[st
 
 
 __all__ = ["CQ_TYPES", "CombineSettings", "CombineSide", "FILE_CQ", "ROCKSDB_CQ", "accelerated_blind_spot",
-           "accelerated_in_effect", "accelerated_note",
-           "combine_in_effect", "combine_to_dict", "compare_sides", "load_combine_side", "rocksdb_side_entries",
-           "side_bounds", "other_store_matches", "truncate_combine_side", "verify_and_init_offsets"]
+           "accelerated_in_effect", "accelerated_note", "check_write_progress", "combine_in_effect", "combine_to_dict",
+           "compare_sides", "file_side_bounds", "load_combine_side", "other_store_matches", "rocksdb_side_entries",
+           "settle_after_start", "settle_side", "side_bounds", "truncate_combine_side", "verify_and_init_offsets"]

@@ -36,7 +36,7 @@ from .combine import (
     accelerated_in_effect,
     combine_in_effect,
     load_combine_side,
-    settle_side,
+    settle_after_start,
     truncate_combine_side,
     verify_and_init_offsets,
 )
@@ -108,7 +108,7 @@ class RecoveryPlan:
     queue_models: dict = field(default_factory=dict, repr=False)  # queue key -> its model after start()
     dledger: object = None  # recovery.dledger.DLedgerRecovery for a DLedger-mode store
     combine: object = None  # recovery.combine.CombineSide: the RocksDB side of a CombineConsumeQueueStore
-    band_answers: list = field(default_factory=list)  # recovery.version.band_answers when the release is ambiguous
+    band_answers: list = field(default_factory=list)  # recovery.scan.band_answers when the release is ambiguous
     accelerated_from: int | None = None  # enableAcceleratedRecovery: where the scan started checking records
 
     def consume_queue_keys(self) -> list[str]:
@@ -510,15 +510,7 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
     )
     plan.band_answers = band_answers(rec, idx, t, scan_run)
     if rec.combine is not None and options.dispatch:
-        side = rec.combine
-        n = len(side.notes)
-        settle_side(store, side, plan.consume_queue_entries)
-        plan.notes.extend(side.notes[n:])
-        if side.progress:
-            plan.notes.append(f"combine store after restart: the RocksDB queue differs from the file queue in "
-                              f"{len(side.progress)} of {side.checked} queue(s), first "
-                              f"{side.progress[0]['queue']} at offset {side.progress[0]['offset']} (offline "
-                              "checkRocksdbCqWriteProgress: CHECK_NOT_OK)")
+        settle_after_start(store, plan)
     if options.with_salvage:
         messages_lost(store, plan, rec.options.jobs)
     return plan
