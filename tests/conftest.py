@@ -34,17 +34,6 @@ def spark():
 # xfail(strict=True) naming the issue that teaches the product; when that issue lands its case passes, the
 # strict mark turns it red, and the change removes the entry. Never a skip: the case must keep running.
 PENDING_ORACLE_CASES: dict[str, tuple[str, set[str]]] = {
-    "rocketmq-develop-8fc57f1/clean": (
-        "versions: a develop-8fc57f1 (5.3.4 base) store is detected as 5.3.3 (issue 28)",
-        {"test_every_oracle_scenario", "test_version_detection_matches_oracle"},
-    ),
-    "rocketmq-develop-8fc57f1/combine-cq-crash": (
-        "versions: the CombineConsumeQueueStore (file CQ and RocksDB CQ side by side) and 5.3.4 detection (issue 28)",
-        {"test_every_oracle_scenario", "test_version_detection_matches_oracle",
-         "test_join_clean_scenarios_have_no_problems", "test_queue_bounds_and_cli_all",
-         "test_cq_command_streams_the_same_fates", "test_redispatch_equals_broker_load_phase",
-         "test_max_phy_offset_of_consume_queue_matches_broker_log", "test_oracle_stores_give_the_plans_scan"},
-    ),
 }
 
 

@@ -12,6 +12,7 @@ from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.sinks.rocksdb_cq import write_rocksdb_consume_queue
 from rmqinspect.store import Store
 from rmqinspect.store.detect import detect_store
+from rmqinspect.store.version import BrokerVersion
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support import tree_hashes
 
@@ -20,7 +21,9 @@ def test_every_oracle_scenario(scenario):
     path, exp = scenario
     before = tree_hashes(path / "store")
     d = detect_store(Store.open(path / "store"))
-    want = "5.x" if exp["rocketmqVersion"].startswith("5") else "4.x"
+    release = BrokerVersion.parse(exp["rocketmqVersion"])  # e.g. "develop-8fc57f1 (5.3.4-SNAPSHOT)" is 5.3.4
+    want = f"{release.major}.x"
+    combined = bool(exp.get("storeConfig", {}).get("rocksdbCQDoubleWriteEnable"))
     assert d.version_guess == want, [(e.signal, e.found) for e in d.evidence]
     found = {e.signal for e in d.found()}
     if want == "5.x":
@@ -28,9 +31,13 @@ def test_every_oracle_scenario(scenario):
         assert "abort.bak" in found
         if "messages" in exp:  # the rebuild scenario records no per-message ground truth
             assert ("V2 records" in found) == any(m["messageVersion"] == "V2" for m in exp["messages"])
-        assert ("RocksDB files in consumequeue/" in found) == (exp["scenario"] == "rocksdb-cq-small")
+        assert ("RocksDB files in consumequeue/" in found) == (exp["scenario"] == "rocksdb-cq-small" or combined)
         assert d.consume_queue_kind == ("rocksdb" if exp["scenario"] == "rocksdb-cq-small" else
+                                        "file+rocksdb" if combined else
                                         "none" if exp["scenario"] == "rebuild" else "file")
+        # the CombineConsumeQueueStore exists from 5.3.4: its layout proves the release band
+        assert ("file CQ and RocksDB CQ side by side" in found) == combined
+        assert (d.min_release is not None and d.min_release.parts == release.parts) == combined
         assert ("abort holds a pid" in found) == exp["abortFilePresentBeforeLoad"]
     else:
         assert not any(e.implies.startswith("5") for e in d.found())

@@ -343,10 +343,11 @@ def _store_identity(store) -> tuple:
     return (os.path.realpath(root), files, store.abort_present, stamp(os.path.join(root, "checkpoint")))
 
 
-def recovery_view(store, cache: bool = True) -> RecoveryView:
+def recovery_view(store, cache: bool = True, version=None) -> RecoveryView:
     """Where the broker's recovery of this directory truncates the commit log (analyses.recovery, with the
     broker.conf in effect for checkCRCOnRecover / messageIndexSafe): records at or past it are gone after a
-    restart, whatever the index files on disk still say.
+    restart, whatever the index files on disk still say. ``version`` (a BrokerVersion): the release whose
+    recovery rules apply (None: detected, ``recovery.version``).
 
     Only the truncation offset and the re-dispatch range are computed (the scan's records are not dispatched
     into queue models: neither depends on them), and the answer is kept per process for an unchanged store."""
@@ -356,16 +357,17 @@ def recovery_view(store, cache: bool = True) -> RecoveryView:
     crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
     check_crc = crc.value if crc else True
     index_safe = safe.value if safe else False
-    key = (_store_identity(store), check_crc, index_safe) if cache else None
+    key = (_store_identity(store), check_crc, index_safe, version) if cache else None
     if key is not None and key in _VIEWS:
         return _VIEWS[key]
-    scan = small_recovery_scan(store, check_crc, index_safe)
-    view = _small_view(store, scan) if scan is not None else None
+    scan = small_recovery_scan(store, check_crc, index_safe, version)
+    view = _small_view(store, scan, version) if scan is not None else None
     if view is None:
         from .recovery.plan import RecoveryOptions, plan_recovery
 
         plan = plan_recovery(store, RecoveryOptions(check_crc=check_crc, index_safe=index_safe, with_salvage=False,
-                                                    keep_redispatch=False, model_start=False, dispatch=False))
+                                                    keep_redispatch=False, model_start=False, dispatch=False,
+                                                    version=version))
         # DLedger mode: truncate_offset is the data end (a leader commits everything again, recovery.dledger)
         view = view_of_plan(plan)
     if key is not None:
@@ -381,7 +383,7 @@ def view_of_plan(plan) -> RecoveryView:
                         tuple(plan.dispatched), plan.index_end_phy_offset, plan.index_begin_timestamp)
 
 
-def _small_view(store, scan) -> RecoveryView | None:
+def _small_view(store, scan, version=None) -> RecoveryView | None:
     """The view from ``recovery.small``'s scan: what the restart dispatches is the scan's re-dispatch and start()'s
     reput from the queues' max physical offset (at least the commit log's min offset, at most T: queues past T are
     cut back to it); None when the queues are too large to read here (the plan answers)."""
@@ -391,7 +393,7 @@ def _small_view(store, scan) -> RecoveryView | None:
     t = scan.truncate_offset
     normal = not store.abort_present
     if normal:
-        max_phy = small_queue_max_phys(store)
+        max_phy = small_queue_max_phys(store, version)
         if max_phy is None:
             return None
         reput_from = min(max(store.commitlog.min_offset, max_phy, scan.last_dispatched_end), t)

@@ -192,6 +192,14 @@ def broker_version_option_for(help: str, default: str | None = None):
 # the 5.x structure commands: the version overrides store detection
 broker_version_option = broker_version_option_for("Override store detection (e.g. 4.9.8, 5.3.3, 4.x, 5.x).")
 
+# one rule for every command whose answer depends on what a restart keeps: the release band's recovery rules
+# (<=5.3.1, 5.3.2-5.3.3, 5.3.4+, 5.5.0+); the same option, help and default on each of them
+RELEASE_RULES_HELP = (
+    "RocketMQ release whose recovery rules decide what a restart keeps (e.g. 4.9.8, 5.3.3, 5.3.4, 5.5.1; bands "
+    "<=5.3.1, 5.3.2-5.3.3, 5.3.4+, 5.5.0+). Default: detected from the files and broker.conf; where they cannot "
+    "tell the bands apart and the answers differ, `recover` says both.")
+release_option = broker_version_option_for(RELEASE_RULES_HELP)
+
 
 def accepts_v2(version: BrokerVersion | None) -> bool:
     """Whether records with message format V2 are read as records; without a version, both formats are."""

@@ -234,6 +234,8 @@ def _render_summary(s) -> None:
          + (" (override)" if (s.detection or {}).get("override") else " (detected)")),
         ("consume queue", (s.detection or {}).get("consume_queue_kind", "")),
         ("version evidence", "; ".join(e["detail"] for e in (s.detection or {}).get("evidence", []) if e["found"])),
+        ("release", (s.detection or {}).get("release", "")),
+        *[("layout", x) for x in (s.detection or {}).get("layouts", [])],
     ] + [("note", n) for n in s.notes])
     if s.checkpoint:
         print_kv("Checkpoint", [(k, f"{v} ({ms_to_iso(v)})" if k.endswith("timestamp") and v else v)

@@ -13,8 +13,8 @@ from ..store import Store
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.errors import EXIT_PROBLEMS, RmqInspectError, StoreNotFoundError
-from ..store.rocksdb_cq import ConsumeQueues
-from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, store_argument
+from ..store.rocksdb_cq import ConsumeQueues, served_kind
+from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, release_option, store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, warn
 
 COLUMNS = ("queue_offset", "physical_offset", "size", "tags_code")
@@ -42,13 +42,17 @@ def _cq_dir(st: Store, cq_dir: str | None) -> str:
               help="mappedFileSizeConsumeQueue in bytes (default: inferred from the files).")
 @click.option("--cq-format", type=click.Choice(("auto", "file", "rocksdb")), default="auto", show_default=True,
               help="File consume queues or the 5.x RocksDB consume queue (auto: what the directory holds; "
-                   "RocksDB is read from a private snapshot, never in place).")
+                   "RocksDB is read from a private snapshot, never in place). A 5.3.4+ combined store "
+                   "(rocksdbCQDoubleWriteEnable) holds both: auto is the one the broker serves "
+                   "(combineCQPreferCQType), the other is read by naming it, with --as-recovered too.")
 @click.option("--as-recovered", is_flag=True,
               help="The queue as the broker will hold it once it has loaded and started on this directory "
                    "(recover --dry-run's model: truncation, truncateDirtyLogicFiles, re-dispatch), in memory.")
+@release_option
 @format_option
 @handle_errors
-def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, cq_format, as_recovered, fmt):
+def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, cq_format, as_recovered,
+       broker_version, fmt):
     """ConsumeQueue entries of one queue: queue_offset, physical_offset, size, tags_code.
 
     Pre-blank padding entries are skipped. With --join each entry's record is decoded and checked
@@ -62,7 +66,8 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, c
     """
     st = Store.open(store)
     if as_recovered:
-        _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt)
+        _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt, broker_version,
+                      None if cq_format == "auto" else cq_format)
         return
     d = _cq_dir(st, cq_dir)
     # BatchCQ topics (5.x queue.type=BatchCQ) keep their queues in batchconsumequeue/, beside consumequeue/
@@ -73,10 +78,15 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, c
         _cq(st, d, None, batch, topic, queue_id, from_, count, join, all_, cq_file_size, fmt)
         return
     with ConsumeQueues(d, None if cq_format == "auto" else cq_format) as queues:
-        _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file_size, fmt)
+        if queues.combined and cq_format == "auto":
+            other = "rocksdb" if queues.kind == "file" else "file"
+            warn(f"consumequeue/ holds a file and a RocksDB consume queue (CombineConsumeQueueStore, 5.3.4+): "
+                 f"showing the {queues.kind} queue the broker serves (combineCQPreferCQType); --cq-format {other} "
+                 "reads the other")
+        _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file_size, fmt, broker_version)
 
 
-def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file_size, fmt):
+def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file_size, fmt, broker_version=None):
     if all_:
         try:
             clmin = st.commitlog.min_offset
@@ -113,7 +123,8 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
     except StoreNotFoundError as e:
         raise StoreNotFoundError(e.message + nearest_topics(topic, st.root), e.path, e.offset) from None
     if not join:
-        fates = _EntryFates.of(st, d, topic, queue_id, cq_file_size)
+        fates = _EntryFates.of(st, d, topic, queue_id, cq_file_size, broker_version) \
+            if queues.kind == served_kind(d) else None
         rows = ({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c,
                  "tags_code": t} | ({"fate": fates((a, b, c, t))} if fates else {})
                 for a, b, c, t in q.entries(from_, count))
@@ -193,15 +204,16 @@ class _EntryFates:
     recovery; only when an entry lies past that bound is the queue modelled (``queue_entries_after_recovery``).
     If that model fails, the entries from there on carry no fate (null), said on stderr."""
 
-    def __init__(self, st, topic: str, queue_id: int, cq_file_size, bound: int):
+    def __init__(self, st, topic: str, queue_id: int, cq_file_size, bound: int, version=None):
         self.st, self.key, self.cq_file_size, self.bound = st, f"{topic}/{queue_id}", cq_file_size, bound
+        self.version = version
         self.after: dict | None = None
         self.truncate_offset = 0
         self.failed = False
         self.shown = self.gone = 0
 
     @classmethod
-    def of(cls, st, d, topic, queue_id, cq_file_size) -> _EntryFates | None:
+    def of(cls, st, d, topic, queue_id, cq_file_size, version=None) -> _EntryFates | None:
         """None when the queue is read from another directory (--cq-dir) or the recovery cannot be modelled."""
         from ..analyses.lookup import recovery_view
         from ..store.errors import RmqInspectError
@@ -209,13 +221,13 @@ class _EntryFates:
         if os.path.abspath(d) != os.path.abspath(st.layout.consumequeue_dir):
             return None
         try:
-            view = recovery_view(st)
+            view = recovery_view(st) if version is None else recovery_view(st, version=version)
         except RmqInspectError as e:
             warn(f"recovery not modelled ({e}): entries carry no fate after restart")
             return None
         bound = min(view.truncate_offset, view.redispatch_first if view.redispatch_first is not None else
                     view.truncate_offset)
-        return cls(st, topic, queue_id, cq_file_size, bound)
+        return cls(st, topic, queue_id, cq_file_size, bound, version)
 
     def __call__(self, entry) -> str | None:
         from ..analyses.recovery.queues import entry_fate
@@ -236,7 +248,7 @@ class _EntryFates:
         from ..store.errors import RmqInspectError
 
         try:
-            plan = _plan(self.st, self.cq_file_size)
+            plan = _plan(self.st, self.cq_file_size, self.version)
             after = queue_entries_after_recovery(self.st, plan, self.key)
         except RmqInspectError as e:
             self.failed = True
@@ -251,20 +263,24 @@ class _EntryFates:
                  f"(truncation offset {self.truncate_offset}): see the fate column, or --as-recovered")
 
 
-def _plan(st, cq_file_size):
+def _plan(st, cq_file_size, version=None):
     from ..analyses.recovery import RecoveryOptions, plan_recovery
     from ..store.broker_conf import configured
 
     crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
     return plan_recovery(st, RecoveryOptions(check_crc=crc.value if crc else True,
                                              index_safe=safe.value if safe else False, with_salvage=False,
-                                             keep_redispatch=False, cq_file_size=cq_file_size))
+                                             keep_redispatch=False, cq_file_size=cq_file_size, version=version))
 
 
-def _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt) -> None:
+def _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt, version=None, kind=None) -> None:
     from ..analyses.recovery.rocksdb import queue_entries_after_recovery
 
-    plan = _plan(st, cq_file_size)
+    plan = _plan(st, cq_file_size, version)
+    if plan.combine is not None and kind is not None and kind != ("file" if plan.combine.served_is_file
+                                                                   else "rocksdb"):
+        _combine_other_side(st, plan, topic, queue_id, from_, count, all_, fmt, kind)
+        return
     if all_:
         before = plan.consume_queue_max_offsets_before or {}
         after = plan.consume_queue_max_offsets_after_start or plan.consume_queue_max_offsets
@@ -280,6 +296,31 @@ def _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt) ->
     if entries is None:
         raise click.UsageError(f"{topic}/{queue_id}: the recovery model holds no consume queue for it (absent, "
                                "or BatchCQ: `cq --all --as-recovered` gives their bounds)")
+    lo = from_ or 0
+    sel = [e for e in entries if e[0] >= lo][: count if count is not None else None]
+    emit(({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c, "tags_code": t}
+          for a, b, c, t in sel), fmt, COLUMNS)
+
+
+def _combine_other_side(st, plan, topic, queue_id, from_, count, all_, fmt, kind) -> None:
+    """A combine store's queue the broker does not serve, as recovery and start() leave it."""
+    from ..analyses.recovery.combine import rocksdb_side_entries, side_bounds
+
+    if kind != "rocksdb":
+        raise click.UsageError("this combine store serves the RocksDB queue: the file queue after recovery is "
+                               "not modelled apart from it (--cq-format rocksdb or auto)")
+    side = plan.combine
+    if all_:
+        bounds = side_bounds(st, side)
+        emit(({"topic": k.rsplit("/", 1)[0], "queue_id": int(k.rsplit("/", 1)[1]), "cq_type": "RocksDBCQ",
+               "min_offset": lo, "max_offset": hi} for k, (lo, hi) in bounds.items()), fmt,
+             ("topic", "queue_id", "cq_type", "min_offset", "max_offset"))
+        return
+    if topic is None or queue_id is None:
+        raise click.UsageError("give --topic and --queue, or --all")
+    entries = rocksdb_side_entries(st, side, f"{topic}/{queue_id}")
+    if entries is None:
+        raise click.UsageError(f"{topic}/{queue_id}: the RocksDB side holds no such queue after recovery")
     lo = from_ or 0
     sel = [e for e in entries if e[0] >= lo][: count if count is not None else None]
     emit(({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c, "tags_code": t}

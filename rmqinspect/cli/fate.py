@@ -95,6 +95,10 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
     note(f"'after restart' follows the recovery of RocketMQ {va.version.text} ("
          + {"option": "--broker-version", "detected": "detected", "default": "assumed"}[va.source]
          + ("" if va.source == "option" else "; --broker-version overrides") + ")")
+    if plan.accelerated_from is not None:
+        from ..analyses.recovery.combine import accelerated_note
+
+        note(accelerated_note(plan.accelerated_from, offsets).replace("problem(s) shown", "record(s) asked about"))
     cfg, table = read_consumer_offsets(st, offsets_file)
     if cfg is None:
         note("no consumer offsets (config/consumerOffset.json absent; --offsets FILE gives them): "

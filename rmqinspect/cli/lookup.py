@@ -24,7 +24,8 @@ from ..analyses.lookup import (
     restore_as_recovered,
 )
 from ..store import Store
-from ..store.errors import RmqInspectError
+from ..store.errors import RmqInspectError, StoreNotFoundError
+from ..store.rip82 import RIP82_DIR, rip82_dir
 from ._params import (
     INDEX_MAX,
     INDEX_SLOTS,
@@ -34,6 +35,7 @@ from ._params import (
     TIME_FORMS,
     check_index_geometry,
     conf_setting,
+    release_option,
     resolve_store_callback,
     store_argument,
 )
@@ -58,9 +60,9 @@ def _max_batch(flag) -> int:
     return conf_setting(flag, "maxMsgsNumBatch", default=DEFAULT_MAX_MSGS_NUM_BATCH).value
 
 
-def _recovery_view(st: Store, required: bool = False):
+def _recovery_view(st: Store, required: bool = False, version=None):
     try:
-        return recovery_view(st)
+        return recovery_view(st) if version is None else recovery_view(st, version=version)
     except RmqInspectError as e:  # the fate is then unknown, the hits are still listed
         if required:  # --as-recovered cannot answer without the model
             raise
@@ -118,6 +120,10 @@ def _walk_rows(q):
 @click.option("--tiered", is_flag=True,
               help="Search the 5.x tiered-store index (tiered_index_file/, unsealed or compacted) instead of index/ "
                    "(automatic when the store has only a tiered index).")
+@click.option("--rip82", is_flag=True,
+              help="Search the index column family of RocksDBMessageStore/ (RIP-82, 5.4.0+; modelled from the change "
+                   "descriptions) instead of index/ (automatic when the store has no index files, "
+                   "indexFileWriteEnable=false). Each hit is checked against its record.")
 @click.option("--as-recovered", is_flag=True,
               help="The broker's answer once it has recovered this directory: hits whose fate after restart is "
                    "survives or redispatched, plus the records the restart indexes (reindexed: dispatched again "
@@ -127,11 +133,12 @@ def _walk_rows(q):
                    "costs a scan of the commit-log files the broker's recovery reads (seconds per GiB); a script "
                    "looping over keys may not need it.")
 @_index_options
+@release_option
 @format_option
 @click.pass_context
 @handle_errors
-def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_collisions, tiered, as_recovered, no_fate,
-                 index_dir, index_slots, index_max, max_batch, fmt):
+def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_collisions, tiered, rip82, as_recovered,
+                 no_fate, index_dir, index_slots, index_max, max_batch, broker_version, fmt):
     """DefaultMessageStore.queryMessage over the IndexFiles (what `mqadmin queryMsgByKey` gets), then the client
     step: each hit is re-read and hash collisions are dropped.
 
@@ -146,8 +153,11 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
 
         return ctx.invoke(tiered_index_lookup, path=store, topic=topic, key=key, begin=begin, end=end,
                           max_num=max_num, stats=explain, hash_slots=index_slots, max_items=index_max,
-                          broker_version=None,
+                          broker_version=broker_version,
                           fmt=fmt)
+    if rip82 or (index_dir is None and not _has_index_files(st) and rip82_dir(st.root) is not None):
+        _rip82_lookup(st, topic, key, begin, end, min(max_num, _max_batch(max_batch)), fmt)
+        return
     svc = _service(st, index_dir, index_slots, index_max)
     q = query_message(svc, st.commitlog, topic, key, max_num, begin, end, _max_batch(max_batch), explain=explain)
     if not q.verified and len(key) == 32 and key != key.upper() and all(c in string.hexdigits for c in key):
@@ -159,7 +169,8 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
             note(f"no record carries the key {key!r} as typed; {key.upper()!r}, the UNIQ_KEY as the broker writes "
                  "it, finds them")
             key, q = key.upper(), upper
-    view = _recovery_view(st, required=as_recovered) if (q.hits or as_recovered) and not no_fate else None
+    view = (_recovery_view(st, required=as_recovered, version=broker_version)
+            if (q.hits or as_recovered) and not no_fate else None)
     mark_fates(q, view)
     truncate_offset = view.truncate_offset if view else None
     if as_recovered:
@@ -204,7 +215,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                  ("round", "file", "item", "key_hash", "phy_offset", "time_read", "prev_index", "matched", "reason"),
                  title="Items visited")
     if not q.verified and not as_recovered and not no_fate:
-        pending = _carried_but_not_indexed(st, topic, key, begin, end)
+        pending = _carried_but_not_indexed(st, topic, key, begin, end, broker_version)
         if pending:
             where = ", ".join(str(h.physical_offset) for h in pending[:5]) + (" ..." if len(pending) > 5 else "")
             no_match(f"the index holds no item for the key {key!r} in topic {topic!r}, but the commit log does: the "
@@ -218,11 +229,11 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                  + "; `explain-missing` says why", topic=topic, store_root=st.root)
 
 
-def _carried_but_not_indexed(st: Store, topic: str, key: str, begin: int, end: int) -> list:
+def _carried_but_not_indexed(st: Store, topic: str, key: str, begin: int, end: int, version=None) -> list:
     """Records the restart model says the broker indexes on restart (``reindexed_hits``) that carry the key. A
     look-up that found nothing reads at most PENDING_SCAN_BYTES of them (`--as-recovered` reads them all)."""
     try:
-        view = recovery_view(st)
+        view = recovery_view(st, version=version)
     except RmqInspectError:
         return []
     span = sum(b - a for a, b in view.reindex_ranges())
@@ -236,6 +247,32 @@ def _carried_but_not_indexed(st: Store, topic: str, key: str, begin: int, end: i
 PENDING_SCAN_BYTES = 1 << 30  # about half a crc32 pass: the bulk key-hash walk runs at ~0.7x one
 
 
+def _has_index_files(st: Store) -> bool:
+    d = st.layout.index_dir
+    return os.path.isdir(d) and any(os.path.isfile(os.path.join(d, n)) for n in os.listdir(d))
+
+
+def _rip82_lookup(st: Store, topic: str, key: str, begin: int, end: int, max_num: int, fmt: str) -> None:
+    """index-lookup answered from RIP-82's index column family (analyses.rip82)."""
+    from ..analyses.rip82 import query_rip82_index
+
+    ans = query_rip82_index(st, topic, key, begin, end, max_num)
+    if ans is None:
+        raise StoreNotFoundError("no RocksDBMessageStore/ (RIP-82) database", os.path.join(st.root, RIP82_DIR))
+    note(ans.note)
+    if ans.malformed:
+        warn(f"{ans.malformed} malformed record(s) in RocksDBMessageStore/ skipped")
+    if fmt == "json":
+        emit_document(ans.to_dict(), fmt)
+    else:
+        emit(({"physical_offset": h.physical_offset, "store_time": ms_to_iso(h.store_time), "kind": h.kind,
+               "uniq_key": h.uniq_key, "record": h.record, "has_key": h.has_key} for h in ans.hits), fmt,
+             ("physical_offset", "store_time", "kind", "uniq_key", "record", "has_key"))
+    if not ans.phy_offsets:
+        no_match(f"no record in topic {topic!r} carries the key {key!r} (RocksDBMessageStore/ index)", topic=topic,
+                 store_root=st.root)
+
+
 @click.command("msgid")
 @click.argument("msg_id")
 @click.option("--store", "store", type=click.Path(exists=False), default=None, callback=resolve_store_callback,
@@ -246,9 +283,10 @@ PENDING_SCAN_BYTES = 1 << 30  # about half a crc32 pass: the bulk key-hash walk 
                    "offset only before the recovery's truncation, UNIQ_KEY hits only if they survive or are "
                    "re-dispatched. Without it each answer carries its fate after restart.")
 @_index_options
+@release_option
 @format_option
 @handle_errors
-def msgid(msg_id, store, topic, as_recovered, index_dir, index_slots, index_max, max_batch, fmt):
+def msgid(msg_id, store, topic, as_recovered, index_dir, index_slots, index_max, max_batch, broker_version, fmt):
     """Decode a message id: offsetMsgId (store host + physical offset, IPv4/IPv6) and UNIQ_KEY (client ip, pid,
     time since month start, counter). With --store, decode the record at the offset and find the UNIQ_KEY
     through the index (topic#uniqkey).
@@ -262,7 +300,7 @@ def msgid(msg_id, store, topic, as_recovered, index_dir, index_slots, index_max,
     rep = MsgIdReport(msg_id, interpretations)
     if store:
         st = Store.open(store)
-        view = _recovery_view(st, required=as_recovered)
+        view = _recovery_view(st, required=as_recovered, version=broker_version)
         rep = find_msg_id(st, _service(st, index_dir, index_slots, index_max), msg_id, topic, _max_batch(max_batch),
                           view, as_recovered)
     elif as_recovered:
@@ -318,10 +356,11 @@ def _render_msgid(doc) -> None:
                    "truncation or from a deleted, not re-dispatched index file are gone). Without it the broker "
                    "result carries each offset's fate after restart.")
 @_index_options
+@release_option
 @format_option
 @handle_errors
 def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num, scan_bytes, as_recovered, index_dir,
-                        index_slots, index_max, max_batch, fmt):
+                        index_slots, index_max, max_batch, broker_version, fmt):
     """Why can't a message be found? Runs the broker's look-up; when it finds nothing, says why (time window,
     index file destroyed or never written, key never indexed, other topic, delayed message, hash collisions,
     result cap) and falls back to a bounded commitlog scan to show where the message really is.
@@ -337,7 +376,7 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
     st = Store.open(store)
     svc = _service(st, index_dir, index_slots, index_max)
     rep = explain_missing(st, svc, topic, value, kind, begin, end, max_num, _max_batch(max_batch), scan_bytes,
-                          _recovery_view(st, required=as_recovered), as_recovered)
+                          _recovery_view(st, required=as_recovered, version=broker_version), as_recovered)
     doc = {"topic": topic, kind: value, "found_by_index": rep.found_by_index,
            "broker_result": rep.query.phy_offsets if rep.query else None, "as_recovered": as_recovered,
            "recovery_truncate_offset": rep.recovery_truncate_offset,

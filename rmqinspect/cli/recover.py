@@ -16,6 +16,7 @@ from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE
 from ..store.layout import ensure_output_outside
 from ._params import (
     CQ_FILE_SIZE,
+    RELEASE_RULES_HELP,
     broker_version_option_for,
     jobs_option,
     max_body_option,
@@ -24,10 +25,7 @@ from ._params import (
 )
 from .output import dumps, emit, emit_document, format_option, handle_errors, no_match, print_kv, warn
 
-version_option = broker_version_option_for(
-    "RocketMQ version whose recovery rules apply (e.g. 4.9.8, 5.3.1, 5.3.3, HEAD). Default: detected "
-    "from the files (V2 records, abort content, checkpoint length, 5.x directories); the assumption used "
-    "is printed.")
+version_option = broker_version_option_for(RELEASE_RULES_HELP + " The assumption used is printed.")
 mode_option = click.option("--mode", type=click.Choice(("auto", "normal", "abnormal")), default="auto",
                            show_default=True, help="Override the abort-file decision (what-if).")
 
@@ -117,6 +115,26 @@ def _totals(plan) -> dict:
     }
 
 
+def _combine_rows(plan) -> list[tuple[str, str]]:
+    """A combine store's part of the table (5.3.4+ CombineConsumeQueueStore)."""
+    if plan.combine is None:
+        return []
+    c = plan.to_dict()["combine"]
+    wp = c["write_progress"]
+    first = wp["mismatches"][0] if wp["mismatches"] else None
+    return [
+        ("combine store", f"served: {c['served']}, offsets assigned by: {c['assigns_offsets']}; RocksDB side "
+         f"dispatchFromPhyOffset {c['rocksdb_dispatch_from_phy_offset']}; extra files left "
+         f"{c['extra_files_left']}" + (f" (spent at {c['extra_files_spent_at']})" if c["extra_files_spent_at"]
+                                       else "")),
+        ("initialised at start", ", ".join(f"{i['queue']} to {i['maxOffsetInAssign']}"
+                                           for i in c["initialized_at_start"]) or "none"),
+        ("write progress", f"{wp['status']} over {wp['queues_checked']} queue(s)" + (
+            f"; first: {first['queue']} offset {first['offset']}" if first else "") +
+         " (offline checkRocksdbCqWriteProgress after restart)"),
+    ]
+
+
 def _render(plan, lw) -> None:
     lost = plan.messages_lost
     t = _totals(plan)
@@ -159,7 +177,7 @@ def _render(plan, lw) -> None:
          f"+ {t['records_past_truncation_damaged']} damaged; {t['bytes_past_truncation']} bytes discarded"),
         ("per topic", f"{lost.get('per_topic', {})} (intact records past truncation, plus damaged regions that "
          "held a cut consume-queue entry)"),
-    ] + [("note", n) for n in plan.notes])
+    ] + _combine_rows(plan) + [("note", n) for n in plan.notes])
     if plan.dledger is not None:  # DLedger mode (issue 14): DLedger's own recovery decides the offsets
         d = plan.dledger
         print_kv("DLedger recovery", [

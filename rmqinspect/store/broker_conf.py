@@ -67,8 +67,34 @@ KNOWN_KEYS: dict[str, type] = {
     "duplicationEnable": bool,
     "enableLmq": bool,
     "enableMultiDispatch": bool,
+    # 5.3.4+ (VERSIONS.md §1.2, §1.3)
+    "rocksdbCQDoubleWriteEnable": bool,
+    "combineCQPreferCQType": str,
+    "combineAssignOffsetCQType": str,
+    "combineCQLoadingCQTypes": str,
+    "combineCQMaxExtraSearchCommitLogFiles": int,
+    "enableAcceleratedRecovery": bool,
+    "useSingleRocksDBForAllConfigs": bool,
+    # 5.4.0+ (RIP-82) and 5.5.0+; modelled from the change descriptions
+    "indexRocksDBEnable": bool,
+    "timerRocksDBEnable": bool,
+    "transRocksDBEnable": bool,
+    "indexFileWriteEnable": bool,
+    "checkCommitLogOffsetOnRecover": bool,
+    "useSeparateStorePathForRocksdbCQ": bool,
 }
-JAVA_INT_KEYS = {"maxHashSlotNum", "maxIndexNum", "mappedFileSizeConsumeQueue", "mapperFileSizeBatchConsumeQueue",
+# keys MessageStoreConfig has only from a release on: a broker.conf that sets one was written for that release
+# or a later one (a key the broker does not know it ignores, so this is a lower bound a user chose, not a proof)
+KEY_SINCE: dict[str, str] = {
+    "rocksdbCQDoubleWriteEnable": "5.3.4", "combineCQPreferCQType": "5.3.4", "combineAssignOffsetCQType": "5.3.4",
+    "combineCQLoadingCQTypes": "5.3.4", "combineCQMaxExtraSearchCommitLogFiles": "5.3.4",
+    "enableAcceleratedRecovery": "5.3.4", "useSingleRocksDBForAllConfigs": "5.3.4",
+    "indexRocksDBEnable": "5.4.0", "timerRocksDBEnable": "5.4.0", "transRocksDBEnable": "5.4.0",
+    "indexFileWriteEnable": "5.4.0", "checkCommitLogOffsetOnRecover": "5.5.0",
+    "useSeparateStorePathForRocksdbCQ": "5.5.0",
+}
+JAVA_INT_KEYS = {"combineCQMaxExtraSearchCommitLogFiles",
+                 "maxHashSlotNum", "maxIndexNum", "mappedFileSizeConsumeQueue", "mapperFileSizeBatchConsumeQueue",
                  "mappedFileSizeTimerLog", "maxMsgsNumBatch", "fileReservedTime", "diskMaxUsedSpaceRatio",
                  "timerPrecisionMs", "maxTransferBytesOnMessageInMemory", "maxTransferCountOnMessageInMemory",
                  "maxTransferBytesOnMessageInDisk", "maxTransferCountOnMessageInDisk",

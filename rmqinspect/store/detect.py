@@ -32,7 +32,7 @@ class Evidence:
     signal: str
     found: bool
     detail: str
-    implies: str  # "5.x", "5.1.0+", "5.2.0+", "4.x", "" (neutral)
+    implies: str  # "5.x", "5.1.0+", "5.2.0+", "5.3.4+", "5.4.0+", "5.5.0+", "4.x", "" (neutral)
 
 
 @dataclass
@@ -64,11 +64,93 @@ class StoreDetection:
     def found(self) -> list[Evidence]:
         return [e for e in self.evidence if e.found]
 
+    @property
+    def min_release(self) -> BrokerVersion | None:
+        """The oldest release every found layout allows (the highest "X.Y.Z+" any evidence implies), or None when
+        no evidence names a release after 5.3.3: such a store's bytes cannot tell 5.3.2-5.3.3 from 5.3.4+."""
+        best = None
+        for e in self.found():
+            if e.implies.endswith("+") and e.implies[:-1] in LAYOUT_RELEASES:
+                v = BrokerVersion.parse(e.implies[:-1])
+                if best is None or v.parts > best.parts:
+                    best = v
+        return best
+
+    @property
+    def release_sentence(self) -> str:
+        """What the files say about the release band, for people (store-info, summary)."""
+        if self.override is not None:
+            return f"RocketMQ {self.override.text} given ({self.override.recovery_band} recovery rules)"
+        floor = self.min_release
+        if floor is not None:
+            return (f"the layout proves RocketMQ {floor.text} or later ({floor.recovery_band} recovery rules; "
+                    "later releases differ only by opt-ins)")
+        if self.version_guess == "5.x":
+            return ("a 5.x store without a 5.3.4-only layout: the files cannot tell the recovery bands <=5.3.1, "
+                    "5.3.2-5.3.3 and 5.3.4+ apart; `recover` says where their answers differ, --broker-version "
+                    "settles it")
+        return f"{self.version_guess}: no 5.x recovery band applies" if self.version_guess == "4.x" else \
+            "the files do not tell the release; --broker-version settles it"
+
+    def layout_sentences(self) -> list[str]:
+        """One sentence per found layout of 5.3.4 and later (store-info, summary)."""
+        return [f"{e.detail} ({e.implies}; {LAYOUT_TRUST[e.implies]})" for e in self.found()
+                if e.implies.endswith("+") and e.implies[:-1] in LAYOUT_RELEASES]
+
     def to_dict(self) -> dict:
         return {"version_guess": self.version_guess, "version": self.version,
                 "override": self.override.text if self.override is not None else None,
                 "consume_queue_kind": self.consume_queue_kind, "evidence": [asdict(e) for e in self.evidence],
-                "commitlog_mode": "dledger" if self.dledger else "commitlog", "dledger": self.dledger}
+                "commitlog_mode": "dledger" if self.dledger else "commitlog", "dledger": self.dledger,
+                "min_release": self.min_release.text if self.min_release is not None else None,
+                "layouts": self.layout_sentences(), "release": self.release_sentence}
+
+
+# releases a layout can prove (VERSIONS.md §1.3-1.8); what each claim rests on
+LAYOUT_RELEASES = ("5.3.4", "5.4.0", "5.5.0")
+LAYOUT_TRUST = {"5.3.4+": "checked against develop@8fc57f1 stores",
+                "5.4.0+": "modelled from the change descriptions, not checked against a broker",
+                "5.5.0+": "modelled from the change descriptions, not checked against a broker"}
+# names proposed for the separate RocksDB consume-queue directory of PR #10174 (the merged name was not readable)
+SEPARATE_ROCKSDB_CQ_DIRS = ("consumequeue_rocksdb", "consumequeue_r")
+# config files ConfigManager#persist writes through X.json -> X.json.bak (PR #9706)
+_CONFIG_JSON = ("topics.json", "subscriptionGroup.json", "consumerOffset.json", "delayOffset.json",
+                "consumerFilter.json", "timercheck", "timermetrics", "consumerOrderInfo.json", "lmqConsumerOffset.json")
+
+
+def layout_evidence(root: str, cq_dir: str, config_dir: str) -> list[Evidence]:
+    """The layouts of 5.3.4 and later releases (VERSIONS.md §1.3-§1.8), one Evidence each."""
+    ev: list[Evidence] = []
+    cq_files = os.path.isdir(cq_dir) and any(os.path.isdir(os.path.join(cq_dir, n)) for n in os.listdir(cq_dir))
+    combine = cq_files and is_rocksdb_dir(cq_dir)
+    ev.append(Evidence("file CQ and RocksDB CQ side by side", combine,
+                       "consumequeue/ holds <topic>/<queueId> files and a RocksDB database: the "
+                       "CombineConsumeQueueStore of rocksdbCQDoubleWriteEnable=true" if combine else
+                       "no combined consume queue", "5.3.4+"))
+    sep = [n for n in SEPARATE_ROCKSDB_CQ_DIRS if is_rocksdb_dir(os.path.join(root, n))]
+    ev.append(Evidence("separate RocksDB CQ directory", bool(sep),
+                       f"{sep[0]}/ holds the RocksDB consume queue (useSeparateStorePathForRocksdbCQ)" if sep else
+                       "no separate RocksDB consume-queue directory", "5.5.0+"))
+    rms = os.path.join(root, "RocksDBMessageStore")
+    ev.append(Evidence("RocksDBMessageStore/", is_rocksdb_dir(rms),
+                       "RocksDBMessageStore/ holds the RIP-82 index/timer/trans column families" if is_rocksdb_dir(rms)
+                       else "no RIP-82 message RocksDB", "5.4.0+"))
+    meta = os.path.join(config_dir, "metadata")
+    ev.append(Evidence("config/metadata/", is_rocksdb_dir(meta),
+                       "config/metadata/ holds all broker metadata in one RocksDB (useSingleRocksDBForAllConfigs)"
+                       if is_rocksdb_dir(meta) else "no single metadata RocksDB", "5.3.4+"))
+    bak = sorted(n for n in _CONFIG_JSON if os.path.isfile(os.path.join(config_dir, n + ".bak"))
+                 and not os.path.exists(os.path.join(config_dir, n)))
+    ev.append(Evidence(".bak-only configs", bool(bak),
+                       f"config/{', '.join(b + '.bak' for b in bak)} without the file itself: copied during an atomic "
+                       "persist (the broker reads the .bak)" if bak else "every config file present as itself",
+                       "5.3.4+"))
+    snaps = sorted(n for n in (os.listdir(root) if os.path.isdir(root) else ())
+                   if n.startswith("timerwheel.") and n[len("timerwheel."):].isdigit())
+    ev.append(Evidence("timerwheel snapshots", bool(snaps),
+                       f"{len(snaps)} TimerWheel snapshot(s), newest {snaps[-1]} (timerWheelSnapshotFlush)" if snaps
+                       else "no TimerWheel snapshot", "5.4.0+"))
+    return ev
 
 
 def _dir_nonempty(p: str) -> bool:
@@ -116,6 +198,7 @@ def detect_store(store, broker_version: BrokerVersion | None = None,
     add("config/timercheck", os.path.isfile(os.path.join(store.layout.config_dir, "timercheck")),
         "timer checkpoint", "5.x")
     add("batchconsumequeue/", _dir_nonempty(os.path.join(root, "batchconsumequeue")), "BatchConsumeQueue", "5.x")
+    ev.extend(layout_evidence(root, cq, store.layout.config_dir))
     add("tiered_index_file/", os.path.isdir(os.path.join(root, "tiered_index_file")), "tiered-store index",
         "5.2.0+")
     member = store.layout.dledger

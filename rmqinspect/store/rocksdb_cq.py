@@ -299,8 +299,9 @@ class ConsumeQueues:
 
     def __init__(self, consumequeue_dir: str, kind: str | None = None):
         self.directory = consumequeue_dir
+        self.combined = is_rocksdb_dir(consumequeue_dir) and bool(list_queues(consumequeue_dir))
         if kind is None:
-            kind = "rocksdb" if is_rocksdb_dir(consumequeue_dir) else "file"
+            kind = served_kind(consumequeue_dir)
         self.kind = kind
         self.db = RocksDBConsumeQueueStore(consumequeue_dir) if kind == "rocksdb" else None
 
@@ -325,6 +326,23 @@ class ConsumeQueues:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def served_kind(consumequeue_dir: str) -> str:
+    """'file' or 'rocksdb': the consume queue a broker serves from this directory. A directory holding both (the
+    5.3.4+ CombineConsumeQueueStore, rocksdbCQDoubleWriteEnable=true) serves combineCQPreferCQType, from the
+    broker.conf in effect (default: the file queue)."""
+    if not is_rocksdb_dir(consumequeue_dir):
+        return "file"
+    if not list_queues(consumequeue_dir):
+        return "rocksdb"
+    from .broker_conf import configured
+
+    st = configured("storeType")
+    if st is not None and str(st.value).lower() == "defaultrocksdb":
+        return "rocksdb"  # RocksDBMessageStore: the file queues are left-overs it never reads
+    pref = configured("combineCQPreferCQType")
+    return "rocksdb" if pref is not None and str(pref.value).lower() == "defaultrocksdb" else "file"
 
 
 def open_consume_queues(store, kind: str | None = None) -> ConsumeQueues:

@@ -25,6 +25,20 @@ ACCEPTED = ("a RocketMQ version such as 4.4, 4.4.0, 4.9.8, 5, 5.x, 5.3.3 or HEAD
 NEWEST_OF_LINE = {4: (4, 9, 8), 5: (5, 3, 3)}
 
 _VERSION = re.compile(r"^(\d+)(?:\.(\d+|x))?(?:\.(\d+))?(?:-[\w.]+)?(?:\s*\((?:detected|override)\))?$")
+# a build of the development branch named by its commit and its pom revision, as the oracle stores name theirs:
+# "develop-8fc57f1 (5.3.4-SNAPSHOT)" behaves as the release its revision names
+_BRANCH_BUILD = re.compile(r"^(?:develop|master|head)-[0-9a-f]{6,40}\s*\((\d+)\.(\d+)\.(\d+)(?:-snapshot)?\)$")
+
+# the recovery bands: releases between two rule changes recover alike (VERSIONS.md §1.1, §1.5)
+RECOVERY_BANDS = (
+    ((5, 5, 0), "5.5.0+", "5.3.4 rules plus the opt-in stale physical-offset stop (checkCommitLogOffsetOnRecover, "
+                          "abnormal recovery only; modelled from PR #10018/#10039, not checked against a broker)"),
+    ((5, 3, 4), "5.3.4+", "start file: the newest whose first record passes the full check (CRC) and the consume-queue "
+                          "store's test; messageIndexSafe in normal recovery too; truncateDirtyLogicFiles always "
+                          "(PR #9256)"),
+    ((5, 3, 2), "5.3.2-5.3.3", "normal start file: the newest starting at or below maxPhyOffsetOfConsumeQueue"),
+    ((0, 0, 0), "<=5.3.1", "normal start file: the third-last"),
+)
 
 
 def _as_typed(text: str) -> str:
@@ -46,6 +60,9 @@ class BrokerVersion:
         t = text.strip().lower().removeprefix("rocketmq-all-").removeprefix("v")
         if t in _HEAD_ALIASES:
             return cls("HEAD", HEAD_PARTS)
+        b = _BRANCH_BUILD.match(t)
+        if b:
+            return cls(text.strip(), (int(b.group(1)), int(b.group(2)), int(b.group(3))))
         m = _VERSION.match(t)
         if not m or (m.group(2) == "x" and m.group(3)):
             raise ValueError(f"not a RocketMQ version: {text!r} (e.g. 4.4, 4.9.8, 5.x, 5.3.3, HEAD)")
@@ -94,6 +111,28 @@ class BrokerVersion:
         if self.at_least(5, 3, 2):
             return "cq-max"
         return "third-last"
+
+    @property
+    def recovery_band(self) -> str:
+        """The band of releases that recover alike: ``<=5.3.1``, ``5.3.2-5.3.3``, ``5.3.4+``, ``5.5.0+``."""
+        return next(name for parts, name, _ in RECOVERY_BANDS if self.parts >= parts)
+
+    @property
+    def checks_first_record_fully(self) -> bool:
+        """From 5.3.4 (PR #9256) the start-file walk runs the full checkMessageAndReturnSize (CRC included) on
+        each candidate's first record, messageIndexSafe applies in normal recovery too, and
+        truncateDirtyLogicFiles runs whatever maxPhyOffsetOfConsumeQueue is."""
+        return self.at_least(5, 3, 4)
+
+    @property
+    def has_combine_store(self) -> bool:
+        """CombineConsumeQueueStore (rocksdbCQDoubleWriteEnable) and enableAcceleratedRecovery exist from 5.3.4."""
+        return self.at_least(5, 3, 4)
+
+    @property
+    def has_stale_offset_check(self) -> bool:
+        """checkCommitLogOffsetOnRecover (default false) exists from 5.5.0 (modelled from PR #10018/#10039)."""
+        return self.at_least(5, 5)
 
     @property
     def store_ts_fixed_56(self) -> bool:
@@ -149,4 +188,4 @@ def index_counting_version(index_dir: str) -> tuple[BrokerVersion | None, str]:
     return None, f"{index_dir}: no index file tells (no two keys shared a hash slot)"
 
 
-__all__ = ["ACCEPTED", "BrokerVersion", "index_counting_version"]
+__all__ = ["ACCEPTED", "BrokerVersion", "RECOVERY_BANDS", "index_counting_version"]

@@ -20,7 +20,6 @@ what to dispatch) is decided here.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,6 +30,14 @@ from ...store.commitlog import ILLEGAL, RecordRun
 from ...store.consumequeue import ConsumeQueue, list_queues
 from ..dispatch import DelayTable
 from .batch import BatchQueueModel, batch_queue_topics, load_batch_queues
+from .combine import (
+    accelerated_in_effect,
+    combine_in_effect,
+    load_combine_side,
+    settle_after_start,
+    truncate_combine_side,
+    verify_and_init_offsets,
+)
 from .index import dispatched_ranges, index_after_load, reindex_ranges
 from .queues import ConsumeQueueModel, QueueRecovery, default_cq_file_size
 from .redispatch import (
@@ -54,6 +61,7 @@ from .scan import (
     RecoveryOptions,
     Scan,
     abnormal_start_file,
+    band_answers,
     choose_start_file,
     normal_start_file,
     scan_records,
@@ -70,7 +78,7 @@ class RecoveryPlan:
     start_file: str | None
     start_reason: str
     truncate_offset: int
-    stop_kind: str  # message kind that ended the scan: blank(last file), end, illegal, crc, half, file_end
+    stop_kind: str  # what ended the scan: blank(last file), end, illegal, crc, half, file_end, stale (5.5.0+ opt-in)
     stop_reason: str
     stop_file: str | None
     stop_position: int | None
@@ -98,6 +106,9 @@ class RecoveryPlan:
     redispatch_last: int | None = None
     queue_models: dict = field(default_factory=dict, repr=False)  # queue key -> its model after start()
     dledger: object = None  # recovery.dledger.DLedgerRecovery for a DLedger-mode store
+    combine: object = None  # recovery.combine.CombineSide: the RocksDB side of a CombineConsumeQueueStore
+    band_answers: list = field(default_factory=list)  # recovery.scan.band_answers when the release is ambiguous
+    accelerated_from: int | None = None  # enableAcceleratedRecovery: where the scan started checking records
     # the commit log's max offset once load() has run and once start() has run: T for a file commit log; for
     # DLedger committedPos (0 without a checkpoint), then the data end once the member leads again.
     # ``truncate_offset`` is where the recovery cuts the log (the data end when nothing is cut).
@@ -249,6 +260,13 @@ class RecoveryPlan:
             d["redispatch"] = [r.as_list() for r in self.redispatch]
         if self.dledger is not None:
             d["dledger"] = self.dledger.to_dict()  # type: ignore[attr-defined]
+        if self.combine is not None:
+            from .combine import combine_to_dict
+
+            d["combine"] = combine_to_dict(self)
+        if self.band_answers:
+            d["band_answers"] = self.band_answers
+        d["accelerated_from"] = self.accelerated_from
         return d
 
 
@@ -267,7 +285,10 @@ def load_consume_queues(store: Store, options: RecoveryOptions) -> Recovery:
         notes.append(f"mode forced to {options.force_mode} (abort file "
                      f"{'present' if store.abort_present else 'absent'})")
     cq_dir = store.layout.consumequeue_dir
-    rocksdb = os.path.isdir(cq_dir) and has_rocksdb_consume_queue(store)
+    rocksdb = has_rocksdb_consume_queue(store)  # consumequeue/, or 5.5's separate directory
+    combine = va.version.has_combine_store and rocksdb and combine_in_effect(store, options)
+    if combine:
+        rocksdb = False  # the file side is the plan's queues; the RocksDB side is rec.combine
     models: list = []
     if not rocksdb:
         for q in list_queues(cq_dir):
@@ -283,6 +304,11 @@ def load_consume_queues(store: Store, options: RecoveryOptions) -> Recovery:
     if rocksdb:
         load_rocksdb_queues(rec)
         rec.max_phy_cq = max([rec.max_phy_cq] + [m.max_phys for m in batch])
+    if combine:
+        rec.combine = load_combine_side(store)
+        rec.notes.extend(rec.combine.notes)
+        rec.combine.notes = []
+    rec.accelerated = accelerated_in_effect(va.version, rocksdb, options, rec.notes)
     rec.max_offsets_before = {m.rec.key: m.rec.max_offset_on_disk for m in rec.queues.models}
     return rec
 
@@ -377,6 +403,8 @@ def redispatch_during_scan(rec: Recovery, scan: Scan, base: int, b: RecordBatch,
     scan.last_dispatched_end = int(offs[-1] + sent["total_size"][-1])
     if rec.dispatches:
         b.dispatch_to_queues(wi, base, rec.queue)
+        if rec.combine is not None:
+            b.dispatch_to_queues(wi, base, rec.combine.queue, count=False)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -459,6 +487,8 @@ def reput_after_start(rec: Recovery, t: int, last_dispatched_end: int) -> tuple[
         k = len(sel) if err is None else err[0]
         if k:
             b.dispatch_to_queues(np.arange(k), ev.base, rec.queue, count=False)
+            if rec.combine is not None:
+                b.dispatch_to_queues(np.arange(k), ev.base, rec.combine.queue, count=False)
         if err is not None:
             rec.queue(b.topics[int(b.tid[k])], int(b.records["queue_id"][k]))
             break  # the dispatcher's check fails (-1): ReputMessageService stops
@@ -567,8 +597,13 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
     if not cl_cut.after:
         rec.notes.append("no commit-log file left: every consume queue would be destroyed")
     cq_truncated = truncate_dirty_logic_files(rec, t)
+    if rec.combine is not None:
+        truncate_combine_side(store, rec.combine, t)
     max_offsets = {m.rec.key: m.rec.max_offset for m in rec.queues.models}
     reput_from, after_start = reput_after_start(rec, t, scan.last_dispatched_end)
+    if rec.combine is not None:
+        verify_and_init_offsets(rec.combine, [m for m in rec.queues.models if isinstance(m, ConsumeQueueModel)])
+        rec.notes.extend(rec.combine.notes)
     dropped, kept = index_files_loaded(rec)
     ia = index_load(rec)
     reput_start = reput_from if reput_from is not None else (
@@ -587,11 +622,14 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
         messages_scanned=scan.messages, notes=rec.notes, consume_queue_max_offsets_after_start=after_start,
         reput_from_offset=reput_from, redispatch_count=scan.redispatch_count,
         redispatch_first=scan.redispatch_first, redispatch_last=scan.redispatch_last,
-        queue_models={m.rec.key: m for m in models},
+        queue_models={m.rec.key: m for m in models}, combine=rec.combine, accelerated_from=rec.accelerated_from,
         max_offset_after_load=t, max_offset_after_start=t,
         dispatched=dispatched_ranges(scan.redispatch_first, scan.redispatch_last, reput_start, t),
         index_end_phy_offset=ia.end_phy_offset, index_begin_timestamp=ia.begin_timestamp,
     )
+    plan.band_answers = band_answers(rec, idx, t, scan_run)
+    if rec.combine is not None and options.dispatch:
+        settle_after_start(store, plan)
     if options.with_salvage:
         messages_lost(store, plan, rec.options.jobs)
     plan.data_end_on_disk = data_end_on_disk(store, t, plan.messages_lost if options.with_salvage else None)

@@ -12,13 +12,26 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...store import Store
+from ...store.detect import SEPARATE_ROCKSDB_CQ_DIRS
 from ...store.errors import RmqInspectError
 from ...store.rocksdb_cq import RocksDBConsumeQueueStore, RocksQueueId, is_rocksdb_dir
 from .queues import QueueRecovery
 
 
+def rocksdb_cq_dir(store: Store) -> str:
+    """Where the store's RocksDB consume queue lives: a 5.5 separate directory when one holds a database, else
+    consumequeue/ (5.2.0-5.4: the database files beside, or instead of, the file queues)."""
+    import os
+
+    for name in SEPARATE_ROCKSDB_CQ_DIRS:
+        p = os.path.join(store.layout.root, name)
+        if is_rocksdb_dir(p):
+            return p
+    return store.layout.consumequeue_dir
+
+
 def has_rocksdb_consume_queue(store: Store) -> bool:
-    return is_rocksdb_dir(store.layout.consumequeue_dir)
+    return is_rocksdb_dir(rocksdb_cq_dir(store))
 
 
 @dataclass
@@ -35,7 +48,7 @@ def read_rocksdb_queues(store: Store) -> tuple[RocksDBQueues | None, str]:
     getMaxOffsetInQueue = cq offset + 1; a queue without one falls back to its last row) and the
     CHECKPOINT_TOPIC value. Returns (None, why) when the database cannot be read."""
     try:
-        with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+        with RocksDBConsumeQueueStore(rocksdb_cq_dir(store)) as db:
             table = db.offset_table
             out = {}
             for q in db.queue_ids():
@@ -69,6 +82,8 @@ class RocksDBQueueModel:
         # database's own rows (None: not cut)
         self.puts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self.rows_cut_from: int | None = None
+        # initializeWithOffset (the combine store's start()): min = max = this offset, rows below it not served
+        self.initialized_at: int | None = None
 
     def max_offset(self) -> int:
         return self.max_off
@@ -80,6 +95,13 @@ class RocksDBQueueModel:
             self.puts.append((np.array(cq_offset, dtype=np.int64), np.array(phys, dtype=np.int64),
                               np.array(size, dtype=np.int64), np.array(tags_code, dtype=np.int64)))
         return len(phys)
+
+    def initialize_with_offset(self, offset: int) -> None:
+        """RocksDBConsumeQueue.initializeWithOffset: max offset = ``offset``, the last entry's physical offset 0,
+        the min offset corrected lazily to the max."""
+        self.max_off = offset
+        self.max_phys = 0
+        self.initialized_at = offset
 
     def truncate_to(self, max_offset: int) -> None:
         self.rec.entries_cut = max(0, self.max_off - max_offset)
@@ -104,13 +126,20 @@ class RocksDBQueueModel:
         for q, p, z, t in self.puts:
             for e in zip(q.tolist(), p.tolist(), z.tolist(), t.tolist(), strict=True):
                 out[e[0]] = e
-        return [out[k] for k in sorted(out) if k < self.max_off]
+        low = self.initialized_at if self.initialized_at is not None else -1
+        return [out[k] for k in sorted(out) if low <= k < self.max_off]
+
+    def bounds(self, entries: list[tuple[int, int, int, int]]) -> tuple[int, int]:
+        """(minOffset, maxOffset) of the queue whose ``entries`` are given: min is the first entry's offset (an
+        initialised or empty queue: its max offset)."""
+        return (entries[0][0] if entries else self.max_off), self.max_off
 
 
-def rocksdb_queue_entries(store: Store, model: RocksDBQueueModel) -> list[tuple[int, int, int, int]]:
+def rocksdb_queue_entries(store: Store, model: RocksDBQueueModel,
+                          db_dir: str | None = None) -> list[tuple[int, int, int, int]]:
     """A RocksDB queue as the broker holds it after recovery (``RocksDBQueueModel.entries``), its rows read from
-    a private snapshot of the database."""
-    with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+    a private snapshot of the database (``db_dir``, default consumequeue/)."""
+    with RocksDBConsumeQueueStore(db_dir or rocksdb_cq_dir(store)) as db:
         return model.entries(db.queue(model.cq.topic, model.cq.queue_id).entries())
 
 
@@ -121,7 +150,7 @@ def truncate_rocksdb_queues(store: Store, models: list[RocksDBQueueModel], t: in
     if not hit:
         return None
     try:
-        with RocksDBConsumeQueueStore(store.layout.consumequeue_dir) as db:
+        with RocksDBConsumeQueueStore(rocksdb_cq_dir(store)) as db:
             for m in hit:
                 keep = 0
                 for base, arr in db.queue(m.cq.topic, m.cq.queue_id).raw_chunks():
@@ -146,4 +175,4 @@ def queue_entries_after_recovery(store: Store, plan, key: str) -> list[tuple[int
 
 
 __all__ = ["RocksDBQueueModel", "RocksDBQueues", "has_rocksdb_consume_queue", "queue_entries_after_recovery",
-           "read_rocksdb_queues", "rocksdb_queue_entries", "truncate_rocksdb_queues"]
+           "read_rocksdb_queues", "rocksdb_cq_dir", "rocksdb_queue_entries", "truncate_rocksdb_queues"]

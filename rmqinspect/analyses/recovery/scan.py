@@ -6,6 +6,7 @@ look-up there starts without importing numpy.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from ..parallel import map_files, resolve_jobs
 from .version import VersionAssumption
 
 if TYPE_CHECKING:
+    from .combine import CombineSide
     from .redispatch import Redispatch
     from .rocksdb import RocksDBQueues
 
@@ -55,6 +57,12 @@ class RecoveryOptions:
     # re-dispatched records reach the queue models (False: only T and the re-dispatch range are wanted, as by a
     # key look-up's fates; neither depends on the queue models)
     dispatch: bool = True
+    # rocksdbCQDoubleWriteEnable: None = from broker.conf, else from the layout (file CQ and RocksDB CQ together)
+    combine: bool | None = None
+    # enableAcceleratedRecovery (5.3.4+, effective with storeType=defaultRocksDB only): None = from broker.conf
+    accelerated: bool | None = None
+    # checkCommitLogOffsetOnRecover (5.5.0+, abnormal recovery only): None = from broker.conf
+    stale_offset_check: bool | None = None
 
 
 class QueueSet:
@@ -96,6 +104,17 @@ class Recovery:
     max_offsets_before: dict[str, int] = field(default_factory=dict)
     topics: dict[bytes, str] = field(default_factory=dict)  # topic bytes -> name, shared by every batch
     batch_topics: set[str] = field(default_factory=set)  # topics kept as BatchConsumeQueues
+    combine: CombineSide | None = None  # the RocksDB side of a CombineConsumeQueueStore
+    accelerated: bool = False  # enableAcceleratedRecovery in effect (storeType=defaultRocksDB)
+    accelerated_from: int | None = None  # where the accelerated scan started checking records
+
+    @property
+    def dispatch_from_phy_offset(self) -> int:
+        """ConsumeQueueStoreInterface#getDispatchFromPhyOffset: the queue store's max physical offset, the minimum
+        over both sides of a combine store."""
+        if self.combine is not None:
+            return min(self.max_phy_cq, self.combine.dispatch_from)
+        return self.max_phy_cq
 
     @property
     def bv(self) -> BrokerVersion:
@@ -148,7 +167,7 @@ def normal_start_file(rec: Recovery) -> tuple[int, str]:
     rule = rec.bv.normal_rule
     if rule == "third-last":
         return max(0, n - 3), f"normal recovery, third-last of {n} file(s)"
-    if rule == "cq-max" or (rule == "head" and rec.rocksdb):
+    if rule == "cq-max":
         idx = 0
         mp = rec.max_phy_cq
         if rec.rocksdb and rec.rocksdb_max_phys is None:
@@ -162,8 +181,8 @@ def normal_start_file(rec: Recovery) -> tuple[int, str]:
     for i in range(n - 1, 0, -1):
         ok, why = head_file_matches(rec, files[i])
         if ok:
-            return i, f"normal recovery (HEAD rule): {why}"
-    return 0, "normal recovery (HEAD rule): no later file qualifies, first file"
+            return i, f"normal recovery (5.3.4+ rule): {files[i].name}: {why}"
+    return 0, "normal recovery (5.3.4+ rule): no later file qualifies, first file"
 
 
 def abnormal_start_file(rec: Recovery) -> tuple[int, str]:
@@ -232,24 +251,44 @@ def abnormal_file_matches(rec: Recovery, f) -> tuple[bool, str]:
 
 
 def head_file_matches(rec: Recovery, f) -> tuple[bool, str]:
-    """The development branch's rule (normal and abnormal): the file's first record must pass the full check,
-    then (normal) start at or below maxPhyOffsetOfConsumeQueue / (abnormal) be no newer than the checkpoint."""
+    """CommitLog#isMappedFileMatchedRecover from 5.3.4 (PR #9256), normal and abnormal: the file's first record
+    must pass the full checkMessageAndReturnSize (CRC with checkCRCOnRecover), have a STORETIMESTAMP, with
+    messageIndexSafe be no newer than the checkpoint's indexMsgTimestamp (both modes), then satisfy the queue
+    store: file CQ normal ``phyOffset <= dispatchFromPhyOffset``, abnormal ``storeTimestamp <= checkpoint
+    minTimestamp``; RocksDB CQ ``phyOffset <= dispatchFromPhyOffset`` in both; a combine store both sides
+    (``combine.other_store_matches``)."""
     first = next(walk_file(f, 0, f.size, check_crc=rec.options.check_crc, accept_v2=rec.bv.accepts_v2, batch=1),
                  None)
     if type(first) is not RecordRun:
-        return False, f"first record does not validate ({first.kind if first is not None else None})"
+        kind = first.kind if first is not None else None
+        why = getattr(first, "reason", "") or kind
+        return False, f"first record fails checkMessageAndReturnSize ({why})"
     row = first.row_tuples()[0]
     ts = row[_STORE_TIMESTAMP]
     if ts == 0:
         return False, "first record STORETIMESTAMP is 0"
     cp = rec.store.checkpoint
     if rec.options.index_safe and cp is not None and ts > cp.index_msg_timestamp:
-        return False, "first record newer than checkpoint indexMsgTimestamp"
+        return False, f"first STORETIMESTAMP {ts} > checkpoint indexMsgTimestamp {cp.index_msg_timestamp} " \
+                      "(messageIndexSafe)"
+    phys = row[_PHYSICAL_OFFSET_FIELD]
+    if rec.rocksdb:
+        mp = rec.rocksdb_max_phys
+        if mp is None:
+            return True, "RocksDB consume queue: dispatchFromPhyOffset unknown, file taken"
+        return phys <= mp, f"first PHYSICALOFFSET {phys} vs RocksDB dispatchFromPhyOffset {mp}"
     if rec.normal:
-        phys = row[_PHYSICAL_OFFSET_FIELD]
-        return phys <= rec.max_phy_cq, f"first PHYSICALOFFSET {phys} vs maxPhyOffsetOfConsumeQueue {rec.max_phy_cq}"
-    limit = cp.min_timestamp if cp is not None else 0
-    return ts <= limit, f"first STORETIMESTAMP {ts} vs checkpoint minTimestamp {limit}"
+        test = (phys <= rec.max_phy_cq,
+                f"first PHYSICALOFFSET {phys} vs maxPhyOffsetOfConsumeQueue {rec.max_phy_cq}")
+    else:
+        limit = cp.min_timestamp if cp is not None else 0
+        test = (ts <= limit, f"first STORETIMESTAMP {ts} {'<=' if ts <= limit else '>'} checkpoint minTimestamp "
+                             f"{limit}")
+    if rec.combine is not None:
+        from .combine import other_store_matches
+
+        return other_store_matches(rec.combine, phys, test, f.name)
+    return test
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -289,23 +328,35 @@ def scan_records(rec: Recovery, idx: int, on_run: OnRun) -> Scan:
     files = rec.files
     n = len(files)
     start_file = files[idx] if files else None
-    scan = Scan(start_file.start if start_file else 0)
+    skip_to = accelerated_start(rec, start_file) if start_file is not None else 0
+    scan = Scan(start_file.start + skip_to if start_file else 0)
     bv = rec.bv
     dispatch_all = not rec.normal
-    dispatch_from = rec.max_phy_cq if (rec.normal and bv.is_5x) else None
+    dispatch_from = rec.dispatch_from_phy_offset if (rec.normal and bv.is_5x) else None
     if rec.rocksdb and rec.rocksdb_max_phys is None:
         dispatch_from = None
     delay_table = rec.options.delay_table if bv.delay_levels_at_recovery else DelayTable({})
     i = idx
-    walks = file_walks(files, idx, rec.options.check_crc, bv.accepts_v2, rec.options.jobs)
+    stale_check = stale_offset_check_in_effect(rec)
+    walks = file_walks(files, idx, rec.options.check_crc, bv.accepts_v2, rec.options.jobs, skip_to)
     while start_file is not None:
         f = files[i]
         moved = False
         for ev in next(walks):
             if type(ev) is RecordRun:
-                if on_run(rec, scan, ev, dispatch_all, dispatch_from, delay_table):
+                k = first_stale_record(ev) if stale_check else None
+                if k is None:
+                    if on_run(rec, scan, ev, dispatch_all, dispatch_from, delay_table):
+                        break
+                    continue
+                if k and on_run(rec, scan, ev[slice(0, k)], dispatch_all, dispatch_from, delay_table):
                     break
-                continue
+                p = ev.column("position")[k]
+                stored = ev.column("physical_offset_field")[k]
+                scan.stop("stale", f"stored PHYSICALOFFSET {stored} lies outside {f.name} "
+                                   "(checkCommitLogOffsetOnRecover)", f.name, p)
+                scan.truncate_offset = f.start + p
+                break
             kind, p = ev.kind, ev.position
             if kind == BLANK:
                 if i + 1 < n:
@@ -334,6 +385,106 @@ def scan_records(rec: Recovery, idx: int, on_run: OnRun) -> Scan:
     if scan.saw_crc32_property and not bv.writes_crc32_property:
         rec.notes.append("__CRC32# properties found: the store was written by 5.2.0+")
     return scan
+
+
+def stale_offset_check_in_effect(rec: Recovery) -> bool:
+    """checkCommitLogOffsetOnRecover (5.5.0+, default false; modelled from PR #10018/#10039, not checked against
+    a broker): in abnormal recovery a record whose stored physical offset lies outside its file ends the scan."""
+    on = rec.options.stale_offset_check
+    if on is None:
+        from ...store.broker_conf import configured
+
+        s = configured("checkCommitLogOffsetOnRecover")
+        on = bool(s.value) if s is not None else False
+    return bool(on) and rec.bv.has_stale_offset_check and not rec.normal
+
+
+def first_stale_record(run: RecordRun) -> int | None:
+    """Index of the run's first record whose stored PHYSICALOFFSET lies outside
+    [fileFromOffset, fileFromOffset + fileSize] (BLANK records are never in a run: exempt, as in PR #10039)."""
+    lo = run.file.start
+    hi = lo + run.file.size
+    for k, stored in enumerate(run.column("physical_offset_field")):
+        if not lo <= stored <= hi:
+            return k
+    return None
+
+
+def accelerated_start(rec: Recovery, f) -> int:
+    """enableAcceleratedRecovery (5.3.4+, with storeType=defaultRocksDB): the scan seeks inside the start file to
+    the dispatch-from offset (normal) or maxPhyOffsetOfConsumeQueue (abnormal); the records before it are not
+    checked at all (no CRC). Returns the position in ``f`` the scan starts at (0: from the file's start)."""
+    if not rec.accelerated:
+        return 0
+    target = rec.dispatch_from_phy_offset if rec.normal else rec.max_phy_cq
+    pos = target - f.start
+    if pos <= 0 or pos >= f.size:
+        rec.notes.append(f"accelerated recovery: offset {target} is not inside {f.name}, the scan starts at the "
+                         "file's start (the broker's fallback)")
+        return 0
+    rec.accelerated_from = target
+    rec.notes.append(f"accelerated recovery (enableAcceleratedRecovery, storeType=defaultRocksDB): the scan starts "
+                     f"at {target} inside {f.name}; the {pos} bytes before it are not checked (no CRC), so a "
+                     "damaged record there survives the restart")
+    return pos
+
+
+def alternative_truncation(other: Recovery, j: int, idx: int, t: int, on_run: OnRun) -> int:
+    """T of a scan from file ``j``, knowing the one from ``idx`` ended at ``t`` (the scan rules agree across the
+    bands): a later start that the known scan passed gives the same T; an earlier one needs only its files before
+    ``idx`` checked (the broker's walk then goes on exactly as the known one did), so the extra cost is those
+    files, never the whole scan again (a delay level that fails to parse in those files is not looked for)."""
+    files = other.files
+    if j == idx or (j > idx and t >= files[j].start):
+        return t
+    if j > idx:
+        return scan_records(other, j, on_run).truncate_offset
+    for f in files[j:idx]:
+        for ev in walk_file(f, 0, f.size, check_crc=other.options.check_crc, accept_v2=other.bv.accepts_v2,
+                            batch=RUN_BATCH):
+            if type(ev) is RecordRun:
+                continue
+            if ev.kind != BLANK:
+                return f.start + ev.position  # the earlier start stops before the known scan's first file
+            break
+    return t
+
+
+def band_answers(rec: Recovery, idx: int, t: int, on_run: OnRun) -> list[dict]:
+    """Where the files cannot tell the release (``VersionAssumption.alternatives``): the start file and truncation
+    point under each other band's rules, beside the assumed one's (``idx``, ``t``). Empty when the release was
+    given or proven. The scan rules agree across these bands, so another scan runs only when the start differs."""
+    if not rec.version.alternatives:
+        return []
+    files = rec.files
+    out = [{"version": rec.bv.text, "band": rec.bv.recovery_band, "assumed": True,
+            "start_file": files[idx].name if files else None, "truncate_offset": t}]
+    for alt in rec.version.alternatives:
+        va = dataclasses.replace(rec.version, version=alt, alternatives=[])
+        opts = dataclasses.replace(rec.options, dispatch=False, keep_redispatch=False, jobs=1)
+        combine = dataclasses.replace(rec.combine, extra_left=rec.combine.settings.max_extra_files, notes=[]) \
+            if rec.combine is not None else None
+        other = dataclasses.replace(rec, version=va, options=opts, notes=[], combine=combine)
+        j, why = choose_start_file(other)
+        t2 = alternative_truncation(other, j, idx, t, on_run)
+        out.append({"version": alt.text, "band": alt.recovery_band, "assumed": False,
+                    "start_file": files[j].name if files else None, "start_reason": why, "truncate_offset": t2})
+    # what a restart keeps is decided by the truncation point; the start file changes only what is scanned
+    differ = any(a["truncate_offset"] != out[0]["truncate_offset"] for a in out[1:])
+    from .version import SETTLED_BY
+
+    out.sort(key=lambda a: BrokerVersion.parse(a["version"]).parts)
+    starts = ", ".join(f"{a['band']} {a['start_file']}" for a in out)
+    if differ:
+        rec.notes.append("the release bands give different answers here: " + "; ".join(
+            f"{a['band']}: start {a['start_file']}, truncate at {a['truncate_offset']}" for a in out) +
+            f"; settled by {SETTLED_BY}")
+    else:
+        rec.notes.append("the files cannot tell the release bands " + ", ".join(a["band"] for a in out) +
+                         f" apart, but all truncate at {t} here (start files: {starts}); {SETTLED_BY} settles it")
+    for a in out:
+        a["differs"] = differ
+    return out
 
 
 class FileStop:
@@ -448,13 +599,18 @@ def record_chunks(f, start: int, *, accept_v2: bool = True, step: int | None = N
     return chunks(f, start, accept_v2=accept_v2, step=step)
 
 
-def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: int | None):
+def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: int | None, first_position: int = 0):
     """The walk of each file from ``files[idx]`` on, in order, one iterator of events per file: ``walk_file``
     in this process, or with ``jobs`` > 1 (``parallel.resolve_jobs``) the files checked by worker processes
     ahead of the scan (``scan_file``), split inside each file at valid records about every
     ``parallel.chunk_bytes()`` (``salvage.record_chunks``), their runs handed over as ``RecordRun``s of this
     process' maps. The scan takes the next file only after a blank record, so files past its stop are checked
-    in vain but never looked at."""
+    in vain but never looked at. ``first_position``: where the first file's walk starts (accelerated recovery;
+    then the first file is walked in this process)."""
+    if first_position:
+        yield walk_file(files[idx], first_position, files[idx].size, check_crc=check_crc, accept_v2=accept_v2,
+                        batch=RUN_BATCH)
+        idx += 1
     if resolve_jobs(jobs) > 1:
         args = []
         for f in files[idx:]:
@@ -476,6 +632,8 @@ OnRun = Callable[["Recovery", "Scan", RecordRun, bool, "int | None", DelayTable]
 
 
 __all__ = ["FileStop", "OnRun", "QueueSet", "RUN_BATCH", "Recovery", "RecoveryOptions", "Scan", "WALKED_PAST",
-           "WALK_ENDED", "abnormal_file_matches", "abnormal_start_file", "choose_start_file", "file_walks",
-           "first_record_store_timestamp", "head_file_matches", "normal_start_file", "record_chunks", "scan_file",
-           "scan_records"]
+           "WALK_ENDED", "abnormal_file_matches", "abnormal_start_file", "accelerated_start", "alternative_truncation",
+           "band_answers",
+           "choose_start_file", "file_walks", "first_record_store_timestamp", "first_stale_record",
+           "head_file_matches", "normal_start_file", "record_chunks", "scan_file", "scan_records",
+           "stale_offset_check_in_effect"]

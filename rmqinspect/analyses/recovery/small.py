@@ -24,6 +24,7 @@ from ...formats.properties import has_crc32_trailer, parse_properties
 from ...store import Store
 from ...store.commitlog import ILLEGAL, RECORD_FIELDS, RecordRun
 from ...store.consumequeue import ConsumeQueue, list_queues
+from ...store.detect import SEPARATE_ROCKSDB_CQ_DIRS
 from ...store.layout import is_rocksdb_dir
 from ...store.version import BrokerVersion
 from ..dispatch import DelayLevelError, DelayTable, dispatch_tags_code
@@ -135,10 +136,10 @@ def queue_max_physic_offset(cq: ConsumeQueue, version: BrokerVersion, budget: in
     return max_phys, read
 
 
-def small_queue_max_phys(store: Store) -> int | None:
+def small_queue_max_phys(store: Store, version: BrokerVersion | None = None) -> int | None:
     """max over the file queues of ConsumeQueue.recover's maxPhysicOffset (-1 without a queue), where start()'s
     ReputMessageService begins after a normal recovery; None past SMALL_QUEUE_ENTRIES (the plan answers)."""
-    bv = assume_version(store, None).version
+    bv = assume_version(store, version).version
     queues = [ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(store.layout.consumequeue_dir)]
     budget = SMALL_QUEUE_ENTRIES
     max_phy = -1
@@ -155,17 +156,29 @@ def small_queue_max_phys(store: Store) -> int | None:
     return max_phy
 
 
-def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool = False) -> Scan | None:
+def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool = False,
+                        version: BrokerVersion | None = None) -> Scan | None:
     """The recovery scan of ``plan.plan_recovery`` (version detected, broker defaults otherwise) for a store of at
     most SMALL_STORE_BYTES; None when the store is larger or of a kind only the plan models."""
     layout = store.layout
     cq_dir = layout.consumequeue_dir
-    if (layout.dledger is not None or is_rocksdb_dir(cq_dir)
+    if (layout.dledger is not None
             or os.path.isdir(os.path.join(layout.root, "batchconsumequeue"))
             or sum(f.size for f in store.commitlog.files) > SMALL_STORE_BYTES):
         return None
-    va = assume_version(store, None)
+    va = assume_version(store, version)
     bv = va.version
+    options = RecoveryOptions(check_crc=check_crc, index_safe=index_safe, with_salvage=False, keep_redispatch=False,
+                              model_start=False, dispatch=False, version=version)
+    combine = None
+    if is_rocksdb_dir(cq_dir) or any(is_rocksdb_dir(os.path.join(layout.root, n)) for n in SEPARATE_ROCKSDB_CQ_DIRS):
+        # a pure RocksDB consume queue is the plan's; a combine store (5.3.4+) needs only its RocksDB side's
+        # dispatch-from offset beside the file queues read here
+        from .combine import combine_in_effect, load_combine_side
+
+        if not (bv.has_combine_store and list_queues(cq_dir) and combine_in_effect(store, options)):
+            return None
+        combine = load_combine_side(store)
     normal = not store.abort_present
     max_phy = -1
     if normal and bv.is_5x:  # the 5.x start-file rule and dispatch-from offset read maxPhyOffsetOfConsumeQueue
@@ -181,9 +194,7 @@ def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool =
         finally:
             for cq in queues:
                 cq.close()
-    options = RecoveryOptions(check_crc=check_crc, index_safe=index_safe, with_salvage=False, keep_redispatch=False,
-                              model_start=False, dispatch=False)
-    rec = Recovery(store, options, va, normal, False, QueueSet(), max_phy_cq=max_phy)
+    rec = Recovery(store, options, va, normal, False, QueueSet(), max_phy_cq=max_phy, combine=combine)
     idx, _ = choose_start_file(rec)
     left = SMALL_SCAN_RECORDS
 
