@@ -67,6 +67,11 @@ KNOWN_KEYS: dict[str, type] = {
     "duplicationEnable": bool,
     "enableLmq": bool,
     "enableMultiDispatch": bool,
+    # HA (issue: replicas): the role and mode a copy ran with
+    "brokerId": int,
+    "enableControllerMode": bool,
+    "allAckInSyncStateSet": bool,
+    "readUnCommitted": bool,
 }
 JAVA_INT_KEYS = {"maxHashSlotNum", "maxIndexNum", "mappedFileSizeConsumeQueue", "mapperFileSizeBatchConsumeQueue",
                  "mappedFileSizeTimerLog", "maxMsgsNumBatch", "fileReservedTime", "diskMaxUsedSpaceRatio",
