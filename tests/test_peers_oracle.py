@@ -8,7 +8,6 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from support import load_replica_expected, require_replicas, tree_hashes
 
 from rmqinspect.analyses.peers import TruncationKind, Verdict, compare_replicas, open_replica
 from rmqinspect.analyses.recovery.controller import served_queue_entries
@@ -16,6 +15,7 @@ from rmqinspect.analyses.recovery.plan import RecoveryOptions, plan_recovery
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
 from rmqinspect.store.epoch import read_epoch_checkpoint
+from support import load_replica_expected, require_replicas, tree_hashes
 
 CLASSIC = "rocketmq-develop-8fc57f1/ha-classic-lag"
 FAILOVER = "rocketmq-develop-8fc57f1/ha-autoswitch-failover"
