@@ -34,9 +34,8 @@ from .recovery.controller import (
     LoadFailure,
     compensate_for_ha,
     effective_confirm_offset,
-    served_queue_entries,
 )
-from .recovery.plan import RecoveryOptions, plan_recovery
+from .recovery.plan import RecoveryOptions, RecoveryPlan, plan_recovery
 from .salvage import Good, validate_at, walk_with_resync
 
 COMPARE_CHUNK = 1 << 20
@@ -305,14 +304,22 @@ def _config_offsets(store: Store) -> list[dict] | None:
     return read_broker_config(cdir).consumer_offsets
 
 
-def open_replica(store: Store, label: str, conf: BrokerConf | None = None, *, with_stale: bool = True) -> Replica:
+def open_replica(store: Store, label: str, conf: BrokerConf | None = None, *, with_stale: bool = True,
+                 plan: RecoveryPlan | None = None, count_messages: bool = True) -> Replica:
     """One replica as the broker would load it: its recovered end, confirm offset, epochs, queues as served,
-    whether it loads at all, and the CRC-valid records past its end that it never serves."""
+    whether it loads at all, and the CRC-valid records past its end that it never serves. ``plan``: the store's
+    RecoveryPlan when the caller has one (``recover --dry-run``); ``count_messages=False`` skips the walk that
+    counts the messages up to the end (``messages`` is then -1)."""
     epochs = read_epoch_checkpoint(store.root)
     cp = store.checkpoint
     ident = ha_identity(store.root, dledger=store.layout.dledger is not None, epoch_file=epochs,
                         confirm_phy_offset=cp.confirm_phy_offset if cp else None, conf=conf)
-    plan = plan_recovery(store, RecoveryOptions(with_salvage=False, keep_redispatch=False))
+    if plan is None:
+        known = None
+        if conf is not None and conf.get("enableControllerMode") is not None:
+            known = (cp.confirm_phy_offset or 0) if conf.get("enableControllerMode") and cp else -1
+        plan = plan_recovery(store, RecoveryOptions(with_salvage=False, keep_redispatch=False,
+                                                    confirm_offset=known))
     end = plan.truncate_offset
     cl = store.commitlog
     lo = cl.min_offset
@@ -338,7 +345,7 @@ def open_replica(store: Store, label: str, conf: BrokerConf | None = None, *, wi
             except OffsetOutOfStoreError:
                 problems.append(f"{epochs.path}: epoch {e.epoch} starts at {e.start_offset}, where no commit-log "
                                 "file is")
-    messages, _ = _count_records(store, lo, end)
+    messages = _count_records(store, lo, end)[0] if count_messages else -1
     unconfirmed = None
     if controller and confirm < end:
         unconfirmed = Window(label, confirm, end)
@@ -355,7 +362,7 @@ def open_replica(store: Store, label: str, conf: BrokerConf | None = None, *, wi
         ents = plan.consume_queue_entries(key)
         if ents is None:
             continue
-        served = served_queue_entries(ents, confirm if controller else None)
+        served = ents  # the plan cut them at the confirm offset (RecoveryOptions.confirm_offset)
         if served:
             queues[key] = (served[0][0], served[-1][0] + 1)
         elif ents:

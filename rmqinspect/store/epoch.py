@@ -172,7 +172,7 @@ def ha_identity(root: str, *, dledger: bool, epoch_file: EpochFile, confirm_phy_
         if mode == "controller":
             role_ev += " (in controller mode the controller assigns the role at run time; this is the start value)"
     else:
-        role_ev = "not recorded in the store: brokerRole in broker.conf (--conf) says it"
+        role_ev = "not recorded in the store: brokerRole in broker.conf settles it (--broker-config; peers --conf)"
     id_ev = f"brokerId in {conf.where('brokerId')}" if broker_id is not None else ""  # type: ignore[union-attr]
     name = cluster = None
     if ident is not None:
@@ -180,7 +180,7 @@ def ha_identity(root: str, *, dledger: bool, epoch_file: EpochFile, confirm_phy_
         if broker_id is None:
             broker_id, id_ev = ident_id, f"{BROKER_IDENTITY} ({cluster}#{name}#{ident_id})"
     if broker_id is None:
-        id_ev = "not recorded in the store: brokerId in broker.conf says it"
+        id_ev = "not recorded in the store: brokerId in broker.conf settles it"
     if role is None and broker_id is not None and mode == "classic":
         role = "SLAVE" if broker_id > 0 else None
         if role:

@@ -3,9 +3,11 @@
 
 - ``effective_confirm_offset``: the checkpoint's ``confirmPhyOffset`` after the recovery's clamp (``CommitLog``
   recoverNormally/Abnormally: raised to the min offset, lowered to the recovered end).
-- ``served_queue_entries``: the ReputMessageService dispatches only up to the confirm offset
-  (``DefaultMessageStore`` doReput, unless ``readUnCommitted``), so a queue as the broker serves it holds only the
-  entries whose record ends at or before it; the unconfirmed tail is on disk in no queue.
+- ``detect_confirm_offset`` gives the RecoveryPlan (``RecoveryOptions.confirm_offset``) the offset the broker
+  dispatches up to: ``recoverAbnormally`` re-dispatches only records ending at or before it and start()'s
+  ReputMessageService stops there (``getReputEndOffset``, unless ``readUnCommitted``), so the unconfirmed tail is on
+  disk in no queue. ``recoverNormally`` has no such check: after a clean shutdown it re-dispatches the records past
+  the queues' max physical offset, the unconfirmed tail included.
 - ``compensate_for_ha``: ``ConsumeQueueStore.recoverOffsetTable`` -> ``compensateForHA`` walks the records from the
   confirm offset to the end to advance the queue-offset table; it accepts only the V1 magic code (and blanks) and
   throws ``RuntimeException("Unknown magicCode")`` on anything else: ``load()`` returns false, the broker does not
@@ -14,28 +16,50 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ...formats.constants import MESSAGE_MAGIC_CODE_V1
 from ...store import Store
 from ...store.commitlog import BLANK, MESSAGE, Gap, topic_and_properties
+from ...store.epoch import EPOCH_FILE
 
 RULE_COMPENSATE = ("ConsumeQueueStore.compensateForHA (recoverOffsetTable, at load) walks the records after the "
                    "confirm offset and accepts only MESSAGE_MAGIC_CODE (V1) and blanks: any other magic code throws "
                    "RuntimeException(\"Unknown magicCode\"), load() returns false and the broker does not start")
 
 
+def detect_confirm_offset(store: Store) -> int:
+    """The confirm offset the broker dispatches up to, for ``RecoveryOptions.confirm_offset``: the checkpoint's
+    confirmPhyOffset when the store is in controller mode (an ``epochFileCheckpoint`` or ``.bak`` in the root, or
+    ``enableControllerMode=true`` in the broker.conf in effect) or ``duplicationEnable=true``; -1 (no cut) otherwise,
+    and with ``readUnCommitted=true`` (the reput then runs to the max offset).
+
+    What the broker does once it runs: a fenced broker (BrokerController fences a controller-mode broker before
+    load) and a slave serve the checkpoint's value; a master the controller unfences with a one-member sync state
+    set (or allAckInSyncStateSet=false) returns the max offset from getConfirmOffset, and the tail is dispatched
+    then. The plan models the restart, i.e. the fenced broker."""
+    from ...store.broker_conf import configured
+
+    def conf(key: str):
+        s = configured(key)
+        return None if s is None else s.value
+
+    if conf("readUnCommitted"):
+        return -1
+    enabled = conf("enableControllerMode")
+    if enabled is None:
+        enabled = any(os.path.isfile(os.path.join(store.root, n)) for n in (EPOCH_FILE, EPOCH_FILE + ".bak"))
+    if not (enabled or conf("duplicationEnable")):
+        return -1
+    cp = store.checkpoint
+    return cp.confirm_phy_offset or 0 if cp is not None and cp.confirm_phy_offset is not None else 0
+
+
 def effective_confirm_offset(confirm: int | None, min_offset: int, recovered_end: int) -> int | None:
     if confirm is None:
         return None
     return min(max(confirm, min_offset), recovered_end)
-
-
-def served_queue_entries(entries: list[tuple[int, int, int, int]], confirm: int | None) -> list:
-    """The entries a controller-mode broker dispatches: those whose record ends at or before ``confirm``."""
-    if confirm is None:
-        return entries
-    return [e for e in entries if e[1] + e[2] <= confirm]
 
 
 @dataclass

@@ -21,7 +21,7 @@ what to dispatch) is decided here.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -237,6 +237,9 @@ def scan_run(rec: Recovery, scan: Scan, run: RecordRun, dispatch_all: bool, disp
         want = recs["position"] + base > dispatch_from  # CommitLog.recoverNormally: commitLogOffset > max
     else:
         want = np.zeros(len(recs), dtype=bool)
+    if dispatch_all and rec.options.confirm_offset is not None and rec.options.confirm_offset >= 0:
+        # controller/duplication mode, recoverAbnormally only (recoverNormally dispatches past it)
+        want &= recs["position"] + recs["total_size"] + base <= rec.options.confirm_offset
     slow = want | records_with_topic(np.frombuffer(run.file.buffer, dtype=np.uint8), recs, SCHEDULE_TOPIC_BYTES)
     stop_at = None
     sl = np.flatnonzero(slow)
@@ -439,6 +442,10 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
     """Reproduce DefaultMessageStore.load's recovery (and start()'s first dispatch) on ``store`` without
     writing anything."""
     options = options or RecoveryOptions()
+    if options.confirm_offset is None and store.layout.dledger is None:
+        from .controller import detect_confirm_offset
+
+        options = replace(options, confirm_offset=detect_confirm_offset(store))
     if store.layout.dledger is not None:  # DLedger mode: DLedger's own recovery first (recovery.dledger)
         from .dledger import plan_dledger_recovery
 
@@ -454,7 +461,8 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
         rec.notes.append("no commit-log file left: every consume queue would be destroyed")
     cq_truncated = truncate_dirty_logic_files(rec, t)
     max_offsets = {m.rec.key: m.rec.max_offset for m in rec.queues.models}
-    reput_from, after_start = reput_after_start(rec, t, scan.last_dispatched_end)
+    reput_end = t if options.confirm_offset is None or options.confirm_offset < 0 else min(t, options.confirm_offset)
+    reput_from, after_start = reput_after_start(rec, reput_end, scan.last_dispatched_end)
     dropped, kept = index_files_loaded(rec)
     models = rec.queues.models
     plan = RecoveryPlan(

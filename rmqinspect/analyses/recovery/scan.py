@@ -55,6 +55,10 @@ class RecoveryOptions:
     # re-dispatched records reach the queue models (False: only T and the re-dispatch range are wanted, as by a
     # key look-up's fates; neither depends on the queue models)
     dispatch: bool = True
+    # controller mode (AutoSwitch HA): the recovery and start()'s reput dispatch only records ending at or before
+    # the confirm offset (recovery.controller). None: detected from the store (epochFileCheckpoint) and the
+    # broker.conf in effect (enableControllerMode, duplicationEnable, readUnCommitted); -1: classic, never cut
+    confirm_offset: int | None = None
 
 
 class QueueSet:
