@@ -194,13 +194,13 @@ def test_peers_cli_json_and_exit_code_and_no_writes():
     args = [str(root / w / "store") for w in REPLICAS[FAILOVER]]
     res = CliRunner().invoke(cli, ["peers", *args, "--format", "json"])
     assert res.exit_code == 1, res.output  # the old master's copy would not load
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)
     assert [r["will_start"] for r in doc["replicas"]] == [True, True, False]
     assert [t["point"] for t in doc["truncations"]] == [None, 950996, 884448]
     res = CliRunner().invoke(cli, ["peers", *args[:2]])
     assert res.exit_code == 0, res.output
     assert "identical" in res.output
     res = CliRunner().invoke(cli, ["peers", *args, "--format", "ndjson"])
-    kinds = [json.loads(line)["kind"] for line in res.output.splitlines()]
+    kinds = [json.loads(line)["kind"] for line in res.stdout.splitlines()]
     assert kinds.count("replica") == 3 and kinds.count("only_on") == 2 * (31 + 100)  # master|slave vs the old master
     assert tree_hashes(root) == before

@@ -236,7 +236,7 @@ def test_broker_conf_role_keys_and_the_cli(failover, tmp_path):
     assert read_broker_conf(ca).get("brokerId") == 1
     res = CliRunner().invoke(cli, ["peers", a, b, "--conf", ca, "--conf", cb, "--format", "json"])
     assert res.exit_code == 0, res.output
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)
     assert [(r["ha"]["role"], r["ha"]["broker_id"]) for r in doc["replicas"]] == [("SYNC_MASTER", 1), ("SLAVE", 2)]
     assert "a.conf" in doc["replicas"][0]["ha"]["role_evidence"]
     res = CliRunner().invoke(cli, ["peers", a, b, "--conf", ca])

@@ -109,3 +109,67 @@ def compensate_for_ha(store: Store, confirm: int, end: int) -> tuple[int, LoadFa
                                          topic, hdr.queue_id, hdr.queue_offset, sentence)
         accepted += 1
     return accepted, None
+
+
+@dataclass
+class Finding:
+    """A controller-mode fact ``verify`` reports: ``problem`` False is a note (the unconfirmed tail is normal)."""
+
+    kind: str  # epoch_file | epoch_past_data | epoch_not_record | confirm_past_data | will_not_load | unconfirmed
+    start: int
+    end: int
+    file: str
+    position: int | None
+    reason: str
+    problem: bool = True
+
+
+def controller_findings(store: Store, data_end: int) -> list[Finding]:
+    """The epoch file (as the broker reads it), the confirm offset against the data and the load check, for a
+    store in controller mode (``detect_confirm_offset`` >= 0); empty otherwise."""
+    from ...formats.epoch import derive_end_offsets
+    from ...store.epoch import read_epoch_checkpoint
+    from ...store.errors import OffsetOutOfStoreError
+    from ..salvage import validate_at
+
+    confirm = detect_confirm_offset(store)
+    if confirm < 0:
+        return []
+    out: list[Finding] = []
+    ef = read_epoch_checkpoint(store.root)
+    name = os.path.basename(ef.path)
+    for p in ef.problems:
+        out.append(Finding("epoch_file", 0, 0, name, None, p.split(": ", 1)[-1]))
+    entries = list(ef.entries)
+    derive_end_offsets(entries, data_end)
+    cl = store.commitlog
+    for e in entries:
+        if e.start_offset > data_end:
+            out.append(Finding("epoch_past_data", e.start_offset, e.start_offset, name, None,
+                               f"epoch {e.epoch} starts at {e.start_offset}, past the end of the data ({data_end})"))
+        elif cl.min_offset < e.start_offset < data_end:
+            try:
+                f, pos = cl.locate(e.start_offset)
+                ok = validate_at(f, pos, True, True) is not None
+            except OffsetOutOfStoreError:
+                ok = False
+            if not ok:
+                out.append(Finding("epoch_not_record", e.start_offset, e.start_offset, name, None,
+                                   f"epoch {e.epoch} starts at {e.start_offset}, not at a valid record: a slave "
+                                   "truncating there is refused (isOffsetAligned)"))
+    if confirm > data_end:
+        out.append(Finding("confirm_past_data", data_end, confirm, "checkpoint", 32,
+                           f"confirmPhyOffset {confirm} is past the end of the data ({data_end}): acknowledged "
+                           "data is missing; recovery lowers it to the recovered end"))
+    eff = effective_confirm_offset(confirm, cl.min_offset, data_end)
+    assert eff is not None
+    _, fail = compensate_for_ha(store, eff, data_end)
+    if fail is not None:
+        f, pos = cl.locate(fail.physical_offset)
+        out.append(Finding("will_not_load", fail.physical_offset, fail.physical_offset + fail.store_size,
+                           os.path.join("commitlog", f.name), pos, fail.sentence))
+    if eff < data_end:
+        out.append(Finding("unconfirmed", eff, data_end, "checkpoint", 32,
+                           f"[{eff}, {data_end}) is past confirmPhyOffset: on disk, in no consume queue until "
+                           "the controller makes this broker a master that needs no acks", problem=False))
+    return out
