@@ -107,3 +107,20 @@ def test_verify_names_hostile_epoch_files_and_a_confirm_offset_past_the_data(tmp
     # the same store without an epoch file and without broker.conf: classic, none of this applies
     set_confirm_offset(b, end)
     assert detect_confirm_offset(Store.open(b)) == -1
+
+
+def test_cq_join_and_fate_call_the_unconfirmed_tail_unconfirmed_not_missing():
+    root = require_replicas(FAILOVER)
+    store = str(root / "old-master-before" / "store")
+    lost = load_replica_expected(FAILOVER)["comparison"]["oldMasterBeforeVsMaster"]["lossWindow"]["list"]
+    n = sum(1 for m in lost if (m["topic"], m["queueId"]) == ("LogTopic", 0))
+    res = CliRunner().invoke(cli, ["cq", store, "--topic", "LogTopic", "--queue", "0", "--join"])
+    assert res.exit_code == 0, res.output  # before: cq_behind, exit 1
+    assert f"LogTopic/0: {n} more record(s) of this queue lie past confirmPhyOffset 884448" in res.stderr
+    first = lost[0]
+    res = CliRunner().invoke(cli, ["fate", store, "--offset", str(first["physicalOffset"]), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    (doc,) = json.loads(res.stdout)
+    assert doc["consume_queue_entry"] is None and doc["uniq_key"] == first["uniqKey"]
+    assert doc["after_restart"].startswith("survives in the commit log, unconfirmed (controller mode: past "
+                                           "confirmPhyOffset 884448)")

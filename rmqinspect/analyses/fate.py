@@ -122,8 +122,18 @@ def message_fate(store: Store, offset: int, *, plan=None, offsets: dict | None =
             entries = plan.consume_queue_entries(f"{msg.topic}/{msg.queue_id}")
             after = next((list(e) for e in entries or () if e[1] == offset), None)
             fate.after_restart_entry = after
+            confirm = -1
+            if after is None and store.layout.dledger is None:
+                from .recovery.controller import detect_confirm_offset
+
+                confirm = detect_confirm_offset(store)
             if after is not None:
                 fate.after_restart = f"survives, in {msg.topic}/{msg.queue_id} at queue offset {after[0]}"
+            elif 0 <= confirm < end and goes_to_consume_queue(msg.sys_flag):
+                fate.after_restart = (f"survives in the commit log, unconfirmed (controller mode: past "
+                                      f"confirmPhyOffset {confirm}): the reput dispatches only up to it, so it is "
+                                      "in no consume queue; rejoining a master of a newer epoch cuts it "
+                                      "(rmqinspect peers)")
             elif not goes_to_consume_queue(msg.sys_flag):
                 fate.after_restart = "survives in the commit log (never in a consume queue)"
             elif entries is None:
