@@ -581,8 +581,11 @@ def compare_replicas(stores: list[Store], labels: list[str] | None = None, confs
             raise ValueError(f"--master {master!r} is not one of the stores given")
         m_label, m_why = master, "given with --master"
     else:
-        m_label, m_why = newest, ("the replica with the newest confirmed data (the controller elects from the sync "
-                                  "state set, which the stores do not record; --master names another)")
+        m_label, m_why = newest, (
+            "the replica with the newest confirmed data (the controller elects from the sync state set, which the "
+            "stores do not record; --master names another)" if mode == "controller" else
+            "the replica with the newest data (a classic slave follows the brokerId 0 broker of its group, which "
+            "broker.conf names: --conf; --master names another)")
     truncations = []
     survivor = None
     if m_label is not None:

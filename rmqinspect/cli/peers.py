@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -19,6 +20,27 @@ PAIR_COLUMNS = ("a", "b", "verdict", "common_prefix_end", "common_msgs", "consis
 TRUNC_COLUMNS = ("replica", "kind", "point", "cuts_msgs", "cut_from", "cut_to", "receives")
 LOST_COLUMNS = ("holder", "physical_offset", "topic", "queue_id", "queue_offset", "keys", "uniq_key", "in_cq",
                 "epoch")
+
+
+def short_labels(paths: list[str]) -> list[str]:
+    """The fewest trailing path components that tell the stores apart (``master/store``, ``slave/store``): the
+    tables stay readable; the legend and the JSON keep the whole paths."""
+    parts = [os.path.normpath(p).split(os.sep) for p in paths]
+    for k in range(1, max(len(x) for x in parts) + 1):
+        labels = ["/".join(x[-k:]) for x in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+    return list(paths)
+
+
+def _per_topic(per_queue: dict[str, int]) -> str:
+    """``LogTopic 38 (0: 6, 1: 9, ...)`` per topic: each topic name once."""
+    topics: dict[str, list[tuple[int, int]]] = {}
+    for key, n in per_queue.items():
+        t, _, q = key.rpartition("/")
+        topics.setdefault(t, []).append((int(q), n))
+    return "; ".join(f"{t} {sum(n for _, n in qs)} ({', '.join(f'{q}: {n}' for q, n in sorted(qs))})"
+                     for t, qs in sorted(topics.items()))
 
 
 def _epochs_text(r: dict) -> str:
@@ -64,7 +86,10 @@ def peers(stores, confs, master, list_messages, fmt):
             raise click.UsageError("DLedger stores: use `rmqinspect dledger-peers` (DLedger replicates entries by "
                                    "index and term, not by commit-log offset)")
         try:
-            rep = compare_replicas(opened, labels=list(stores), confs=parsed, master=master)
+            labels = short_labels(list(stores))
+            if master is not None and master in stores:
+                master = labels[list(stores).index(master)]
+            rep = compare_replicas(opened, labels=labels, confs=parsed, master=master)
         except ValueError as e:
             raise click.UsageError(str(e)) from e
     finally:
@@ -77,6 +102,7 @@ def peers(stores, confs, master, list_messages, fmt):
                               ("newest confirmed data", f"{d['newest_confirmed']['replica']}: "
                                                         f"{d['newest_confirmed']['why']}"),
                               ("rejoin master", f"{d['rejoin_master']['replica']}: {d['rejoin_master']['why']}")]
+                 + [(f"replica {r['label']}", r["root"]) for r in d["replicas"] if r["label"] != r["root"]]
                  + [("note", n) for n in d["notes"]])
         rows = []
         for r in d["replicas"]:
@@ -103,19 +129,21 @@ def peers(stores, confs, master, list_messages, fmt):
                     ("served", "never: recovery stops at the end; a byte scan that resynchronises on magic codes "
                                "finds them (bytes a truncation reset only in memory, apache/rocketmq#10666)")])
             for p in r["problems"]:
-                print_kv(f"{r['label']}: problem", [("", p)])
+                print_kv(f"{r['label']}: problem", [("what", p)])
         prow = [{"a": p["a"], "b": p["b"], "verdict": p["verdict"], "common_prefix_end": p["common_prefix_end"],
                  "common_msgs": p["common_prefix_messages"], "consistent_point": p["consistent_point"],
                  "only_on_a": p["only_on_a"]["messages"], "only_on_b": p["only_on_b"]["messages"]}
                 for p in d["pairs"]]
         emit(prow, "table", PAIR_COLUMNS, cell_width=4096)
         for p in d["pairs"]:
-            print_kv(f"{p['a']} vs {p['b']}", [("", p["sentence"])]
-                     + [(f"only on {w['holder']}", f"[{w['from_offset']}, {w['to_offset']}) {w['bytes']} bytes, "
-                                                   f"{w['messages']} messages ({w['in_consume_queue']} in its "
-                                                   "consume queues): "
-                         + ", ".join(f"{k} {v}" for k, v in sorted(w["per_queue"].items())))
-                        for w in (p["only_on_a"], p["only_on_b"]) if w["messages"]])
+            pairs = [("verdict", p["sentence"])]
+            for w in (p["only_on_a"], p["only_on_b"]):
+                if w["messages"]:
+                    pairs.append((f"only on {w['holder']}", f"[{w['from_offset']}, {w['to_offset']}) {w['bytes']} "
+                                                            f"bytes, {w['messages']} messages "
+                                                            f"({w['in_consume_queue']} in its consume queues)"))
+                    pairs.append(("  per topic (queue: n)", _per_topic(w["per_queue"])))
+            print_kv(f"{p['a']} vs {p['b']}", pairs)
         trow = [{"replica": t["replica"], "kind": t["kind"], "point": t["point"],
                  "cuts_msgs": t["cut"]["messages"] if t["cut"] else 0,
                  "cut_from": t["cut"]["from_offset"] if t["cut"] else None,
@@ -124,9 +152,9 @@ def peers(stores, confs, master, list_messages, fmt):
                 for t in d["truncations"]]
         emit(trow, "table", TRUNC_COLUMNS, cell_width=4096)
         for t in d["truncations"]:
-            print_kv(f"{t['replica']} on rejoin", [("", t["sentence"])])
+            print_kv(f"{t['replica']} on rejoin", [("what happens", t["sentence"])])
         for c in d["consumer_offsets_beyond_survivor"]:
-            print_kv("consumer offset past the survivor", [("", c["sentence"])])
+            print_kv("consumer offset past the survivor", [("what", c["sentence"])])
         if list_messages:
             lost = [{"holder": w["holder"], **m, "in_cq": m["in_consume_queue"]}
                     for p in d["pairs"] for w in (p["only_on_a"], p["only_on_b"]) for m in w["list"]]

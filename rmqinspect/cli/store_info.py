@@ -54,6 +54,12 @@ def _ha(st: Store) -> dict:
 
 
 def _render_ha(ha: dict) -> None:
+    """The HA block of the table output, when the store or broker.conf says something: controller mode, a role or
+    brokerId from broker.conf, or a problem with the epoch file (a classic store with no evidence and a DLedger
+    store, whose block is above, print none; the JSON always has ``ha``)."""
+    if ha["mode"] == "dledger" or (ha["mode"] == "classic" and ha["role"] is None and ha["broker_id"] is None
+                                   and not ha["epoch_file"]["problems"]):
+        return
     ents = ha["epoch_file"]["entries"]
     rows = [("HA mode", f"{ha['mode']} ({ha['mode_evidence']})"),
             ("role", f"{ha['role'] or 'unknown'} ({ha['role_evidence']})"),
