@@ -164,6 +164,9 @@ def test_each_replica_messages_and_served_queues_equal_what_rocketmq_read(name, 
         assert rep.max_offset == exp["haAfterStart"]["maxPhyOffset"]
         assert rep.confirm_offset == exp["haAfterStart"]["confirmOffset"]
         plan = plan_recovery(st, RecoveryOptions(with_salvage=False, keep_redispatch=False))
+        # each copy's own recovery: a slave's checkpoint follows its dispatch, so its start file is its own
+        assert rep.recovery_start_file == plan.start_file == exp["recovery"]["startFile"]
+        assert plan.redispatch_count == len(exp["dispatchRecorded"]["load"])
         got = {}
         for key in plan.consume_queue_keys():  # the plan dispatches up to the confirm offset in controller mode
             ents = plan.consume_queue_entries(key) or []

@@ -245,3 +245,23 @@ def test_broker_conf_role_keys_and_the_cli(failover, tmp_path):
     assert res.exit_code == 2
     res = CliRunner().invoke(cli, ["peers", a, b, "--master", "nope"])
     assert res.exit_code == 2 and "not one of the stores" in res.output
+
+
+def test_dledger_members_fold_into_peers_with_the_dledger_peers_answer(tmp_path):
+    from support.dledger_peers import leader_change_group
+
+    a, b, c = leader_change_group(tmp_path)
+    res = CliRunner().invoke(cli, ["peers", a, b, c, "--format", "json"])
+    ref = CliRunner().invoke(cli, ["dledger-peers", a, b, c, "--format", "json"])
+    assert res.exit_code == ref.exit_code == 1  # the members diverge
+    doc = json.loads(res.stdout)
+    assert doc.pop("mode") == "dledger" and doc == json.loads(ref.stdout)
+    assert doc["first_divergent_index"] == 15
+    mixed = CliRunner().invoke(cli, ["peers", a, str(_plain_store(tmp_path))])
+    assert mixed.exit_code == 2 and "some STORES are DLedger members" in mixed.output
+
+
+def _plain_store(tmp_path):
+    p = str(tmp_path / "plain")
+    diverging_replicas([p], _specs(5, 1), [[]])
+    return p

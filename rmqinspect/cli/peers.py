@@ -82,9 +82,19 @@ def peers(stores, confs, master, list_messages, fmt):
     parsed = [read_broker_conf(c) for c in confs] if confs else None
     opened = [Store.open(s) for s in stores]
     try:
-        if any(st.layout.dledger is not None for st in opened):
-            raise click.UsageError("DLedger stores: use `rmqinspect dledger-peers` (DLedger replicates entries by "
-                                   "index and term, not by commit-log offset)")
+        dledger = [st.layout.dledger is not None for st in opened]
+        if all(dledger):
+            # DLedger mode: the members are compared by entry index and term (analyses.dledger, `dledger-peers`)
+            from ..analyses.dledger import compare_peers
+
+            drep = compare_peers(opened, labels=list(stores))
+            emit_document({"mode": "dledger", **drep.to_dict()}, fmt, lambda d: _render_dledger(d))
+            if drep.first_divergent_index is not None:
+                sys.exit(EXIT_PROBLEMS)
+            return
+        if any(dledger):
+            raise click.UsageError("some STORES are DLedger members and some are not: DLedger replicates entries by "
+                                   "index and term, not by commit-log offset; compare like with like")
         try:
             labels = short_labels(list(stores))
             if master is not None and master in stores:
@@ -180,6 +190,17 @@ def peers(stores, confs, master, list_messages, fmt):
         emit_document(doc, fmt, render)
     if rep.problems or any(r.load_failure is not None for r in rep.replicas):
         sys.exit(EXIT_PROBLEMS)
+
+
+def _render_dledger(d: dict) -> None:
+    from .dledger import PEER_COLUMNS
+
+    div = d["divergence"]
+    print_kv("Replicas (DLedger mode: as `rmqinspect dledger-peers`)", [
+        ("leader (would be elected)", d["leader"]), ("common prefix up to index", d["common_prefix_last_index"]),
+        ("first divergent index", d["first_divergent_index"]),
+        ("how", f"{div['how']}: {div['detail']}" if div else "no divergence")] + [("note", n) for n in d["notes"]])
+    emit(({"peer": p["label"], **p} for p in d["peers"]), "table", PEER_COLUMNS, cell_width=4096)
 
 
 COMMANDS = [peers]
