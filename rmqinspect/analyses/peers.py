@@ -109,6 +109,7 @@ class Replica:
     queues: dict[str, tuple[int, int]]  # key -> (min, max) offsets as served after start
     consumer_offsets: list[dict] | None
     problems: list[str] = field(default_factory=list)
+    epoch_ranges: list[EpochEntry] = field(default_factory=list)  # the epochs bounded by the end (initEntries)
 
     @property
     def last_epoch(self) -> int | None:
@@ -120,6 +121,8 @@ class Replica:
             "max_offset": self.max_offset, "messages": self.messages, "recovery_mode": self.recovery_mode,
             "recovery_start_file": self.recovery_start_file, "checkpoint_confirm_phy_offset": self.checkpoint_confirm,
             "confirm_offset": self.confirm_offset, "last_epoch": self.last_epoch, "epochs": self.epochs.to_dict(),
+            "epoch_ranges": [{"epoch": e.epoch, "start_offset": e.start_offset, "end_offset": e.end_offset}
+                             for e in self.epoch_ranges],
             "unconfirmed": self.unconfirmed.to_dict() if self.unconfirmed else None,
             "will_start": self.load_failure is None,
             "load_failure": self.load_failure.to_dict() if self.load_failure else None,
@@ -371,7 +374,8 @@ def open_replica(store: Store, label: str, conf: BrokerConf | None = None, *, wi
             mx = (plan.consume_queue_max_offsets_after_start or plan.consume_queue_max_offsets).get(key, 0)
             queues[key] = (mx, mx)
     return Replica(label, store.root, ident, lo, end, messages, plan.mode, plan.start_file, raw_confirm, confirm,
-                   epochs, unconfirmed, failure, stale, stale_range, queues, _config_offsets(store), problems)
+                   epochs, unconfirmed, failure, stale, stale_range, queues, _config_offsets(store), problems,
+                   entries)
 
 
 def _stale_records(store: Store, end: int, entries: list[EpochEntry]) -> tuple[list[MessageRow], tuple | None]:

@@ -123,7 +123,7 @@ def _render_controller(ha: dict | None) -> None:
         ("mode", ha["ha"]["mode_evidence"]),
         ("role", f"{ha['ha']['role'] or 'unknown'} ({ha['ha']['role_evidence']})"),
         ("epochs", " ".join(f"{e['epoch']}@[{e['start_offset']}, {e['end_offset']})" for e in
-                            ha["epochs"]["entries"]) or "none"),
+                            ha["epoch_ranges"]) or "none"),
         ("checkpoint confirmPhyOffset", ha["checkpoint_confirm_phy_offset"]),
         ("confirm offset after recovery", f"{ha['confirm_offset']} (clamped to [min offset, recovered end]; the "
                                           "reput dispatches only up to it)"),
