@@ -265,3 +265,17 @@ def _plain_store(tmp_path):
     p = str(tmp_path / "plain")
     diverging_replicas([p], _specs(5, 1), [[]])
     return p
+
+
+def test_copies_with_different_file_sizes_are_named_a_likely_wrong_pairing(tmp_path):
+    a, b = str(tmp_path / "A"), str(tmp_path / "B")
+    diverging_replicas([a], _specs(30, 1), [[]], commitlog_file_size=64 << 10)
+    diverging_replicas([b], _specs(30, 1), [[]], commitlog_file_size=32 << 10)
+    rep = _compare([a, b])
+    assert any("different commit-log file sizes" in n and "wrong pairing" in n for n in rep.notes)
+
+
+def test_a_missing_store_is_one_line_and_exit_3(tmp_path):
+    res = CliRunner().invoke(cli, ["peers", str(tmp_path / "nope"), str(tmp_path / "nope2")])
+    assert res.exit_code == 3
+    assert "no such file or directory" in res.output and "Traceback" not in res.output

@@ -68,9 +68,14 @@ def peers(stores, confs, master, list_messages, fmt):
     a wrong pairing); the loss window per direction as messages per topic/queue with keys and ids; which copy has
     the newest confirmed data; where each copy truncates when it rejoins (findConsistentPoint of both epoch files)
     and what that cuts; whether the broker would load each copy at all; consumer offsets past the survivor's
-    queues.
+    queues. DLedger members get the `dledger-peers` answer (by entry index and term).
 
     Exit code 1 when a pair differs where it must not (corruption or a wrong pairing) or a copy would not load.
+
+    \b
+    Examples:
+      rmqinspect peers master/store slave/store
+      rmqinspect peers a/store b/store --conf a/broker.conf --conf b/broker.conf --format json
     """
     from ..analyses.peers import compare_replicas
 
