@@ -279,3 +279,23 @@ def test_a_missing_store_is_one_line_and_exit_3(tmp_path):
     res = CliRunner().invoke(cli, ["peers", str(tmp_path / "nope"), str(tmp_path / "nope2")])
     assert res.exit_code == 3
     assert "no such file or directory" in res.output and "Traceback" not in res.output
+
+
+def test_stale_tail_after_resync_is_resurrected_when_the_master_ends_on_an_old_record_start(tmp_path):
+    """apache/rocketmq#10666: B's epoch-2 data is exactly as long as A's first two unconfirmed records, so after the
+    truncation and re-sync A's next old record starts where the re-synced data ends and a restart walks on."""
+    import dataclasses
+
+    a, b = str(tmp_path / "A"), str(tmp_path / "B")
+    tail_a = _specs(6, 2)
+    same_size = [dataclasses.replace(s, body=bytes(reversed(s.body)), born_timestamp=s.born_timestamp + 1)
+                 for s in tail_a[:2]]
+    fork, (end_a, end_b) = diverging_replicas([a, b], _specs(20, 1), [tail_a, same_size])
+    write_epoch_file(a, [(1, 0)])
+    write_epoch_file(b, [(1, 0), (2, fork)])
+    set_confirm_offset(a, fork)
+    rep = _compare([a, b], master="B")
+    ta = next(t for t in rep.truncations if t.replica == "A")
+    assert ta.kind == TruncationKind.TRUNCATE and ta.point == fork and ta.stale_after_resync == (end_b, end_a)
+    assert ta.stale_records_after_resync == ta.resurrected_on_restart == 4
+    assert "recovers all 4 as valid" in ta.sentence

@@ -178,13 +178,17 @@ class Truncation:
     stale_after_resync: tuple[int, int] | None
     stale_records_after_resync: int
     sentence: str
+    # the stale records a restart after the re-sync recovers as valid (#10666): the master's end falls on an old
+    # record's start, so the recovery walks on through them
+    resurrected_on_restart: int = 0
 
     def to_dict(self) -> dict:
         return {"replica": self.replica, "master": self.master, "kind": self.kind, "point": self.point,
                 "cut": self.cut.to_dict() if self.cut else None,
                 "receives": list(self.receives) if self.receives else None,
                 "stale_after_resync": list(self.stale_after_resync) if self.stale_after_resync else None,
-                "stale_records_after_resync": self.stale_records_after_resync, "sentence": self.sentence}
+                "stale_records_after_resync": self.stale_records_after_resync,
+                "resurrected_on_restart": self.resurrected_on_restart, "sentence": self.sentence}
 
 
 @dataclass
@@ -530,11 +534,22 @@ def _truncation(sr: Store, r: Replica, sm: Store, m: Replica, mode: str, pair: P
                 f"{_epoch_of(local, point - 1) if point > 0 else _epoch_of(local, 0)} agrees, min of the two end "
                 f"offsets), cutting [{point}, {r.max_offset}) = {cut.messages} messages, then receives "
                 f"[{point}, {m.max_offset}) from {m.label}")
+    resurrected = 0
     if stale:
         sentence += (f"; truncateFiles only resets positions, so [{stale[0]}, {stale[1]}) keeps {r.label}'s old "
                      f"bytes on disk ({n_stale} whole CRC-valid records of the abandoned history, apache/rocketmq"
                      "#10666)")
-    return Truncation(r.label, m.label, TruncationKind.TRUNCATE, point, cut, receives, stale, n_stale, sentence)
+        if n_stale and any(row.physical_offset == m.max_offset for row in cut.rows):
+            resurrected = n_stale
+            sentence += (f". {m.max_offset} is where one of them starts: a restart of {r.label} before new data "
+                         f"overwrites them recovers all {n_stale} as valid (the walk goes on from the re-synced end "
+                         f"into the old records, up to {r.max_offset}), old-epoch messages served under the new "
+                         "epoch")
+        elif n_stale:
+            sentence += (f". A restart stops at {m.max_offset} (an old record straddles it): the broker never "
+                         "serves them, a byte scan finds them")
+    return Truncation(r.label, m.label, TruncationKind.TRUNCATE, point, cut, receives, stale, n_stale, sentence,
+                      resurrected)
 
 
 def _offsets_beyond(replicas: list[Replica], survivor: Replica) -> list[dict]:
