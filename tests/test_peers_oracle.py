@@ -112,7 +112,7 @@ def test_failover_old_master_loss_window_truncation_and_stale_records_equal_the_
     # the re-synced end 950996 falls inside old record A763: the broker's recovery of the copy after the re-sync
     # stops there (slave/store's recovered end), so the 36 old records do not come back
     assert old.resurrected_on_restart == 0 and "A restart stops at 950996" in old.sentence
-    straddling = tx["oldRecordStraddlingNewEnd"]
+    straddling = tx["staleBytesAfterNewEnd"]["oldRecordStraddlingNewEnd"]
     assert straddling["physicalOffset"] < old.stale_after_resync[0] < straddling["physicalOffset"] + straddling[
         "storeSize"]
     assert tr["slave"].kind == TruncationKind.NONE and tr["master"].kind == TruncationKind.MASTER
