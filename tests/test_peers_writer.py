@@ -299,3 +299,27 @@ def test_stale_tail_after_resync_is_resurrected_when_the_master_ends_on_an_old_r
     assert ta.kind == TruncationKind.TRUNCATE and ta.point == fork and ta.stale_after_resync == (end_b, end_a)
     assert ta.stale_records_after_resync == ta.resurrected_on_restart == 4
     assert "recovers all 4 as valid" in ta.sentence
+
+
+def test_metadata_of_the_copies_compared_topics_groups_and_offsets(tmp_path):
+    """A slave's config/*.json is a periodic copy of its master's: what differs is replication lag."""
+    m, s = str(tmp_path / "M"), str(tmp_path / "S")
+    specs = _specs(20, 1)
+
+    def cfg(topics, groups, offsets):
+        return {"topics.json": json.dumps({"topicConfigTable": {t: {"topicName": t} for t in topics}}),
+                "subscriptionGroup.json": json.dumps({"subscriptionGroupTable": {g: {"groupName": g}
+                                                                                 for g in groups}}),
+                "consumerOffset.json": json.dumps({"offsetTable": offsets})}
+
+    diverging_replicas([m], specs, [[]], checkpoint_fields=3,
+                       config=cfg(["OrderTopic", "NewTopic"], ["g1", "g2"], {"OrderTopic@g1": {"0": 5, "1": 3}}))
+    diverging_replicas([s], specs, [[]], checkpoint_fields=3,
+                       config=cfg(["OrderTopic"], ["g1"], {"OrderTopic@g1": {"0": 2, "1": 3}}))
+    rep = _compare([m, s])
+    md = rep.metadata
+    assert md["copies_with_config"] == ["M", "S"]
+    assert md["topics_only_in"] == {"M": ["NewTopic"]}
+    assert md["subscription_groups_only_in"] == {"M": ["g2"]}
+    assert md["consumer_offset_differences"] == [
+        {"group": "g1", "topic": "OrderTopic", "queue_id": 0, "offsets": {"M": 5, "S": 2}}]

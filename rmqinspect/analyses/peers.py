@@ -110,6 +110,8 @@ class Replica:
     consumer_offsets: list[dict] | None
     problems: list[str] = field(default_factory=list)
     epoch_ranges: list[EpochEntry] = field(default_factory=list)  # the epochs bounded by the end (initEntries)
+    topics: list[str] | None = None  # config/topics.json (None: no config/ directory)
+    subscription_groups: list[str] | None = None  # config/subscriptionGroup.json
 
     @property
     def last_epoch(self) -> int | None:
@@ -203,6 +205,7 @@ class PeersReport:
     truncations: list[Truncation]
     consumer_offsets_beyond: list[dict]
     notes: list[str]
+    metadata: dict = field(default_factory=dict)
 
     @property
     def problems(self) -> bool:
@@ -214,7 +217,8 @@ class PeersReport:
                                                                                "why": self.newest_why},
                 "rejoin_master": {"replica": self.master, "why": self.master_why},
                 "truncations": [t.to_dict() for t in self.truncations],
-                "consumer_offsets_beyond_survivor": self.consumer_offsets_beyond, "notes": self.notes}
+                "consumer_offsets_beyond_survivor": self.consumer_offsets_beyond, "metadata": self.metadata,
+                "notes": self.notes}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -303,12 +307,19 @@ def first_difference(a: Store, b: Store, lo: int, hi: int) -> int | None:
     return None
 
 
-def _config_offsets(store: Store) -> list[dict] | None:
+def _config(store: Store):
+    """The copy's config/*.json (analyses of metadata), or None when it has no config/ directory."""
     cdir = store.layout.config_dir
-    if not os.path.isfile(os.path.join(cdir, "consumerOffset.json")) and not os.path.isfile(
-            os.path.join(cdir, "consumerOffset.json.bak")):
+    if not os.path.isdir(cdir):
         return None
-    return read_broker_config(cdir).consumer_offsets
+    return read_broker_config(cdir)
+
+
+def _config_offsets(cfg) -> list[dict] | None:
+    """None when the copy has no usable consumerOffset.json (nor its .bak)."""
+    if cfg is None or cfg.loads["consumerOffsets"].used is None:
+        return None
+    return cfg.consumer_offsets
 
 
 def open_replica(store: Store, label: str, conf: BrokerConf | None = None, *, with_stale: bool = True,
@@ -353,6 +364,7 @@ def open_replica(store: Store, label: str, conf: BrokerConf | None = None, *, wi
                 problems.append(f"{epochs.path}: epoch {e.epoch} starts at {e.start_offset}, where no commit-log "
                                 "file is")
     messages = _count_records(store, lo, end)[0] if count_messages else -1
+    cfg = _config(store)
     unconfirmed = None
     if controller and confirm < end:
         unconfirmed = Window(label, confirm, end)
@@ -378,8 +390,9 @@ def open_replica(store: Store, label: str, conf: BrokerConf | None = None, *, wi
             mx = (plan.consume_queue_max_offsets_after_start or plan.consume_queue_max_offsets).get(key, 0)
             queues[key] = (mx, mx)
     return Replica(label, store.root, ident, lo, end, messages, plan.mode, plan.start_file, raw_confirm, confirm,
-                   epochs, unconfirmed, failure, stale, stale_range, queues, _config_offsets(store), problems,
-                   entries)
+                   epochs, unconfirmed, failure, stale, stale_range, queues, _config_offsets(cfg), problems,
+                   entries, None if cfg is None else sorted({t["topic"] for t in cfg.topics}),
+                   None if cfg is None else sorted({g["group"] for g in cfg.subscription_groups}))
 
 
 def _stale_records(store: Store, end: int, entries: list[EpochEntry]) -> tuple[list[MessageRow], tuple | None]:
@@ -620,7 +633,29 @@ def compare_replicas(stores: list[Store], labels: list[str] | None = None, confs
     beyond = _offsets_beyond(replicas, survivor) if survivor is not None else []
     if all(r.consumer_offsets is None for r in replicas):
         notes.append("no copy has config/consumerOffset.json: consumer offsets not compared")
-    return PeersReport(mode, replicas, pairs, newest, newest_why, m_label, m_why, truncations, beyond, notes)
+    return PeersReport(mode, replicas, pairs, newest, newest_why, m_label, m_why, truncations, beyond, notes,
+                       _metadata(replicas))
+
+
+def _metadata(replicas: list[Replica]) -> dict:
+    """config/*.json across the copies: a slave's is a periodic copy of its master's (SlaveSynchronize), so topics,
+    groups and offsets that differ are replication lag (or a copy of another group)."""
+    have = [r for r in replicas if r.topics is not None]
+    out: dict = {"copies_with_config": [r.label for r in have]}
+    if len(have) < 2:
+        return out
+    for key, attr in (("topics_only_in", "topics"), ("subscription_groups_only_in", "subscription_groups")):
+        sets = {r.label: set(getattr(r, attr) or ()) for r in have}
+        common = set.intersection(*sets.values())
+        out[key] = {lb: sorted(s - common) for lb, s in sets.items() if s - common}
+    offs: dict[tuple, dict[str, int]] = {}
+    for r in have:
+        for row in r.consumer_offsets or ():
+            offs.setdefault((row["group"], row["topic"], row["queue_id"]), {})[r.label] = row["offset"]
+    out["consumer_offset_differences"] = [
+        {"group": g, "topic": t, "queue_id": q, "offsets": v} for (g, t, q), v in sorted(offs.items())
+        if len(set(v.values())) > 1 or len(v) < len(have)]
+    return out
 
 
 def _master_sentence(r: Replica, mode: str) -> str:

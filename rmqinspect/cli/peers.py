@@ -170,6 +170,15 @@ def peers(stores, confs, master, list_messages, fmt):
             print_kv(f"{t['replica']} on rejoin", [("what happens", t["sentence"])])
         for c in d["consumer_offsets_beyond_survivor"]:
             print_kv("consumer offset past the survivor", [("what", c["sentence"])])
+        md = d["metadata"]
+        if len(md.get("copies_with_config", ())) > 1:
+            rows = [(f"topics only in {k}", ", ".join(v)) for k, v in md["topics_only_in"].items()]
+            rows += [(f"groups only in {k}", ", ".join(v)) for k, v in md["subscription_groups_only_in"].items()]
+            rows += [(f"offsets of {o['group']} on {o['topic']}/{o['queue_id']}",
+                      ", ".join(f"{k}: {v}" for k, v in o["offsets"].items())) for o in
+                     md["consumer_offset_differences"]]
+            print_kv("config/*.json across the copies (a slave's is a periodic copy: differences are its lag)",
+                     rows or [("differences", "none")])
         if list_messages:
             lost = [{"holder": w["holder"], **m, "in_cq": m["in_consume_queue"]}
                     for p in d["pairs"] for w in (p["only_on_a"], p["only_on_b"]) for m in w["list"]]
