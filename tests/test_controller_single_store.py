@@ -124,3 +124,23 @@ def test_cq_join_and_fate_call_the_unconfirmed_tail_unconfirmed_not_missing():
     assert doc["consume_queue_entry"] is None and doc["uniq_key"] == first["uniqKey"]
     assert doc["after_restart"].startswith("survives in the commit log, unconfirmed (controller mode: past "
                                            "confirmPhyOffset 884448)")
+
+
+def test_a_set_confirm_offset_alone_does_not_make_a_store_controller_mode(tmp_path):
+    """A classic broker's recovery writes confirmPhyOffset too (setConfirmOffset(lastValidMsgPhyOffset)): the
+    ha-classic-lag master's checkpoint holds it after RocketMQ loaded the copy."""
+    require_replicas(CLASSIC)
+    exp = load_replica_expected(CLASSIC)["replicas"]["master"]
+    assert exp["checkpointBeforeLoad"]["confirmPhyOffset"] == 0
+    assert exp["haAfterLoad"]["checkpointConfirmPhyOffset"] > 0  # what the broker wrote when it loaded the copy
+    a = str(tmp_path / "A")
+    diverging_replicas([a], [s for s in mixed_messages(20, seed=3) if s.topic != LONG_TOPIC], [[]])
+    set_confirm_offset(a, 1234)
+    res, doc = _json(["store-info", a, "--format", "json"])
+    assert doc["ha"]["mode"] == "classic" and "does not tell the modes apart" in doc["ha"]["mode_evidence"]
+    res, doc = _json(["recover", a, "--dry-run", "--format", "json"])
+    assert "controller" not in doc
+    conf = tmp_path / "broker.conf"
+    write_broker_conf(str(conf), brokerRole="SLAVE", brokerId=1)
+    res = CliRunner().invoke(cli, ["recover", a, "--dry-run", "--broker-config", str(conf)])
+    assert "classic SLAVE" in res.stderr and "start file above is its own" in res.stderr

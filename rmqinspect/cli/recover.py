@@ -107,8 +107,17 @@ def _controller_view(st, plan) -> dict | None:
 
     if plan.dledger is not None:
         return None
-    rep = open_replica(st, st.root, broker_conf(), plan=plan, count_messages=False)
+    conf = broker_conf()
+    if conf is None and not any(os.path.isfile(os.path.join(st.root, n)) for n in
+                                ("epochFileCheckpoint", "epochFileCheckpoint.bak", "brokerIdentity")):
+        return None  # nothing says HA: no second walk for the common case
+    rep = open_replica(st, st.root, conf, plan=plan, count_messages=False)
     if rep.identity.mode != "controller":
+        if rep.identity.role == "SLAVE":
+            warn("classic SLAVE (" + rep.identity.role_evidence + "): its checkpoint physicMsgTimestamp follows its "
+                 "own consume-queue dispatch (appendData does not set the file's store time), so the abnormal "
+                 "recovery start file above is its own, not its master's; its config/*.json are periodic copies of "
+                 "the master's (SlaveSynchronize)")
         return None
     d = rep.to_dict(with_lists=False)
     d.pop("messages", None)

@@ -159,12 +159,13 @@ def ha_identity(root: str, *, dledger: bool, epoch_file: EpochFile, confirm_phy_
         mode, mode_ev = "controller", f"{EPOCH_FILE} is present (only AutoSwitchHAService writes it)"
     elif ident is not None:
         mode, mode_ev = "controller", f"{BROKER_IDENTITY} is present (written after the controller confirms an id)"
-    elif confirm_phy_offset:
-        mode, mode_ev = "controller", ("checkpoint confirmPhyOffset is set (classic HA never sets it); no epoch file "
-                                       "- set enableControllerMode in broker.conf to settle it")
     else:
-        mode, mode_ev = "classic", ("no epoch file, no brokerIdentity, confirmPhyOffset 0: classic master/slave or a "
-                                    "single broker (enableControllerMode in broker.conf settles it)")
+        mode, mode_ev = "classic", ("no epoch file and no brokerIdentity: classic master/slave or a single broker "
+                                    "(enableControllerMode in broker.conf settles it)")
+        if confirm_phy_offset:
+            # CommitLog.recoverNormally/Abnormally end with setConfirmOffset(lastValidMsgPhyOffset) in classic mode
+            mode_ev += ("; confirmPhyOffset is set, which a classic broker's recovery also writes (the last valid "
+                        "message's start), so it does not tell the modes apart")
     role = conf_value("brokerRole")
     broker_id = conf_value("brokerId")
     if role is not None:
