@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
 
-from ..formats.epoch import LONG_MAX, EpochEntry, derive_end_offsets, find_consistent_point
+from ..formats.epoch import EpochEntry, derive_end_offsets, find_consistent_point
 from ..store import Store
 from ..store.broker_conf import BrokerConf
 from ..store.brokerconfig import read_broker_config
@@ -42,7 +43,9 @@ COMPARE_CHUNK = 1 << 20
 LIST_LIMIT = 10_000  # messages listed per window (all are counted)
 
 
-class Verdict:
+class Verdict(StrEnum):
+    """How two copies' overlap compares (JSON ``verdict``)."""
+
     IDENTICAL = "identical"  # the overlap is byte-identical
     FORKED_BY_EPOCH = "forked_by_epoch"  # differs at/after the epochs' consistent point: an election forked them
     CORRUPT_OR_WRONG_PAIR = "corrupt_or_wrong_pair"  # differs below where both must agree
@@ -158,7 +161,9 @@ class Pair:
                 "only_on_b": self.only_on_b.to_dict()}
 
 
-class TruncationKind:
+class TruncationKind(StrEnum):
+    """What a copy does when it rejoins the master (JSON ``kind`` of a truncation)."""
+
     NONE = "none"  # nothing to cut
     TRUNCATE = "truncate"  # doTruncate cuts [point, max)
     NOT_ALIGNED = "not_aligned"  # truncateFiles refuses: the point is not a record boundary
@@ -669,5 +674,5 @@ def _master_sentence(r: Replica, mode: str) -> str:
     return s
 
 
-__all__ = ["LONG_MAX", "Pair", "PeersReport", "Replica", "Truncation", "TruncationKind", "Verdict", "Window",
+__all__ = ["Pair", "PeersReport", "Replica", "Truncation", "TruncationKind", "Verdict", "Window",
            "compare_pair", "compare_replicas", "first_difference", "open_replica"]
