@@ -323,3 +323,36 @@ def test_metadata_of_the_copies_compared_topics_groups_and_offsets(tmp_path):
     assert md["subscription_groups_only_in"] == {"M": ["g2"]}
     assert md["consumer_offset_differences"] == [
         {"group": "g1", "topic": "OrderTopic", "queue_id": 0, "offsets": {"M": 5, "S": 2}}]
+
+
+def test_fresh_slave_starting_at_the_masters_file_boundary_is_aligned_by_offset(tmp_path):
+    """DefaultHAConnection sends a slave that reports 0 the master's data from its last file boundary: the slave's
+    first file has the master's name and bytes, its min offset is higher; nothing below it counts as lost."""
+    import shutil
+
+    m, s = str(tmp_path / "M"), str(tmp_path / "S")
+    fork, (end_m,) = diverging_replicas([m], _specs(120, 1), [_specs(5, 2)], checkpoint_fields=3,
+                                        commitlog_file_size=32 << 10)
+    shutil.copytree(m, s)
+    names = sorted(os.listdir(os.path.join(s, "commitlog")))
+    kept = [n for n in names if int(n) <= fork][-1]  # the master's last file boundary before the fork
+    assert kept != names[0]
+    for n in names:
+        if int(n) < int(kept):
+            os.remove(os.path.join(s, "commitlog", n))
+    shutil.rmtree(os.path.join(s, "consumequeue"))  # the slave's reput builds its own
+    # the slave stopped at the fork: the master's last five records never reached it
+    with Store.open(s) as st:
+        f, pos = st.commitlog.locate(fork)
+        path = f.path
+    with open(path, "r+b") as fh:
+        fh.seek(pos)
+        fh.write(b"\0" * (end_m - fork))
+    rep = _compare([m, s])
+    (pair,) = rep.pairs
+    first = int(kept)
+    assert pair.overlap == (first, fork) and pair.verdict == Verdict.IDENTICAL
+    assert pair.common_prefix_end == fork
+    assert pair.only_on_a.from_offset == fork and pair.only_on_a.messages == 5 and pair.only_on_b.messages == 0
+    ts = next(t for t in rep.truncations if t.replica == "S")
+    assert ts.kind == TruncationKind.CLASSIC_RESUME and ts.receives == (fork, end_m)
