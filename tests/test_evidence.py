@@ -33,6 +33,8 @@ def invocations(store, exp, out):
         "dump": [["dump", store, "--offset", str(m["physicalOffset"] + 3), "--snap"]],
         # a store compared with itself: no divergence (on a store that is not in DLedger mode: exit 3)
         "dledger-peers": [["dledger-peers", store, store]],
+        # a store compared with itself: identical, nothing lost, nothing to truncate
+        "peers": [["peers", store, store]],
         "config": [["config", store]],
         "rocksdb-cq": [["rocksdb-cq", store, "--list"]],
         "batch-cq": [["batch-cq", store]],

@@ -82,6 +82,8 @@ AFTER_RESTART_FATES = {
     "cut": "the recovery removes it from the commit log (at or past truncate_offset)",
     "replaced": "kept, but the consume queue holds another record at its queue offset after the restart",
     "not_served": "kept in the commit log, but no consume-queue entry points to it after the restart",
+    "unconfirmed": "kept in the commit log past the confirm offset (controller mode): in no consume queue; rejoining "
+                   "a master of a newer epoch cuts it",
     "no_record": "no record starts at this offset (unreadable / damaged inside the kept range)",
 }
 
@@ -154,7 +156,7 @@ def message_fate(store: Store, offset: int, *, plan=None, offsets: dict | None =
     # the restart: the recovery model's cut, re-dispatch, index rebuild and the queue it holds after load() and
     # start()
     if plan is not None:
-        _after_restart(fate, msg, plan)
+        _after_restart(fate, msg, plan, store)
     # consumption: the committed offset of every group subscribed to its queue
     if offsets and fate.consume_queue_entry is not None:
         for (t, group), qmap in sorted(offsets.items(), key=lambda kv: kv[0][1]):
@@ -178,7 +180,16 @@ def _due_time(msg) -> int | None:
     return None
 
 
-def _after_restart(fate: MessageFate, msg, plan) -> None:
+def _confirm_offset(store: Store) -> int:
+    """confirmPhyOffset in controller mode (-1: classic or DLedger, nothing unconfirmed)."""
+    if store.layout.dledger is not None:
+        return -1
+    from .recovery.controller import detect_confirm_offset
+
+    return detect_confirm_offset(store)
+
+
+def _after_restart(fate: MessageFate, msg, plan, store: Store) -> None:
     """``after_restart`` / ``after_restart_fate`` from the plan (the one restart model)."""
     offset = msg.physical_offset
     fate.reindexed_after_restart = goes_to_index(msg.sys_flag) and plan.reindexes(offset)
@@ -209,6 +220,11 @@ def _after_restart(fate: MessageFate, msg, plan) -> None:
         fate.after_restart_fate = "redispatched" if again else "survives"
         fate.after_restart = ("survives in the commit log" + (", dispatched again by the restart" if again else "")
                               + " (its queue is not modelled as files)" + index)
+    elif 0 <= (confirm := _confirm_offset(store)) < msg.physical_offset + msg.total_size:
+        fate.after_restart_fate = "unconfirmed"
+        fate.after_restart = (f"survives in the commit log, unconfirmed (controller mode: past confirmPhyOffset "
+                              f"{confirm}): the reput dispatches only up to it, so it is in no consume "
+                              "queue; rejoining a master of a newer epoch cuts it (rmqinspect peers)" + index)
     else:
         other = next((list(e) for e in entries if e[0] == msg.queue_offset), None)
         if other is not None:

@@ -186,6 +186,7 @@ class ReportData:
     command_line: str
     generated_at_ms: int  # --as-of when given, else the time the report was made
     as_of_given: bool
+    replicas: dict | None = None  # analyses.peers.PeersReport.to_dict() when the stores are replicas of one group
 
 
 def collect_store_report(store: Store, *, broker_version: BrokerVersion | None = None, accept_v2: bool = True,

@@ -344,7 +344,22 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
         _index_behind(store, rep, recs, rel)
     if "checkpoint" in checks:
         _verify_checkpoint(store, rep, max_ts)
+        # the broker's recovery stops at the first damage: the end it serves, not the resynchronised walk's
+        _verify_controller(store, rep, min([data_end] + [d for d in recs.damaged if d >= cl.min_offset]))
     return rep
+
+
+def _verify_controller(store: Store, rep: VerifyReport, data_end: int) -> None:
+    """Controller mode (AutoSwitch HA): the epoch file, confirmPhyOffset and whether load() succeeds."""
+    if store.dledger is not None:
+        return
+    from .recovery.controller import controller_findings
+
+    for f in controller_findings(store, data_end):
+        if f.problem:
+            rep.add(Problem("checkpoint", f.kind, f.start, f.end, f.file, f.position, f.reason), merge=False)
+        else:
+            rep.notes.append(f"controller mode: {f.reason}")
 
 
 def _queue_chunks(cq, rel):
@@ -484,8 +499,15 @@ def _cq_behind(store: Store, rep: VerifyReport, recs: _Records, seen_max: dict[t
         ukeys, inv = np.unique(key, return_inverse=True)
         hi_u = np.array([seen_max.get((int(k) >> 32, int(np.int32(np.uint32(int(k) & 0xFFFFFFFF)))), 0)
                          for k in ukeys.tolist()], dtype=np.int64)
-        sel = np.flatnonzero(np.isin(recs.np_sysflag, flags[disp]) & (recs.np_qoff >= hi_u[inv.ravel()])
-                             & (recs.np_offset >= store.commitlog.min_offset))
+        behind = (np.isin(recs.np_sysflag, flags[disp]) & (recs.np_qoff >= hi_u[inv.ravel()])
+                  & (recs.np_offset >= store.commitlog.min_offset))
+        if store.dledger is None:
+            from .recovery.controller import detect_confirm_offset
+
+            confirm = detect_confirm_offset(store)
+            if confirm >= 0:  # controller mode: the reput never dispatches past confirmPhyOffset
+                behind &= recs.np_offset + recs.np_size <= confirm
+        sel = np.flatnonzero(behind)
         if sel.size:
             # grouped by (topic id, queue id), each group in commit-log order
             sel = sel[np.lexsort((recs.np_qid[sel], recs.np_topic[sel]))]

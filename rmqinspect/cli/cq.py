@@ -15,7 +15,7 @@ from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.errors import EXIT_PROBLEMS, RmqInspectError, StoreNotFoundError
 from ..store.rocksdb_cq import ConsumeQueues, served_kind
 from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, release_option, store_argument
-from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, warn
+from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, note, warn
 
 COLUMNS = ("queue_offset", "physical_offset", "size", "tags_code")
 JOIN_COLUMNS = COLUMNS + ("store_time", "record", "problems")
@@ -173,14 +173,25 @@ def _behind(st, q, topic: str, queue_id: int) -> int:
     if last is not None:
         start, end_offset = last[1] + last[2], last[0] + 1
     missing, first = 0, None
+    unconfirmed, confirm = 0, -1
+    if st.layout.dledger is None:
+        from ..analyses.recovery.controller import detect_confirm_offset
+
+        confirm = detect_confirm_offset(st)  # controller mode: the reput stops at confirmPhyOffset
     try:
         for m in cl.messages(start):
             if m.topic == topic and m.queue_id == queue_id and m.queue_offset >= end_offset \
                     and goes_to_consume_queue(m.sys_flag):
+                if 0 <= confirm < m.physical_offset + m.total_size:
+                    unconfirmed += 1
+                    continue
                 missing += 1
                 first = m.physical_offset if first is None else first
     except RmqInspectError:
         pass  # the walk ends at damage as the dispatcher's does
+    if unconfirmed:
+        note(f"{topic}/{queue_id}: {unconfirmed} more record(s) of this queue lie past confirmPhyOffset {confirm} "
+             "(controller mode): unconfirmed, on disk, in no consume queue until confirmed")
     if not missing:
         return 0
     warn(f"{topic}/{queue_id}: the consume queue ends at queue offset {end_offset} but the commit log holds "

@@ -49,6 +49,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "index-lookup": ("lookup", "DefaultMessageStore.queryMessage over the IndexFiles (what `mqadmin "
                                "queryMsgByKey` gets)."),
     "msgid": ("lookup", "Decode a message id: offsetMsgId (store host + physical offset) and UNIQ_KEY."),
+    "peers": ("peers", "Compare replicas of one broker group (classic master/slave, controller mode): loss windows, "
+                       "epochs, truncation on rejoin."),
     "rebuild": ("rebuild", "Regenerate ConsumeQueue and IndexFile from the CommitLog as the broker's "
                            "dispatcher writes them."),
     "recover": ("recover", "The recovery RocketMQ runs when it loads STORE, reproduced offline (never writes)."),

@@ -84,14 +84,62 @@ def recover_cmd(store, dry_run, broker_version, check_crc, message_index_safe, m
                      cq_file_size=cq_file_size, jobs=jobs)
     doc = plan.to_dict(with_redispatch=redispatch)
     doc["totals"] = _totals(plan)
+    ha = _controller_view(st, plan)
+    if ha is not None:
+        doc["controller"] = ha
     lw = None
     if consumers:
         lw = lost_window(st, plan.consume_queue_max_offsets_before, _after(plan), offsets_file)
         doc["consumer_lost_window"] = lw.to_dict()
     warn(plan.version.describe())
-    emit_document(doc, fmt, lambda d: _render(plan, lw))
-    if plan.messages_lost.get("count") or any(q.entries_cut for q in plan.queues):
+    emit_document(doc, fmt, lambda d: (_render(plan, lw), _render_controller(ha)))
+    if plan.messages_lost.get("count") or any(q.entries_cut for q in plan.queues) or (ha and not ha["will_start"]):
         sys.exit(EXIT_PROBLEMS)
+
+
+def _controller_view(st, plan) -> dict | None:
+    """Controller mode (AutoSwitch HA): the confirm offset after the recovery's clamp, the unconfirmed tail (on
+    disk, in no queue), the epochs, and whether load() succeeds at all (compensateForHA); None in classic mode."""
+    from ..analyses.peers import open_replica
+    from ._params import broker_conf
+
+    if plan.dledger is not None:
+        return None
+    conf = broker_conf()
+    if conf is None and not any(os.path.isfile(os.path.join(st.root, n)) for n in
+                                ("epochFileCheckpoint", "epochFileCheckpoint.bak", "brokerIdentity")):
+        return None  # nothing says HA: no second walk for the common case
+    rep = open_replica(st, st.root, conf, plan=plan, count_messages=False)
+    if rep.identity.mode != "controller":
+        if rep.identity.role == "SLAVE":
+            warn("classic SLAVE (" + rep.identity.role_evidence + "): its checkpoint physicMsgTimestamp follows its "
+                 "own consume-queue dispatch (appendData does not set the file's store time), so the abnormal "
+                 "recovery start file above is its own, not its master's; its config/*.json are periodic copies of "
+                 "the master's (SlaveSynchronize)")
+        return None
+    d = rep.to_dict(with_lists=False)
+    d.pop("messages", None)
+    return d
+
+
+def _render_controller(ha: dict | None) -> None:
+    if ha is None:
+        return
+    u = ha["unconfirmed"]
+    print_kv("Controller mode (AutoSwitch HA)", [
+        ("mode", ha["ha"]["mode_evidence"]),
+        ("role", f"{ha['ha']['role'] or 'unknown'} ({ha['ha']['role_evidence']})"),
+        ("epochs", " ".join(f"{e['epoch']}@[{e['start_offset']}, {e['end_offset']})" for e in
+                            ha["epoch_ranges"]) or "none"),
+        ("checkpoint confirmPhyOffset", ha["checkpoint_confirm_phy_offset"]),
+        ("confirm offset after recovery", f"{ha['confirm_offset']} (clamped to [min offset, recovered end]; the "
+                                          "reput dispatches only up to it)"),
+        ("unconfirmed tail", f"[{u['from_offset']}, {u['to_offset']}) {u['bytes']} bytes, {u['messages']} messages: "
+                             "on disk, in no consume queue; recovery does not cut it" if u else "none"),
+        ("will it start", "yes" if ha["will_start"] else "NO: " + ha["load_failure"]["sentence"]),
+        ("records past the end", f"{ha['stale_records']['count']} CRC-valid records the broker never serves"
+         if ha["stale_records"]["count"] else "none"),
+    ] + [("problem", p) for p in ha["problems"]])
 
 
 def _totals(plan) -> dict:

@@ -69,7 +69,8 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
                                                 progress=lambda d, b=base: advance(b + d)))
             done += 4 * span
     data = ReportData(reports, __version__, _command_line(stores, out_path, as_of, offsets_file, broker_version),
-                      as_of if as_of is not None else int(time.time() * 1000), as_of is not None)
+                      as_of if as_of is not None else int(time.time() * 1000), as_of is not None,
+                      replicas=_replica_view(opened, list(stores)))
     page = render_html(data)
     replaced = os.path.exists(out_path)
     tmp = f"{out_path}.tmp-{os.getpid()}"
@@ -88,6 +89,21 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
              f"{sum(len(r.damage) for r in reports)} damaged ranges is drawn (damage is never dropped)")
     click.echo(f"wrote {out_path} ({len(reports)} store(s), {sum(len(r.findings) for r in reports)} finding(s))",
                err=True)
+
+
+def _replica_view(opened, labels: list[str]) -> dict | None:
+    """Several stores of one broker group (classic or controller mode, not DLedger): the peers comparison, shown as
+    the report's replica view. None for one store, DLedger stores, or stores with no record in common."""
+    from ..analyses.peers import Verdict, compare_replicas
+    from .peers import short_labels
+
+    labels = short_labels(labels)
+    if len(opened) < 2 or any(st.layout.dledger is not None for st in opened):
+        return None
+    rep = compare_replicas(opened, labels=labels)
+    if all(p.verdict in (Verdict.NO_COMMON_RECORD, Verdict.NO_OVERLAP) for p in rep.pairs):
+        return None  # a fleet of different brokers, not one group's copies
+    return rep.to_dict()
 
 
 def _command_line(stores, out_path, as_of, offsets_file, broker_version) -> str:

@@ -267,3 +267,39 @@ def index_charts(r: StoreReport) -> go.Figure | None:
     fig.update_xaxes(range=[0, 105], title="%", row=1, col=2)
     fig.update_yaxes(type="category", autorange="reversed")
     return fig
+
+
+def replica_map(d: dict) -> go.Figure:
+    """The replicas of one group (analyses.peers.PeersReport.to_dict()) on one physical-offset axis."""
+    fig = go.Figure()
+    labels = [r["label"] for r in d["replicas"]]
+    parts = (("confirmed", "#4c78a8"), ("unconfirmed tail", "#f58518"), ("records past the end", "#bab0ac"))
+    for name, colour in parts:
+        base, length, text = [], [], []
+        for r in d["replicas"]:
+            if name == "confirmed":
+                lo, hi = r["min_offset"], r["confirm_offset"]
+            elif name == "unconfirmed tail":
+                lo, hi = r["confirm_offset"], r["max_offset"]
+            else:
+                rng = r["stale_records"]["range"] or [r["max_offset"], r["max_offset"]]
+                lo, hi = rng
+            base.append(lo)
+            length.append(max(hi - lo, 0))
+            text.append(f"[{lo}, {hi})")
+        fig.add_trace(go.Bar(name=name, orientation="h", y=labels, x=length, base=base, marker_color=colour,
+                             hovertext=text, hoverinfo="text+name"))
+    xs, ys, tx = [], [], []
+    for t in d["truncations"]:
+        if t["point"] is not None and t["kind"] in ("truncate", "not_aligned"):
+            xs.append(t["point"])
+            ys.append(t["replica"])
+            tx.append(f"{t['kind']} at {t['point']}")
+    if xs:
+        fig.add_trace(go.Scatter(name="truncation point", x=xs, y=ys, mode="markers", hovertext=tx,
+                                 marker={"symbol": "triangle-down", "size": 14, "color": "#e45756"}))
+    for p in d["pairs"]:
+        fig.add_vline(x=p["common_prefix_end"], line_dash="dot", line_color="#54a24b")
+    fig.update_layout(barmode="overlay", height=160 + 40 * len(labels), title=_title("Replicas on one offset axis"),
+                      xaxis_title="physical offset", margin={"l": 10, "r": 10, "t": 40, "b": 40})
+    return fig

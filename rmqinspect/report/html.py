@@ -80,10 +80,15 @@ class _Page:
 def render(data: ReportData) -> str:
     page = _Page()
     sections = [_store_sections(page, i, r) for i, r in enumerate(data.stores)]
-    island = {"rmqinspect_version": data.rmqinspect_version, "plotly_version": plotly.__version__,
+    if data.replicas is not None:
+        sections.insert(0, _replica_section(page, data.replicas))
+    island = {"replicas": data.replicas, "rmqinspect_version": data.rmqinspect_version,
+              "plotly_version": plotly.__version__,
               "command_line": data.command_line, "generated_at_ms": data.generated_at_ms,
               "generated_at": _iso(data.generated_at_ms), "stores": [store_data(r) for r in data.stores]}
     nav = "".join(f"<li><a href='#s{i}'>{_e(r.root)}</a></li>" for i, r in enumerate(data.stores))
+    if data.replicas is not None:
+        nav = "<li><a href='#replicas'>Replicas</a></li>" + nav
     when = ("as of " if data.as_of_given else "made ") + _iso(data.generated_at_ms)
     figs = "".join(f"<script type='application/json' id='{_e(fid)}-fig'>{script_json(js)}</script>"
                    for fid, js in page.figures)
@@ -125,6 +130,48 @@ def store_data(r: StoreReport) -> dict:
         "consumers": r.consumers.to_dict() if r.consumers else None,
         "index_files": [i.to_dict() for i in r.index_files], "traffic": r.traffic.to_dict(), "notes": r.notes,
     }
+
+
+def _replica_section(page: _Page, d: dict) -> str:
+    """The copies of one broker group on one offset axis: ends, confirm offsets, epochs, loss windows, truncation
+    points (analyses.peers, the `rmqinspect peers` answer)."""
+    out = ["<section id='replicas'><h2>Replicas of one broker group</h2>"]
+    out.append(_kv([("HA mode", _e(d["mode"])),
+                    ("newest confirmed data",
+                     _e(f"{d['newest_confirmed']['replica']}: {d['newest_confirmed']['why']}")),
+                    ("rejoin master", _e(f"{d['rejoin_master']['replica']}: {d['rejoin_master']['why']}"))]
+                   + [("note", _e(n)) for n in d["notes"]]))
+    out.append("<p class='hint'>Each copy is a bar on one physical-offset axis: confirmed data, the unconfirmed "
+               "tail, CRC-valid records past the end; ▼ marks a truncation point.</p>"
+               + page.chart("replicas-map", figures.replica_map(d)))
+    out.append(_table(["replica", "mode", "role", "min offset", "end", "messages", "confirm", "epochs", "will start",
+                       "records past the end"],
+                      [[_e(r["label"]), _e(r["ha"]["mode"]), _e(r["ha"]["role"] or "?"), r["min_offset"],
+                        r["max_offset"], r["messages"], r["confirm_offset"],
+                        _e(" ".join(f"{e['epoch']}@{e['start_offset']}" for e in r["epochs"]["entries"]) or "-"),
+                        "yes" if r["will_start"] else "<b>no</b>: " + _e(r["load_failure"]["sentence"]),
+                        r["stale_records"]["count"]] for r in d["replicas"]]))
+    out.append("<h3>Pairs</h3>" + _table(
+        ["a", "b", "verdict", "common prefix end", "common messages", "consistent point", "only on a", "only on b",
+         "what it means"],
+        [[_e(p["a"]), _e(p["b"]), _e(p["verdict"]), p["common_prefix_end"], p["common_prefix_messages"],
+          _e(p["consistent_point"]), p["only_on_a"]["messages"], p["only_on_b"]["messages"], _e(p["sentence"])]
+         for p in d["pairs"]]))
+    out.append("<h3>On rejoin</h3>" + _table(
+        ["replica", "kind", "point", "cuts", "what happens"],
+        [[_e(t["replica"]), _e(t["kind"]), _e(t["point"]), t["cut"]["messages"] if t["cut"] else 0, _e(t["sentence"])]
+         for t in d["truncations"]]))
+    rows = [[_e(w["holder"]), m["physical_offset"], _e(m["topic"]), m["queue_id"], m["queue_offset"], _e(m["keys"]),
+             _e(m["uniq_key"]), "yes" if m["in_consume_queue"] else "no"]
+            for p in d["pairs"] for w in (p["only_on_a"], p["only_on_b"]) for m in w["list"][:MAX_FINDING_ROWS]]
+    if rows:
+        out.append("<h3>Loss windows</h3>" + _table(["only on", "physical offset", "topic", "queue", "queue offset",
+                                                      "keys", "UNIQ_KEY", "in its queues"], rows))
+    if d["consumer_offsets_beyond_survivor"]:
+        out.append("<h3>Consumer offsets past the survivor</h3><ul>" + "".join(
+            f"<li>{_e(c['sentence'])}</li>" for c in d["consumer_offsets_beyond_survivor"]) + "</ul>")
+    out.append("</section>")
+    return "".join(out)
 
 
 def _store_sections(page: _Page, i: int, r: StoreReport) -> str:

@@ -82,6 +82,11 @@ KNOWN_KEYS: dict[str, type] = {
     "indexFileWriteEnable": bool,
     "checkCommitLogOffsetOnRecover": bool,
     "useSeparateStorePathForRocksdbCQ": bool,
+    # HA (issue: replicas): the role and mode a copy ran with
+    "brokerId": int,
+    "enableControllerMode": bool,
+    "allAckInSyncStateSet": bool,
+    "readUnCommitted": bool,
 }
 # keys MessageStoreConfig has only from a release on: a broker.conf that sets one was written for that release
 # or a later one (a key the broker does not know it ignores, so this is a lower bound a user chose, not a proof)

@@ -70,3 +70,21 @@ def tree_hashes(root: str | Path) -> dict[str, str]:
         for d in dirnames:
             out[os.path.relpath(os.path.join(dirpath, d), root) + "/"] = "dir"
     return out
+
+
+# Replica sets (several stores of one broker group, written by RocketMQ's HA code): ../shared/replicas/<version>/<set>
+REPLICAS = Path(os.environ.get("RMQINSPECT_REPLICAS", REPO.parent / "shared" / "replicas"))
+
+
+def require_replicas(name: str) -> Path:
+    """The replica set ``<version>/<set>``; skips with the reason when ../shared/replicas is absent."""
+    p = REPLICAS / name
+    if not (p / "expected.json").is_file():
+        pytest.skip(f"replica set {name} not found under {REPLICAS} (../shared absent); set RMQINSPECT_REPLICAS")
+    return p
+
+
+@functools.cache
+def load_replica_expected(name: str) -> dict:
+    with open(REPLICAS / name / "expected.json", encoding="utf-8") as f:
+        return json.load(f)

@@ -20,7 +20,7 @@ what to dispatch) is decided here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -356,6 +356,9 @@ def scan_run(rec: Recovery, scan: Scan, run: RecordRun, dispatch_all: bool, disp
         want = recs["position"] + base > dispatch_from  # CommitLog.recoverNormally: commitLogOffset > max
     else:
         want = np.zeros(len(recs), dtype=bool)
+    if dispatch_all and rec.options.confirm_offset is not None and rec.options.confirm_offset >= 0:
+        # controller/duplication mode, recoverAbnormally only (recoverNormally dispatches past it)
+        want &= recs["position"] + recs["total_size"] + base <= rec.options.confirm_offset
     slow = want | records_with_topic(np.frombuffer(run.file.buffer, dtype=np.uint8), recs, SCHEDULE_TOPIC_BYTES)
     stop_at = None
     sl = np.flatnonzero(slow)
@@ -583,6 +586,10 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
     """Reproduce DefaultMessageStore.load's recovery (and start()'s first dispatch) on ``store`` without
     writing anything."""
     options = options or RecoveryOptions()
+    if options.confirm_offset is None and store.layout.dledger is None:
+        from .controller import detect_confirm_offset
+
+        options = replace(options, confirm_offset=detect_confirm_offset(store))
     if store.layout.dledger is not None:  # DLedger mode: DLedger's own recovery first (recovery.dledger)
         from .dledger import plan_dledger_recovery
 
@@ -600,7 +607,8 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
     if rec.combine is not None:
         truncate_combine_side(store, rec.combine, t)
     max_offsets = {m.rec.key: m.rec.max_offset for m in rec.queues.models}
-    reput_from, after_start = reput_after_start(rec, t, scan.last_dispatched_end)
+    reput_end = t if options.confirm_offset is None or options.confirm_offset < 0 else min(t, options.confirm_offset)
+    reput_from, after_start = reput_after_start(rec, reput_end, scan.last_dispatched_end)
     if rec.combine is not None:
         verify_and_init_offsets(rec.combine, [m for m in rec.queues.models if isinstance(m, ConsumeQueueModel)])
         rec.notes.extend(rec.combine.notes)
@@ -624,7 +632,7 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
         redispatch_first=scan.redispatch_first, redispatch_last=scan.redispatch_last,
         queue_models={m.rec.key: m for m in models}, combine=rec.combine, accelerated_from=rec.accelerated_from,
         max_offset_after_load=t, max_offset_after_start=t,
-        dispatched=dispatched_ranges(scan.redispatch_first, scan.redispatch_last, reput_start, t),
+        dispatched=dispatched_ranges(scan.redispatch_first, scan.redispatch_last, reput_start, reput_end),
         index_end_phy_offset=ia.end_phy_offset, index_begin_timestamp=ia.begin_timestamp,
     )
     plan.band_answers = band_answers(rec, idx, t, scan_run)

@@ -63,6 +63,10 @@ class RecoveryOptions:
     accelerated: bool | None = None
     # checkCommitLogOffsetOnRecover (5.5.0+, abnormal recovery only): None = from broker.conf
     stale_offset_check: bool | None = None
+    # controller mode (AutoSwitch HA): the recovery and start()'s reput dispatch only records ending at or before
+    # the confirm offset (recovery.controller). None: detected from the store (epochFileCheckpoint) and the
+    # broker.conf in effect (enableControllerMode, duplicationEnable, readUnCommitted); -1: classic, never cut
+    confirm_offset: int | None = None
 
 
 class QueueSet:

@@ -166,6 +166,10 @@ def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool =
             or os.path.isdir(os.path.join(layout.root, "batchconsumequeue"))
             or sum(f.size for f in store.commitlog.files) > SMALL_STORE_BYTES):
         return None
+    from .controller import detect_confirm_offset
+
+    if detect_confirm_offset(store) >= 0:  # controller mode: the recovery's dispatch stops at the confirm offset
+        return None
     va = assume_version(store, version)
     bv = va.version
     options = RecoveryOptions(check_crc=check_crc, index_safe=index_safe, with_salvage=False, keep_redispatch=False,
