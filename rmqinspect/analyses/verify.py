@@ -654,9 +654,16 @@ def _index_behind(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
     past = np.flatnonzero(recs.np_offset > end_phy)
     if not past.size:
         return
+    from .recovery.controller import detect_confirm_offset
+
+    # controller mode: the reput dispatches (and indexes) only up to confirmPhyOffset; the unconfirmed tail past it
+    # is its own note, not an index that fell behind
+    confirm = detect_confirm_offset(store) if store.layout.dledger is None else -1
     first = last = None
     n = size = 0
     for msg in store.commitlog.messages(int(recs.np_offset[past[0]]), None, keep_going=True):
+        if 0 <= confirm < msg.physical_offset + msg.total_size:
+            break
         if not goes_to_index(msg.sys_flag) or not index_keys(msg.properties) or msg.problems:
             continue
         if first is None:
