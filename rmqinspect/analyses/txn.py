@@ -583,7 +583,7 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
     cl = store.commitlog
     col = _Collect()
     topics: dict[str, int] = {}
-    H, E, O, GV = col.half, col.end, col.op, col.gave
+    H, E, OP, GV = col.half, col.end, col.op, col.gave
     rtopics = col.real_topics
     before = PREPARED_TRANSACTION_OFFSET_BEFORE_BODY
     u8_of: dict[str, object] = {}
@@ -661,10 +661,10 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
                                   "op bodies); ignored")
                     continue
                 for q in _op_offsets(bytes(buf[bpos:bpos + max(blen, 0)]), where, col.notes):
-                    O["hqoff"].append(q)
-                    O["phys"].append(phys)
-                    O["end"].append(end)
-                    O["qid"].append(qid)
+                    OP["hqoff"].append(q)
+                    OP["phys"].append(phys)
+                    OP["end"].append(end)
+                    OP["qid"].append(qid)
             elif tid == max_id:
                 uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 GV["phys"].append(phys)
