@@ -1,0 +1,263 @@
+"""`txn`: transaction verdicts from the commit log, on the oracle stores (store-level PREPARED/COMMIT/ROLLBACK
+written by RocketMQ itself) and on writer-made stores of the broker-level half/op convention."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
+from rmqinspect.analyses.txn import checker_progress, scan_transactions
+from rmqinspect.cli.main import cli
+from rmqinspect.formats.commitlog import encode_properties
+from rmqinspect.formats.constants import TransactionType
+from rmqinspect.store import Store
+from rmqinspect.writer.commitlog import MessageSpec
+from rmqinspect.writer.store import StoreWriter
+from rmqinspect.writer.transaction import TransactionalBroker, checker_offsets_json
+from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
+
+T0 = 1_795_300_000_000
+
+
+def _scan(root, restart=True):
+    s = Store.open(str(root))
+    plan = plan_recovery(s, RecoveryOptions(with_salvage=False, keep_redispatch=False)) if restart else None
+    off, src = checker_progress(s)
+    return scan_transactions(s, plan=plan, checker_offsets=off, checker_source=src)
+
+
+def _by_uniq(scan) -> dict:
+    return {t.uniq_key: t for t in scan.transactions(scan.select())}
+
+
+# --- the oracle: RocketMQ's own store-level transaction records -------------------------------------------------
+
+@pytest.mark.parametrize("name", ALL_SCENARIOS)
+def test_oracle_verdicts_are_what_the_records_prove(name):
+    require_oracle(name)
+    exp = load_expected(name)
+    msgs = exp.get("messages")
+    if not msgs:
+        pytest.skip(f"{name}: expected.json records no messages to compare with")
+    prepared = {m["physicalOffset"]: m for m in msgs if m["sysFlag"] & 0xC == TransactionType.PREPARED}
+    commits: dict[int, list[int]] = {}
+    rollbacks: dict[int, list[int]] = {}
+    for m in msgs:
+        tt = m["sysFlag"] & 0xC
+        if tt in (TransactionType.COMMIT, TransactionType.ROLLBACK):
+            (commits if tt == TransactionType.COMMIT else rollbacks).setdefault(
+                m["preparedTransactionOffset"], []).append(m["physicalOffset"])
+    root = require_oracle(name) / "store"
+    scan = _scan(root, restart=False)
+    rows = {t.physical_offset: t for t in scan.transactions()}
+    # recorded messages are what RocketMQ read back: every PREPARED record is a transaction and nothing else is
+    assert set(rows) == set(prepared), name
+    for off, m in prepared.items():
+        t = rows[off]
+        want = ("committed" if off in commits else "rolled_back" if off in rollbacks else "open")
+        assert t.state == want, (name, off)
+        assert t.convention == "prepared" and t.real_topic == m["topic"] and t.uniq_key == m["uniqKey"]
+        assert t.first_store_time == m["storeTimestamp"]
+        if off in commits:
+            first = min(commits[off])
+            assert t.commit_offset == first
+            cm = next(x for x in msgs if x["physicalOffset"] == first)
+            # the commit's consume-queue entry is the one RocketMQ read back for that record
+            if cm.get("inConsumeQueue") and (root / "consumequeue").is_dir():
+                assert t.commit_cq_entry == [cm["cqOffset"], first, cm["cqSize"], cm["cqTagsCode"]]
+        if off in rollbacks:
+            assert t.rollback_offset == min(rollbacks[off])
+    # an end naming no PREPARED record is said, not silently dropped
+    orphans = sum(len(v) for k, v in (commits | rollbacks).items() if k not in prepared)
+    assert scan.notes.counts.get("ends naming no half", 0) == orphans
+
+
+# --- writer-made stores: the broker-level convention -------------------------------------------------------------
+
+def write_every_verdict(root, *, crash_record_before: str | None = None, five: bool = True):
+    """One store with every verdict, both conventions; returns the broker-level halves by UNIQ_KEY."""
+    w = StoreWriter(str(root), commitlog_file_size=1 << 16, abort=crash_record_before is not None,
+                    config={"consumerOffset.json": checker_offsets_json(4, 2)})
+    b = TransactionalBroker(w, five=five, batch_op=five)
+    h = {}
+    h["C"] = b.half("OrderTopic", 1, b"a", "UKC", T0, keys="ord-1 ord-2")
+    h["R"] = b.half("PayTopic", 0, b"b", "UKR", T0 + 1)
+    b.commit(h["C"], T0 + 2)
+    b.op([h["C"], h["R"]], T0 + 3)  # one batched op ends both
+    h["D"] = b.half("OrderTopic", 2, b"c", "UKD", T0 + 5)
+    b.commit(h["D"], T0 + 6)  # crash before the op: in doubt
+    c = h["O"] = b.half("OrderTopic", 0, b"d", "UKO", T0 + 7)
+    for i in range(3):
+        c = b.check(c, T0 + 10 + i)
+    g = h["G"] = b.half("LogTopic", 0, b"e", "UKG", T0 + 20)
+    g = b.check(b.check(g, T0 + 21), T0 + 22)
+    b.give_up(g, T0 + 23)
+    h["K"] = b.half("OrderTopic", 3, b"f", "UKK", T0 + 30)
+    k = b.check(h["K"], T0 + 31, immunity=True)
+    b.commit(k, T0 + 32)  # the producer's answer to the check names the copy
+    b.op([k], T0 + 33)
+    # 4.x store level in the same store
+    p = w.append(MessageSpec("OrderTopic", 1, b"p", encode_properties({"UNIQ_KEY": "UKP", "TRAN_MSG": "true",
+                                                                      "PGROUP": "pg-4"}),
+                             sys_flag=TransactionType.PREPARED, store_timestamp=T0 + 40))
+    w.append(MessageSpec("OrderTopic", 1, b"p", encode_properties({"UNIQ_KEY": "UKP"}),
+                         sys_flag=TransactionType.COMMIT, store_timestamp=T0 + 41,
+                         prepared_transaction_offset=p.physical_offset))
+    q = w.append(MessageSpec("PayTopic", 0, b"q", encode_properties({"UNIQ_KEY": "UKQ", "TRAN_MSG": "true"}),
+                             sys_flag=TransactionType.PREPARED, store_timestamp=T0 + 42))
+    w.append(MessageSpec("PayTopic", 0, b"q", b"", sys_flag=TransactionType.ROLLBACK, store_timestamp=T0 + 43,
+                         prepared_transaction_offset=q.physical_offset))
+    w.append(MessageSpec("PayTopic", 0, b"open", encode_properties({"UNIQ_KEY": "UKN", "TRAN_MSG": "true"}),
+                         sys_flag=TransactionType.PREPARED, store_timestamp=T0 + 44))
+    # the crash: a record the recovery refuses (body CRC), then what was written after it
+    h["X"] = b.half("OrderTopic", 1, b"x", "UKX", T0 + 50)
+    bad = MessageSpec("OrderTopic", 0, b"torn", encode_properties({"UNIQ_KEY": "BAD"}), store_timestamp=T0 + 51,
+                      body_crc=12345)
+    if crash_record_before == "commit":
+        w.append(bad)
+    b.commit(h["X"], T0 + 52)
+    if crash_record_before == "op":
+        w.append(bad)
+    b.op([h["X"]], T0 + 53)
+    w.close()
+    return h
+
+
+def test_every_broker_level_verdict(tmp_path):
+    h = write_every_verdict(tmp_path / "s")
+    before = tree_hashes(tmp_path / "s")
+    scan = _scan(tmp_path / "s")
+    t = _by_uniq(scan)
+    assert {k: v.state for k, v in t.items()} == {
+        "UKC": "committed", "UKR": "rolled_back", "UKD": "in_doubt", "UKO": "open", "UKG": "given_up",
+        "UKK": "committed", "UKP": "committed", "UKQ": "rolled_back", "UKN": "open", "UKX": "committed"}
+    assert t["UKO"].check_count == 3 and len(t["UKO"].copies) == 3
+    assert t["UKO"].half_queue_offsets == [h["O"].queue_offset + i for i in range(4)]
+    # CID_RMQ_SYS_TRANS is at half-queue offset 4: past C, R, D and O's original, not O's last copy
+    assert t["UKO"].checker_passed is False and t["UKC"].checker_passed is True
+    assert t["UKG"].check_count == 2 and t["UKG"].given_up_offset is not None
+    assert t["UKK"].commit_offset is not None and t["UKK"].op_offset is not None
+    assert t["UKC"].keys == ["ord-1", "ord-2"] and t["UKC"].producer_group == "pg-tx"
+    assert t["UKC"].transaction_id == "UKC" and t["UKC"].real_queue_id == 1
+    assert t["UKC"].commit_cq_entry is not None and t["UKC"].commit_cq_entry[1] == t["UKC"].commit_offset
+    assert t["UKC"].op_offset == t["UKR"].op_offset  # the batched op
+    assert t["UKP"].convention == "prepared" and t["UKC"].convention == "half"
+    assert all(v.after_restart == "" for v in t.values())  # no abort file: nothing is cut
+    total, by_topic = scan.summary()
+    assert total == {"committed": 4, "rolled_back": 2, "in_doubt": 1, "open": 2, "given_up": 1}
+    assert tree_hashes(tmp_path / "s") == before
+
+
+def test_4x_broker_level_op_bodies_without_separator(tmp_path):
+    write_every_verdict(tmp_path / "s", five=False)
+    t = _by_uniq(_scan(tmp_path / "s"))
+    assert t["UKC"].state == "committed" and t["UKR"].state == "rolled_back"
+    assert t["UKC"].op_offset != t["UKR"].op_offset  # 4.9.8: one op per half
+    assert t["UKC"].transaction_id == "UKC"  # no __transactionId__ before 5.x: the UNIQ_KEY
+
+
+@pytest.mark.parametrize("where,after", [("commit", "open"), ("op", "in_doubt")])
+def test_a_crash_cutting_between_half_commit_and_op(tmp_path, where, after):
+    write_every_verdict(tmp_path / "s", crash_record_before=where)
+    scan = _scan(tmp_path / "s")
+    t = _by_uniq(scan)
+    x = t["UKX"]
+    assert x.state == "committed"  # the records are all in the files now
+    assert x.state_after_restart == after
+    past = x.op_offset if where == "op" else x.commit_offset
+    assert f"at {past} lies past the recovery's cut at {scan.truncate_offset}" in x.after_restart
+    assert scan.truncate_offset < past
+    assert all(v.after_restart == "" for k, v in t.items() if k != "UKX")
+
+
+def test_a_cut_half_is_gone_after_restart(tmp_path):
+    w = StoreWriter(str(tmp_path / "s"), commitlog_file_size=1 << 16, abort=True)
+    b = TransactionalBroker(w)
+    w.append(MessageSpec("OrderTopic", 0, b"torn", b"", store_timestamp=T0, body_crc=1))
+    b.half("OrderTopic", 0, b"x", "UKX", T0 + 1)
+    w.close()
+    (x,) = _scan(tmp_path / "s").transactions()
+    assert x.state == "open" and x.state_after_restart == "cut" and "is gone" in x.after_restart
+
+
+def test_cli_formats_filters_and_summary(tmp_path):
+    write_every_verdict(tmp_path / "s")
+    root = str(tmp_path / "s")
+    before = tree_hashes(root)
+    r = CliRunner().invoke(cli, ["txn", root, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert len(rows) == 10 and rows == sorted(rows, key=lambda d: d["physical_offset"])
+    r = CliRunner().invoke(cli, ["txn", root, "--format", "ndjson", "--state", "open", "--state", "in_doubt"])
+    assert sorted(json.loads(x)["uniq_key"] for x in r.stdout.splitlines()) == ["UKD", "UKN", "UKO"]
+    r = CliRunner().invoke(cli, ["txn", root, "--format", "ndjson", "--topic", "PayTopic"])
+    assert sorted(json.loads(x)["uniq_key"] for x in r.stdout.splitlines()) == ["UKN", "UKQ", "UKR"]
+    r = CliRunner().invoke(cli, ["txn", root, "--format", "ndjson", "--key", "ord-2"])
+    assert [json.loads(x)["uniq_key"] for x in r.stdout.splitlines()] == ["UKC"]
+    r = CliRunner().invoke(cli, ["txn", root, "--format", "ndjson", "--msgid", "ukg"])
+    assert [json.loads(x)["state"] for x in r.stdout.splitlines()] == ["given_up"]
+    r = CliRunner().invoke(cli, ["txn", root, "--format", "ndjson", "--since", str(T0 + 20), "--until",
+                                 str(T0 + 31)])
+    assert sorted(json.loads(x)["uniq_key"] for x in r.stdout.splitlines()) == ["UKG", "UKK"]
+    r = CliRunner().invoke(cli, ["txn", root, "--summary", "--format", "json"])
+    doc = json.loads(r.stdout)
+    assert doc["transactions"]["committed"] == 4
+    assert {d["topic"]: d["open"] for d in doc["by_topic"]} == {"OrderTopic": 1, "PayTopic": 1, "LogTopic": 0}
+    r = CliRunner().invoke(cli, ["txn", root])
+    assert r.exit_code == 0 and "Transactions by state" in r.stdout and "in_doubt" in r.stdout
+    r = CliRunner().invoke(cli, ["txn", root, "--topic", "NoSuchTopic"])
+    assert r.exit_code == 3 and "no transaction matches --topic NoSuchTopic" in r.stderr
+    assert tree_hashes(root) == before
+
+
+# --- hostile input -------------------------------------------------------------------------------------------
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bodies=st.lists(st.binary(max_size=64) | st.text(alphabet="0123456789,-x ", max_size=40).map(str.encode),
+                       min_size=1, max_size=4),
+       preps=st.lists(st.integers(-(1 << 63), (1 << 63) - 1), max_size=3),
+       tpqos=st.lists(st.text(alphabet="0123456789-a", max_size=25), max_size=3))
+def test_hostile_ops_ends_and_copies_give_notes_not_tracebacks(tmp_path_factory, bodies, preps, tpqos):
+    root = tmp_path_factory.mktemp("h") / "s"
+    w = StoreWriter(str(root), commitlog_file_size=1 << 16)
+    b = TransactionalBroker(w)
+    half = b.half("OrderTopic", 0, b"x", "UK", T0)
+    for i, v in enumerate(tpqos):  # copies whose TRAN_PREPARED_QUEUE_OFFSET points anywhere (itself, later, junk)
+        half.properties["TRAN_PREPARED_QUEUE_OFFSET"] = v
+        half = b.check(half, T0 + 1 + i)
+    for body in bodies:
+        b.raw_op(body, T0 + 10)
+    for p in preps:
+        w.append(MessageSpec("OrderTopic", 0, b"c", b"", sys_flag=TransactionType.COMMIT, store_timestamp=T0 + 20,
+                             prepared_transaction_offset=p))
+    w.close()
+    r = CliRunner().invoke(cli, ["txn", str(root), "--format", "json"])
+    assert r.exit_code in (0, 1), r.output
+    assert "Traceback" not in r.output
+    rows = json.loads(r.stdout)
+    assert len(rows) == 1 and rows[0]["state"] in ("open", "rolled_back", "in_doubt", "committed")
+    assert rows[0]["check_count"] == len(tpqos) and len(rows[0]["copies"]) == len(tpqos)
+    named = [p for p in preps if p != rows[0]["physical_offset"] and p not in rows[0]["copies"]]
+    if named:
+        assert "where no half or PREPARED record starts" in r.stderr
+    bad = [x for x in bodies if any(t and not t.isdigit() for t in x.split(b","))]
+    if bad:
+        assert r.exit_code == 1 and "op message at" in r.stderr
+
+
+def test_many_open_halves_stay_compact(tmp_path):
+    """20,000 open halves: the scan keeps array columns, not objects (the million is in benchmarks/bench_txn.py)."""
+    w = StoreWriter(str(tmp_path / "s"), commitlog_file_size=1 << 24, build_index=False)
+    b = TransactionalBroker(w)
+    for i in range(20_000):
+        b.half("OrderTopic", i % 4, b"", f"UK{i:08d}", T0 + i)
+    w.close()
+    scan = _scan(tmp_path / "s", restart=False)
+    assert len(scan) == 20_000 and scan.summary()[0]["open"] == 20_000
+    held = sum(a.nbytes for d in (scan.h, scan.e, scan.o, scan.g) for a in d.values())
+    assert held <= 20_000 * 11 * 8
