@@ -89,6 +89,7 @@ def write_every_verdict(root, *, crash_record_before: str | None = None, five: b
     h["R"] = b.half("PayTopic", 0, b"b", "UKR", T0 + 1)
     b.commit(h["C"], T0 + 2)
     b.op([h["C"], h["R"]], T0 + 3)  # one batched op ends both
+    w.append(MessageSpec("OrderTopic", 0, b"plain", encode_properties({"UNIQ_KEY": "PLAIN"}), store_timestamp=T0 + 4))
     h["D"] = b.half("OrderTopic", 2, b"c", "UKD", T0 + 5)
     b.commit(h["D"], T0 + 6)  # crash before the op: in doubt
     c = h["O"] = b.half("OrderTopic", 0, b"d", "UKO", T0 + 7)
@@ -261,3 +262,47 @@ def test_many_open_halves_stay_compact(tmp_path):
     assert len(scan) == 20_000 and scan.summary()[0]["open"] == 20_000
     held = sum(a.nbytes for d in (scan.h, scan.e, scan.o, scan.g) for a in d.values())
     assert held <= 20_000 * 11 * 8
+
+
+# --- export / Spark rows: txn_state ------------------------------------------------------------------------------
+
+def test_export_rows_carry_the_transaction_state(tmp_path):
+    from rmqinspect.analyses.export import export_local, read_dataset
+
+    write_every_verdict(tmp_path / "s")
+    scan = _scan(tmp_path / "s", restart=False)
+    export_local([str(tmp_path / "s")], str(tmp_path / "out"))
+    rows = {r["physical_offset"]: r for r in read_dataset(str(tmp_path / "out")).to_pylist()}
+    want = {}
+    for t in scan.transactions(scan.select()):
+        for off in [t.physical_offset, *t.copies, t.commit_offset, t.rollback_offset, t.op_offset,
+                    t.given_up_offset]:
+            if off is not None:  # the batched op ending C and R says C's state: the first half it lists
+                want.setdefault(off, t.state)
+    assert {o: r["txn_state"] for o, r in rows.items() if r["txn_state"] is not None} == want
+    (plain,) = [r for r in rows.values() if r["uniq_key"] == "PLAIN"]
+    assert plain["txn_state"] is None
+
+
+def test_export_txn_state_on_the_oracle_is_the_prepared_records_verdict():
+    name = "rocketmq-all-4.9.8/clean"
+    root = require_oracle(name) / "store"
+    from rmqinspect.analyses.export import file_tasks
+    from rmqinspect.analyses.rows import file_batches
+
+    msgs = load_expected(name)["messages"]
+    committed = {m["preparedTransactionOffset"] for m in msgs if m["sysFlag"] & 0xC == TransactionType.COMMIT}
+    seen = {}
+    for task in file_tasks([str(root)], txn_states=True):
+        for b in file_batches(task):
+            for r in b.select(["physical_offset", "transaction_type", "txn_state"]).to_pylist():
+                if r["txn_state"] is not None:
+                    seen[r["physical_offset"]] = (r["transaction_type"], r["txn_state"])
+    for m in msgs:
+        if m["sysFlag"] & 0xC == TransactionType.PREPARED:
+            assert seen.pop(m["physicalOffset"]) == (
+                "PREPARED", "committed" if m["physicalOffset"] in committed else "open")
+        elif m["sysFlag"] & 0xC == TransactionType.COMMIT and m["preparedTransactionOffset"] in committed and \
+                any(p["physicalOffset"] == m["preparedTransactionOffset"] and p["sysFlag"] & 0xC == 4 for p in msgs):
+            assert seen.pop(m["physicalOffset"]) == ("COMMIT", "committed")
+    assert seen == {}

@@ -681,5 +681,26 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
                    checker_offsets=checker_offsets, checker_source=checker_source)
 
 
+
+
+def txn_states_by_file(store_path: str, starts: list[int]) -> list[tuple]:
+    """For each commitlog file (by start offset, in order): (offsets, states) of its transaction records, the
+    ``txn_state`` column of ``export`` and the Spark rows (a store without transactions: empty tuples)."""
+    import numpy as np
+
+    st = Store.open(store_path)
+    try:
+        offs, states = scan_transactions(st).state_index()
+    finally:
+        st.close()
+    if not len(offs):
+        return [() for _ in starts]
+    bounds = np.searchsorted(offs, np.array(list(starts[1:]), dtype=np.int64)).tolist()
+    out = []
+    for lo, hi in zip([0] + bounds, bounds + [len(offs)]):
+        out.append((tuple(offs[lo:hi].tolist()), tuple(states[lo:hi].tolist())) if hi > lo else ())
+    return out
+
+
 __all__ = ["BROKER_LEVEL", "STATES", "STORE_LEVEL", "TopicCount", "Transaction", "TxnScan", "TxnState",
-           "checker_progress", "scan_transactions"]
+           "checker_progress", "scan_transactions", "txn_states_by_file"]
