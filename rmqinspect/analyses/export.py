@@ -18,7 +18,6 @@ from typing import Iterable, Sequence
 from ..store.errors import StoreNotFoundError
 from ..store.layout import StoreLayout, ensure_new_directory, ensure_output_outside
 from .parallel import map_files
-from .txn import txn_states_by_file
 from .rows import (
     PARTITION_COLUMNS,
     FileDamage,
@@ -29,6 +28,7 @@ from .rows import (
     arrow_schema_of,
     file_batches,
 )
+from .txn import txn_states_by_file
 
 
 def store_labels(stores: Sequence[str], labels: Sequence[str] | None = None) -> list[str]:
