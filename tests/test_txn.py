@@ -306,3 +306,31 @@ def test_export_txn_state_on_the_oracle_is_the_prepared_records_verdict():
                 any(p["physicalOffset"] == m["preparedTransactionOffset"] and p["sysFlag"] & 0xC == 4 for p in msgs):
             assert seen.pop(m["physicalOffset"]) == ("COMMIT", "committed")
     assert seen == {}
+
+
+# --- fate -------------------------------------------------------------------------------------------------------
+
+def test_fate_of_each_transaction_record_gives_its_transaction(tmp_path):
+    write_every_verdict(tmp_path / "s", crash_record_before="op")
+    root = str(tmp_path / "s")
+    t = _by_uniq(_scan(tmp_path / "s"))
+    cases = {t["UKX"].physical_offset: "half", t["UKX"].commit_offset: "commit", t["UKX"].op_offset: "op",
+             t["UKO"].copies[1]: "copy", t["UKG"].given_up_offset: "given_up", t["UKQ"].rollback_offset: "rollback",
+             t["UKP"].physical_offset: "half"}
+    for off, role in cases.items():
+        r = CliRunner().invoke(cli, ["fate", root, "--offset", str(off), "--format", "json"])
+        assert r.exit_code == 0, r.output
+        (f,) = json.loads(r.stdout)
+        tx = f["transaction"]
+        assert tx["role"] == role, off
+        want = next(v for v in t.values() if v.physical_offset == tx["physical_offset"])
+        assert tx["state"] == want.state and tx["state_after_restart"] == want.state_after_restart
+    r = CliRunner().invoke(cli, ["fate", root, "--offset", str(t["UKX"].op_offset)])
+    assert "Its transaction (the op record)" in r.stdout and "in_doubt after restart" in r.stdout
+    plain = _plain_offset(root)
+    r = CliRunner().invoke(cli, ["fate", root, "--offset", str(plain), "--format", "json"])
+    assert json.loads(r.stdout)[0]["transaction"] is None
+
+
+def _plain_offset(root) -> int:
+    return next(m.physical_offset for m in Store.open(root).commitlog.messages() if m.uniq_key == "PLAIN")

@@ -50,6 +50,8 @@ class MessageFate:
     delivery_due: int | None = None  # a delayed message: when SCHEDULE_TOPIC_XXXX hands it to its topic
     consumers: list[ConsumerState] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # a half, PREPARED, op, commit, rollback or given-up record: its transaction (analyses.txn.attach_transactions)
+    transaction: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

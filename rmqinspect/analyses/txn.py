@@ -702,5 +702,39 @@ def txn_states_by_file(store_path: str, starts: list[int]) -> list[tuple]:
     return out
 
 
+
+
+def is_transaction_record(msg) -> bool:
+    """A record ``txn`` reads: a half, op or given-up copy (by topic) or a PREPARED/COMMIT/ROLLBACK record."""
+    return msg.transaction_type != TransactionType.NOT_TYPE or msg.topic in (
+        RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC)
+
+
+def attach_transactions(store: Store, fates: list, *, plan=None, offsets_file: str | None = None) -> None:
+    """``fate``: give each fate of a transaction record its transaction (``Transaction.to_dict`` plus ``role``:
+    half | copy | commit | rollback | op | given_up). The commit log is walked once, and only when one of the
+    records is a transaction record."""
+    wanted = []
+    for f in fates:
+        try:
+            if is_transaction_record(store.commitlog.read_message(f.physical_offset)):
+                wanted.append(f)
+        except RmqInspectError:
+            continue
+    if not wanted:
+        return
+    offsets, source = checker_progress(store, offsets_file)
+    scan = scan_transactions(store, plan=plan, checker_offsets=offsets, checker_source=source)
+    for f in wanted:
+        found = scan.group_of_offset(f.physical_offset)
+        if found is None:
+            f.notes.append("a transaction record, but no half or PREPARED record in the store belongs to it (see "
+                           "`txn`'s notes)")
+            continue
+        g, role = found
+        f.transaction = {"role": role, **scan.transaction(g).to_dict()}
+
+
 __all__ = ["BROKER_LEVEL", "STATES", "STORE_LEVEL", "TopicCount", "Transaction", "TxnScan", "TxnState",
-           "checker_progress", "scan_transactions", "txn_states_by_file"]
+           "attach_transactions", "checker_progress", "is_transaction_record", "scan_transactions",
+           "txn_states_by_file"]
