@@ -334,3 +334,27 @@ def test_fate_of_each_transaction_record_gives_its_transaction(tmp_path):
 
 def _plain_offset(root) -> int:
     return next(m.physical_offset for m in Store.open(root).commitlog.messages() if m.uniq_key == "PLAIN")
+
+
+# --- report -----------------------------------------------------------------------------------------------------
+
+def test_report_has_a_transactions_section_only_when_the_store_has_transactions(tmp_path):
+    from rmqinspect.analyses.report_data import collect_store_report
+
+    write_every_verdict(tmp_path / "s", crash_record_before="op")
+    r = collect_store_report(Store.open(str(tmp_path / "s")))
+    scan = _scan(tmp_path / "s")
+    assert r.transactions is not None and r.transactions.counts == scan.summary()[0]
+    assert r.transactions.changed_by_restart == 1
+    listed = {t.uniq_key: t.state for t in r.transactions.rows}
+    assert listed == {"UKR": "rolled_back", "UKD": "in_doubt", "UKO": "open", "UKG": "given_up",
+                      "UKQ": "rolled_back", "UKN": "open", "UKX": "committed"}  # UKX: in doubt after restart
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(cli, ["report", str(tmp_path / "s"), "--out", str(out)])
+    assert res.exit_code in (0, 1), res.output
+    page = out.read_text()
+    assert "8. Transactions" in page and "in_doubt after restart" in page
+    w = StoreWriter(str(tmp_path / "plain"), commitlog_file_size=1 << 16)
+    w.append(MessageSpec("OrderTopic", 0, b"x", b"", store_timestamp=T0))
+    w.close()
+    assert collect_store_report(Store.open(str(tmp_path / "plain"))).transactions is None

@@ -735,6 +735,45 @@ def attach_transactions(store: Store, fates: list, *, plan=None, offsets_file: s
         f.transaction = {"role": role, **scan.transaction(g).to_dict()}
 
 
-__all__ = ["BROKER_LEVEL", "STATES", "STORE_LEVEL", "TopicCount", "Transaction", "TxnScan", "TxnState",
-           "attach_transactions", "checker_progress", "is_transaction_record", "scan_transactions",
-           "txn_states_by_file"]
+
+REPORT_ROWS = 200  # transactions the report lists (the rest are in the counts and in `rmqinspect txn`)
+
+
+@dataclass
+class TxnSection:
+    """The report's transactions section: the counts, and the transactions to look at (not committed, or
+    changed by a restart), at most ``REPORT_ROWS`` of them."""
+
+    counts: dict[str, int]
+    by_topic: list[dict]
+    changed_by_restart: int
+    rows: list[Transaction]
+    listed_of: int  # how many transactions qualified for the list
+    notes: list[str]
+
+    def to_dict(self) -> dict:
+        return {"counts": self.counts, "by_topic": self.by_topic, "changed_by_restart": self.changed_by_restart,
+                "rows": [t.to_dict() for t in self.rows], "listed_of": self.listed_of, "notes": self.notes}
+
+
+def report_section(store: Store, plan=None, offsets_file: str | None = None) -> TxnSection | None:
+    """``report``: the transactions section, or None when the store holds no transaction."""
+    import numpy as np
+
+    offsets, source = checker_progress(store, offsets_file)
+    scan = scan_transactions(store, plan=plan, checker_offsets=offsets, checker_source=source)
+    if not len(scan):
+        return None
+    total, by_topic = scan.summary()
+    changed = (scan.state_after != scan.state) if scan.state_after is not None else np.zeros(len(scan), dtype=bool)
+    look = changed | (scan.state != _CODE[TxnState.COMMITTED])
+    sel = scan.select()
+    sel = sel[look[sel]]
+    rows = list(scan.transactions(sel[:REPORT_ROWS]))
+    return TxnSection(total, [{"topic": r.topic, **r.counts} for r in by_topic], int(changed.sum()), rows,
+                      len(sel), scan.notes.all())
+
+
+__all__ = ["BROKER_LEVEL", "STATES", "STORE_LEVEL", "TopicCount", "Transaction", "TxnScan", "TxnSection",
+           "TxnState", "attach_transactions", "checker_progress", "is_transaction_record", "report_section",
+           "scan_transactions", "txn_states_by_file"]
