@@ -43,6 +43,7 @@ from enum import StrEnum
 from ..formats.commitlog import PREPARED_TRANSACTION_OFFSET_BEFORE_BODY
 from ..formats.constants import (
     CID_SYS_RMQ_TRANS,
+    PROPERTY_KEYS,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -59,11 +60,13 @@ from ..formats.constants import (
     SysFlag,
     TransactionType,
 )
+from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
 from ..formats.properties import parse_properties
 from ..store import Store
 from ..store.commitlog import DAMAGE_KINDS, Gap, Record, RecordRun
 from ..store.consumequeue import ConsumeQueue
 from ..store.errors import RmqInspectError
+from ..store.message import split_keys
 from .rows import topic_ids
 
 
@@ -79,6 +82,7 @@ class TxnState(StrEnum):
 
 STATES = tuple(TxnState)
 _CODE = {s: i for i, s in enumerate(STATES)}
+_COMMIT = int(TransactionType.COMMIT)
 CUT = -1  # after restart: the half itself is cut, the transaction is gone from the store
 
 # a half's convention
@@ -171,7 +175,8 @@ class _Collect:
     """The walk's per-record harvest, in ``array`` columns (8 bytes a value)."""
 
     def __init__(self) -> None:
-        self.half = _cols("phys", "end", "qid", "qoff", "sts", "checks", "tpqo", "uhash", "rtopic", "rqid", "kind")
+        self.half = _cols("phys", "end", "qid", "qoff", "sts", "checks", "tpqo", "uhash", "rtopic", "rqid", "kind",
+                          "ppos", "plen")
         self.end = _cols("phys", "end", "prep", "type", "topic", "qid", "qoff", "sts")
         self.op = _cols("hqoff", "phys", "end", "qid")
         self.gave = _cols("phys", "end", "uhash")
@@ -367,84 +372,132 @@ class TxnScan:
         """Group ``g`` as a row: its text read back from its first record."""
         import numpy as np
 
-        h = self.h
-        members = self.order[self.gstart[g]:self.gstart[g + 1]]
-        fi = int(members[0])
-        phys = int(h["phys"][fi])
-        conv = STORE_LEVEL if h["kind"][fi] == 1 else BROKER_LEVEL
-        rq = int(h["rqid"][fi])
-        t = Transaction(phys, conv, STATES[int(self.state[g])].value, self.real_topic_of(g), rq if rq >= 0 else None)
-        sts = h["sts"][members]
-        t.first_store_time, t.last_store_time = int(sts.min()), int(sts.max())
-        t.check_count = int(max(h["checks"][members].max(), 0))
-        t.copies = [int(x) for x in h["phys"][members[1:]].tolist()]
-        t.half_queue_offsets = [int(x) for x in h["qoff"][members].tolist()] if conv == BROKER_LEVEL else []
-        if self.orphan_copy[g]:
-            t.notes.append("the original half is not in the store (deleted by retention): the oldest record here "
-                           "is a copy the checker re-appended")
-        try:
-            msg = self.store.commitlog.read_message(phys)
-            p = msg.properties
-            t.producer_group = p.get(PROPERTY_PRODUCER_GROUP)
-            t.uniq_key = msg.uniq_key
-            t.transaction_id = p.get(PROPERTY_TRANSACTION_ID) or msg.uniq_key
-            t.keys = msg.keys
-        except RmqInspectError as e:
-            t.notes.append(f"half record unreadable: {e}")
-        # the records that end it
-        ends = np.flatnonzero(self.e_gid == g) if len(self.e_gid) < 4096 else self._ends_of(g)
-        for i in ends.tolist():
-            ph = int(self.e["phys"][i])
-            if self.e["type"][i] == TransactionType.COMMIT:
-                if t.commit_offset is None:
-                    t.commit_offset = ph
-                    topic = self.topic_names[int(self.e["topic"][i])]
-                    qid, qoff = int(self.e["qid"][i]), int(self.e["qoff"][i])
-                    t.commit_queue = f"{topic}/{qid} @ {qoff}"
-                    t.commit_cq_entry = self._cq_entry(topic, qid, qoff, ph, cq_cache)
-                else:
-                    t.notes.append(f"another COMMIT record at {ph} (the checker asked again after a crash between "
-                                   "commit and op, and the producer committed twice)")
-            elif t.rollback_offset is None:
-                t.rollback_offset = ph
-        if t.commit_offset is not None and t.rollback_offset is not None:
-            t.notes.append(f"both a COMMIT ({t.commit_offset}) and a ROLLBACK ({t.rollback_offset}) name it: the "
-                           "COMMIT was dispatched, so consumers received the message")
-        if conv == BROKER_LEVEL:
-            t.op_offset = self._op_of(members)
-        gv = np.flatnonzero(self.g_gid == g)
-        if len(gv):
-            t.given_up_offset = int(self.g["phys"][gv[0]])
-        if self.checker_passed is not None and conv == BROKER_LEVEL:
-            cp = int(self.checker_passed[g])
-            t.checker_passed = None if cp < 0 else bool(cp)
-        if self.state_after is not None:
-            after = int(self.state_after[g])
-            t.state_after_restart = "cut" if after == CUT else STATES[after].value
-            if after != self.state[g]:
-                t.after_restart = self._restart_sentence(t, after)
-        return t
+        return self._block(np.array([g], dtype=np.int64), cq_cache)[0]
 
-    def _ends_of(self, g: int):
+    def _block(self, gs, cq_cache: dict | None) -> list[Transaction]:
+        """Groups ``gs`` as rows: the per-group numbers gathered with numpy for the whole block, then one small
+        loop (a group of one half, the common case, needs no array of its own)."""
+        import numpy as np
+
+        h, e = self.h, self.e
+        lo, hi = self.gstart[gs], self.gstart[gs + 1]
+        fi = self.order[lo]
+        col = {k: h[k][fi].tolist() for k in ("phys", "kind", "rqid", "rtopic", "sts", "checks", "qoff", "tpqo",
+                                             "ppos", "plen")}
+        nmem = (hi - lo).tolist()
+        lo_l = lo.tolist()
+        state = self.state[gs].tolist()
+        after = self.state_after[gs].tolist() if self.state_after is not None else None
+        passed = self.checker_passed[gs].tolist() if self.checker_passed is not None else None
+        orphan = self.orphan_copy[gs].tolist()
+        e_order, e_sorted = self._ends_index()
+        e_lo = np.searchsorted(e_sorted, gs).tolist()
+        e_hi = np.searchsorted(e_sorted, gs + 1).tolist()
+        gave = self._given_up_index()
+        names = [s.value for s in STATES]
+        out = []
+        for j, g in enumerate(gs.tolist()):
+            phys = col["phys"][j]
+            conv = STORE_LEVEL if col["kind"][j] == 1 else BROKER_LEVEL
+            rq, rt = col["rqid"][j], col["rtopic"][j]
+            t = Transaction(phys, conv, names[state[j]], self.real_topic_names[rt] if rt >= 0 else None,
+                            rq if rq >= 0 else None)
+            if nmem[j] == 1:
+                members = None
+                t.first_store_time = t.last_store_time = col["sts"][j]
+                t.check_count = max(col["checks"][j], 0)
+                t.half_queue_offsets = [col["qoff"][j]] if conv == BROKER_LEVEL else []
+            else:
+                members = self.order[lo_l[j]:lo_l[j] + nmem[j]]
+                sts = h["sts"][members]
+                t.first_store_time, t.last_store_time = int(sts.min()), int(sts.max())
+                t.check_count = int(max(h["checks"][members].max(), 0))
+                t.copies = h["phys"][members[1:]].tolist()
+                t.half_queue_offsets = h["qoff"][members].tolist() if conv == BROKER_LEVEL else []
+            if orphan[j]:
+                t.notes.append("the original half is not in the store (deleted by retention): the oldest record "
+                               "here is a copy the checker re-appended")
+            self._read_text(t, col["ppos"][j], col["plen"][j])
+            for i in e_order[e_lo[j]:e_hi[j]].tolist():
+                ph = int(e["phys"][i])
+                if e["type"][i] == _COMMIT:
+                    if t.commit_offset is None:
+                        t.commit_offset = ph
+                        topic = self.topic_names[int(e["topic"][i])]
+                        qid, qoff = int(e["qid"][i]), int(e["qoff"][i])
+                        t.commit_queue = f"{topic}/{qid} @ {qoff}"
+                        t.commit_cq_entry = self._cq_entry(topic, qid, qoff, ph, cq_cache)
+                    else:
+                        t.notes.append(f"another COMMIT record at {ph} names it too" + (
+                            " (the checker asked again after a crash between commit and op, and the producer "
+                            "committed twice)" if conv == BROKER_LEVEL else ""))
+                elif t.rollback_offset is None:
+                    t.rollback_offset = ph
+            if t.commit_offset is not None and t.rollback_offset is not None:
+                t.notes.append(f"both a COMMIT ({t.commit_offset}) and a ROLLBACK ({t.rollback_offset}) name it: "
+                               "the COMMIT was dispatched, so consumers received the message")
+            if conv == BROKER_LEVEL:
+                keys = ([col["qoff"][j], col["tpqo"][j]] if members is None else
+                        h["qoff"][members].tolist() + h["tpqo"][members].tolist())
+                t.op_offset = self._op_of(keys)
+                if passed is not None and passed[j] >= 0:
+                    t.checker_passed = bool(passed[j])
+            t.given_up_offset = gave.get(g)
+            if after is not None:
+                a = after[j]
+                t.state_after_restart = "cut" if a == CUT else names[a]
+                if a != state[j]:
+                    t.after_restart = self._restart_sentence(t, a)
+            out.append(t)
+        return out
+
+    def _read_text(self, t: Transaction, ppos: int, plen: int) -> None:
+        """Producer group, transaction id, keys and UNIQ_KEY from the half's properties (read where the scan
+        found them: no second decode of the record)."""
+        import bisect as _b
+
+        files = self.store.commitlog.files
+        if not hasattr(self, "_starts"):
+            self._starts = [f.start for f in files]
+        i = _b.bisect_right(self._starts, ppos) - 1
+        if i < 0 or plen < 0:
+            t.notes.append("half record unreadable")
+            return
+        f = files[i]
+        p = parse_properties(bytes(f.buffer[ppos - f.start:ppos - f.start + plen])) if plen else {}
+        t.producer_group = p.get(PROPERTY_PRODUCER_GROUP)
+        t.uniq_key = p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        t.transaction_id = p.get(PROPERTY_TRANSACTION_ID) or t.uniq_key
+        t.keys = split_keys(p.get(PROPERTY_KEYS))
+
+    def _ends_index(self):
         import numpy as np
 
         if not hasattr(self, "_e_order"):
             self._e_order = np.argsort(self.e_gid, kind="stable")
             self._e_sorted = self.e_gid[self._e_order]
-        lo, hi = np.searchsorted(self._e_sorted, [g, g + 1])
-        return self._e_order[lo:hi]
+        return self._e_order, self._e_sorted
 
-    def _op_of(self, members) -> int | None:
-        h, q = self.h, self.o_sorted_q
+    def _given_up_index(self) -> dict[int, int]:
+        if not hasattr(self, "_gave"):
+            gave: dict[int, int] = {}
+            for gg, ph in zip(self.g_gid.tolist(), self.g["phys"].tolist()):
+                if gg >= 0:
+                    gave.setdefault(gg, ph)
+            self._gave = gave
+        return self._gave
+
+    def _op_of(self, keys: list[int]) -> int | None:
+        """The first op listing any of these half queue offsets."""
+        q = self.o_sorted_q
         best = None
-        for m in members.tolist():
-            for key in (int(h["qoff"][m]), int(h["tpqo"][m])):
-                if key < 0:
-                    continue
-                i = int(q.searchsorted(key))
-                if i < len(q) and q[i] == key:
-                    ph = int(self.o["phys"][self.o_order[i]])
-                    best = ph if best is None else min(best, ph)
+        for key in keys:
+            if key < 0:
+                continue
+            i = int(q.searchsorted(key))
+            if i < len(q) and q[i] == key:
+                ph = int(self.o["phys"][self.o_order[i]])
+                best = ph if best is None else min(best, ph)
         return best
 
     def _cq_entry(self, topic: str, qid: int, qoff: int, phys: int, cache: dict | None) -> list[int] | None:
@@ -459,9 +512,14 @@ class TxnScan:
                 if len(cache) >= 64:
                     cache.pop(next(iter(cache))).close()
                 cache[key] = q
-        for e in q.entries(qoff, 1):
-            if e[0] == qoff and e[1] == phys:
-                return [int(x) for x in e]
+        # the entry's slot directly (queue offset * 20 in the file that holds it): one look-up per shown row
+        at = qoff * CQ_STORE_UNIT_SIZE
+        for f in q.files:
+            if f.start <= at and at + CQ_STORE_UNIT_SIZE <= f.start + f.size:
+                e = q.file_entries(f)[(at - f.start) // CQ_STORE_UNIT_SIZE]
+                if int(e["physical_offset"]) == phys:
+                    return [qoff, phys, int(e["size"]), int(e["tags_code"])]
+                return None
         return None
 
     def _restart_sentence(self, t: Transaction, after: int) -> str:
@@ -480,10 +538,14 @@ class TxnScan:
                 + (f" ({why})" if why else ""))
 
     def transactions(self, groups=None) -> Iterator[Transaction]:
+        """The rows of ``groups`` (default: every transaction, oldest half first), a block at a time."""
+        import numpy as np
+
+        gs = self.select() if groups is None else np.asarray(groups, dtype=np.int64)
         cache: dict = {}
         try:
-            for g in (range(self.ng) if groups is None else groups):
-                yield self.transaction(int(g), cq_cache=cache)
+            for b in range(0, len(gs), 2048):
+                yield from self._block(gs[b:b + 2048], cache)
         finally:
             for q in cache.values():
                 q.close()
@@ -589,6 +651,9 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
     u8_of: dict[str, object] = {}
     special: list[int] = []
     compressed = int(SysFlag.COMPRESSED)
+    (h_phys, h_end, h_qid, h_qoff, h_sts, h_checks, h_tpqo, h_uhash, h_rtopic, h_rqid, h_kind, h_ppos,
+     h_plen) = (H[c].append for c in ("phys", "end", "qid", "qoff", "sts", "checks", "tpqo", "uhash", "rtopic",
+                                      "rqid", "kind", "ppos", "plen"))
     for ev in cl.walk(check_crc=False, stop_at_end=False):
         if isinstance(ev, Gap):
             col.notes.add("gaps", f"no commitlog file covers {ev.start}..{ev.end}: transactions there are unknown")
@@ -612,9 +677,21 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
         if len(topics) != n_before or not special:
             special = [topics[t] for t in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
                                            RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC) if t in topics]
-        mask = (R["sys_flag"] & 0xC) != 0
+        tt_all = R["sys_flag"] & 0xC
+        mask = np.zeros(len(R), dtype=bool)
         for sid in special:
             mask |= ids == sid
+        # COMMIT / ROLLBACK records outside the system topics: every field they give is a column (no Python)
+        ends = ((tt_all == TransactionType.COMMIT) | (tt_all == TransactionType.ROLLBACK)) & ~mask
+        if ends.any():
+            Re = R[ends]
+            pos_e = Re["position"]
+            prep = u8[(Re["body_pos"] - before)[:, None] + np.arange(8)].copy().view(">i8").reshape(-1)
+            for c, v in (("phys", pos_e + f.start), ("end", pos_e + f.start + Re["total_size"]), ("prep", prep),
+                         ("type", tt_all[ends]), ("topic", ids[ends]), ("qid", Re["queue_id"]),
+                         ("qoff", Re["queue_offset"]), ("sts", Re["store_timestamp"])):
+                E[c].frombytes(np.ascontiguousarray(v, dtype=np.int64).tobytes())
+        mask |= (tt_all == TransactionType.PREPARED)
         sel = np.flatnonzero(mask)
         if not len(sel):
             continue
@@ -631,8 +708,7 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
             phys = base + pos
             end = phys + total
             props = parse_properties(bytes(buf[ppos:ppos + plen])) if plen > 0 else {}
-            tt = sf & 0xC
-            if tid == half_id or (tt == TransactionType.PREPARED and tid not in (op_id, max_id)):
+            if tid == half_id or tid not in (op_id, max_id):  # a half, or a PREPARED record (4.x)
                 broker = tid == half_id
                 uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 rt = props.get(PROPERTY_REAL_TOPIC) if broker else names[tid]
@@ -641,13 +717,19 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
                 rq = _int_or_none(props.get(PROPERTY_REAL_QUEUE_ID)) if broker else qid
                 if broker and rt is None:
                     col.notes.add("halves without REAL_TOPIC", f"half at {phys}: no REAL_TOPIC property")
-                for c, v in (("phys", phys), ("end", end), ("qid", qid), ("qoff", qoff), ("sts", sts),
-                             ("checks", checks if checks is not None and checks >= 0 else 0),
-                             ("tpqo", tpqo if tpqo is not None and tpqo >= 0 else -1),
-                             ("uhash", hash(uniq) if uniq else hash(("no UNIQ_KEY", phys))),
-                             ("rtopic", rtopics.setdefault(rt, len(rtopics)) if rt is not None else -1),
-                             ("rqid", rq if rq is not None else -1), ("kind", 0 if broker else 1)):
-                    H[c].append(v)
+                h_phys(phys)
+                h_end(end)
+                h_qid(qid)
+                h_qoff(qoff)
+                h_sts(sts)
+                h_checks(checks if checks is not None and checks >= 0 else 0)
+                h_tpqo(tpqo if tpqo is not None and tpqo >= 0 else -1)
+                h_uhash(hash(uniq) if uniq else hash(("no UNIQ_KEY", phys)))
+                h_rtopic(rtopics.setdefault(rt, len(rtopics)) if rt is not None else -1)
+                h_rqid(rq if rq is not None else -1)
+                h_kind(0 if broker else 1)
+                h_ppos(base + ppos)
+                h_plen(plen)
             elif tid == op_id:
                 col.op_records += 1
                 where = f"at {phys} ({f.name} position {pos})"
@@ -665,17 +747,11 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
                     OP["phys"].append(phys)
                     OP["end"].append(end)
                     OP["qid"].append(qid)
-            elif tid == max_id:
+            else:  # TRANS_CHECK_MAX_TIME_TOPIC
                 uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 GV["phys"].append(phys)
                 GV["end"].append(end)
                 GV["uhash"].append(hash(uniq) if uniq else hash(("no UNIQ_KEY", phys)))
-            elif tt in (TransactionType.COMMIT, TransactionType.ROLLBACK):
-                p = bpos - before
-                prep = int.from_bytes(buf[p:p + 8], "big", signed=True)
-                for c, v in (("phys", phys), ("end", end), ("prep", prep), ("type", tt), ("topic", tid),
-                             ("qid", qid), ("qoff", qoff), ("sts", sts)):
-                    E[c].append(v)
     u8_of.clear()
     return TxnScan(store, col, list(topics), truncate_offset=plan.truncate_offset if plan is not None else None,
                    checker_offsets=checker_offsets, checker_source=checker_source)

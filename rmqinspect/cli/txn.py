@@ -91,6 +91,9 @@ def txn(store, topic, key, msg_id, states, since, until, summary_only, no_restar
             d = t.to_dict()
             d["first_store"] = ms_to_iso(t.first_store_time)
             d["last_store"] = ms_to_iso(t.last_store_time)
+            if fmt == "table" and t.after_restart:
+                # the sentence is in JSON; a table cell says what the verdict becomes
+                d["after_restart"] = f"{t.state_after_restart} (cut at {scan.truncate_offset})"
             yield d
 
     total, by_topic = scan.summary()
