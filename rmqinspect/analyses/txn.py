@@ -63,7 +63,7 @@ from ..formats.constants import (
 from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
 from ..formats.properties import parse_properties
 from ..store import Store
-from ..store.commitlog import DAMAGE_KINDS, Gap, Record, RecordRun
+from ..store.commitlog import DAMAGE_KINDS, Gap, PageReleaser, Record, RecordRun
 from ..store.consumequeue import ConsumeQueue
 from ..store.errors import RmqInspectError
 from ..store.message import split_keys
@@ -94,15 +94,18 @@ MAX_NOTES = 20  # per kind of problem; the rest are counted
 # 800 offsets), so more is damage or a hostile store, and the rest of that body is not read
 MAX_OP_OFFSETS = 65536
 _NUMERIC = frozenset("0123456789")
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _int_or_none(s: str | None) -> int | None:
-    if s is None:
+    """Java's Long.parseLong: optional sign, decimal digits, no blanks, within a long; None where it throws."""
+    if not s:
         return None
-    t = s.strip()
-    if t[:1] == "-":
-        return -int(t[1:]) if t[1:] and set(t[1:]) <= _NUMERIC and len(t) < 20 else None
-    return int(t) if t and set(t) <= _NUMERIC and len(t) < 20 else None
+    sign, t = (-1, s[1:]) if s[0] == "-" else (1, s[1:]) if s[0] == "+" else (1, s)
+    if not t or len(t) > 19 or not set(t) <= _NUMERIC:
+        return None
+    v = sign * int(t)
+    return v if _LONG_MIN <= v <= _LONG_MAX else None
 
 
 class Notes:
@@ -196,6 +199,7 @@ class TxnScan:
         import numpy as np
 
         self.store = store
+        self._touched: set[int] = set()  # commitlog files whose pages _read_text faulted in
         self.truncate_offset = truncate_offset
         self.checker_offsets = checker_offsets
         self.checker_source = checker_source
@@ -465,6 +469,7 @@ class TxnScan:
             t.notes.append("half record unreadable")
             return
         f = files[i]
+        self._touched.add(i)
         p = parse_properties(bytes(f.buffer[ppos - f.start:ppos - f.start + plen])) if plen else {}
         t.producer_group = p.get(PROPERTY_PRODUCER_GROUP)
         t.uniq_key = p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
@@ -544,9 +549,16 @@ class TxnScan:
 
         gs = self.select() if groups is None else np.asarray(groups, dtype=np.int64)
         cache: dict = {}
+        files = self.store.commitlog.files
         try:
             for b in range(0, len(gs), 2048):
-                yield from self._block(gs[b:b + 2048], cache)
+                rows = self._block(gs[b:b + 2048], cache)
+                # the halves' pages read for this block leave the map (they stay in the page cache): the
+                # process keeps no more of the store than a block's worth, however many rows are shown
+                for i in self._touched:
+                    PageReleaser(files[i].buffer, 0).finish(files[i].size)
+                self._touched.clear()
+                yield from rows
         finally:
             for q in cache.values():
                 q.close()
