@@ -10,8 +10,7 @@ from ..store.errors import EXIT_PROBLEMS
 from ._params import TIME, TIME_FORMS, broker_version_option_for, offsets_file_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv, warn
 
-TABLE_COLUMNS = ("physical_offset", "state", "real_topic", "uniq_key", "check_count", "commit_offset",
-                 "after_restart")
+TABLE_COLUMNS = ("physical_offset", "state", "real_topic", "uniq_key", "check_count", "after_restart")
 STATE_NAMES = ("committed", "rolled_back", "in_doubt", "open", "given_up")
 # problems of the store itself (exit code 1); the other notes describe what the records prove
 DAMAGE_NOTES = ("damage", "gaps", "op bodies", "op tags", "halves without REAL_TOPIC")
