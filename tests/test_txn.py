@@ -318,7 +318,7 @@ def test_fate_of_each_transaction_record_gives_its_transaction(tmp_path):
     t = _by_uniq(_scan(tmp_path / "s"))
     cases = {t["UKX"].physical_offset: "half", t["UKX"].commit_offset: "commit", t["UKX"].op_offset: "op",
              t["UKO"].copies[1]: "copy", t["UKG"].given_up_offset: "given_up", t["UKQ"].rollback_offset: "rollback",
-             t["UKP"].physical_offset: "half"}
+             t["UKP"].physical_offset: "prepared"}
     for off, role in cases.items():
         r = CliRunner().invoke(cli, ["fate", root, "--offset", str(off), "--format", "json"])
         assert r.exit_code == 0, r.output

@@ -565,7 +565,8 @@ class TxnScan:
 
     # --- per-record look-ups (fate, export) ------------------------------------------------------------
     def group_of_offset(self, offset: int) -> tuple[int, str] | None:
-        """(transaction, role) of the record at ``offset``: role half | copy | commit | rollback | op | given_up."""
+        """(transaction, role) of the record at ``offset``: role half | copy | prepared | commit | rollback | op |
+        given_up."""
         import numpy as np
 
         n = len(self.sorted_phys)
@@ -573,6 +574,8 @@ class TxnScan:
         if i < n and self.sorted_phys[i] == offset:
             hi = int(self.by_phys[i])
             g = int(self.gid[hi])
+            if self.h["kind"][hi] == 1:
+                return g, "prepared"
             return g, ("half" if hi == int(self.order[self.gstart[g]]) else "copy")
         m = np.flatnonzero(self.e["phys"] == offset)
         if len(m) and self.e_gid[m[0]] >= 0:
@@ -801,8 +804,8 @@ def is_transaction_record(msg) -> bool:
 
 def attach_transactions(store: Store, fates: list, *, plan=None, offsets_file: str | None = None) -> None:
     """``fate``: give each fate of a transaction record its transaction (``Transaction.to_dict`` plus ``role``:
-    half | copy | commit | rollback | op | given_up). The commit log is walked once, and only when one of the
-    records is a transaction record."""
+    half | copy | prepared | commit | rollback | op | given_up). The commit log is walked once, and only when one
+    of the records is a transaction record."""
     wanted = []
     for f in fates:
         try:
