@@ -24,9 +24,10 @@ DAMAGE_NOTES = ("damage", "gaps", "op bodies", "op tags", "halves without REAL_T
 @click.option("--msgid", "msg_id", help="Only the transaction with this UNIQ_KEY or __transactionId__ (any case).")
 @click.option("--state", "states", multiple=True, type=click.Choice(STATE_NAMES),
               help="Only transactions in this state (repeatable).")
-@click.option("--since", type=TIME, default=None, help=f"Only transactions with a record stored at or after this: "
-              f"{TIME_FORMS}.")
-@click.option("--until", type=TIME, default=None, help="Only transactions with a record stored at or before this.")
+@click.option("--since", type=TIME, default=None, help=f"Only transactions whose half (or a copy of it) was stored "
+              f"at or after this: {TIME_FORMS}.")
+@click.option("--until", type=TIME, default=None, help="Only transactions whose half (or a copy of it) was stored "
+              "at or before this.")
 @click.option("--summary", "summary_only", is_flag=True, help="Only the counts by state and real topic.")
 @click.option("--no-restart", is_flag=True, help="Skip the recovery model (no 'after restart' verdicts).")
 @offsets_file_option
