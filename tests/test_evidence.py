@@ -39,6 +39,7 @@ def invocations(store, exp, out):
         "rocksdb-cq": [["rocksdb-cq", store, "--list"]],
         "batch-cq": [["batch-cq", store]],
         "timers": [["timers", store]],
+        "txn": [["txn", store, "--format", "ndjson"], ["txn", store, "--summary"]],
         "gc": [["gc", store, "--dry-run", "--now", str(exp["messages"][-1]["storeTimestamp"] + 10**9)]],
         "tiered-index-lookup": [["tiered-index-lookup", store, "--topic", topic, "--key", key]],
         "compact-index": [["compact-index", store, "--out", str(out / "compacted")]],

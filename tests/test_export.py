@@ -62,7 +62,7 @@ def test_schema_is_documented():
     are derived from the same declaration."""
     doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "spark.md"), encoding="utf-8").read()
     assert columns_markdown() in doc
-    assert len(COLUMNS) == 36 and len({c.name for c in COLUMNS}) == 36
+    assert len(COLUMNS) == 37 and len({c.name for c in COLUMNS}) == 37
     assert arrow_schema(with_body=True).names == [c.name for c in COLUMNS]
     from rmqinspect.analyses.rows import spark_ddl
 

@@ -337,3 +337,18 @@ def test_rebuild_spark_stops_where_local_stops(spark, tmp_path):
         assert docs["spark"][k] == docs["local"][k], k
     assert_same_cq(tmp_path / "local" / "consumequeue", tmp_path / "spark" / "consumequeue")
     assert_same_index(tmp_path / "local" / "index", tmp_path / "spark" / "index")
+
+
+def test_spark_rows_carry_the_transaction_state(spark, tmp_path):
+    from rmqinspect.analyses.txn import scan_transactions
+    from rmqinspect.store import Store
+    from support.txn_stores import write_every_verdict
+
+    store = str(tmp_path / "s")
+    write_every_verdict(tmp_path / "s")
+    scan = scan_transactions(Store.open(store))
+    offs, states = scan.state_index()
+    rows = spark.read.format("rocketmq").load(store).select("physical_offset", "uniq_key", "txn_state").collect()
+    got = {r.physical_offset: r.txn_state for r in rows if r.txn_state is not None}
+    assert got == dict(zip(offs.tolist(), states.tolist())) and len(got) >= 20
+    assert next(r.txn_state for r in rows if r.uniq_key == "PLAIN") is None

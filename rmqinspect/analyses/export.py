@@ -28,6 +28,7 @@ from .rows import (
     arrow_schema_of,
     file_batches,
 )
+from .txn import txn_states_by_file
 
 
 def store_labels(stores: Sequence[str], labels: Sequence[str] | None = None) -> list[str]:
@@ -46,8 +47,10 @@ def store_labels(stores: Sequence[str], labels: Sequence[str] | None = None) -> 
     return out
 
 
-def file_tasks(stores: Sequence[str], labels: Sequence[str] | None = None) -> list[FileTask]:
-    """Every commitlog file of every store, in store order then commitlog order."""
+def file_tasks(stores: Sequence[str], labels: Sequence[str] | None = None, *, txn_states: bool = False
+               ) -> list[FileTask]:
+    """Every commitlog file of every store, in store order then commitlog order. ``txn_states``: with each
+    file's transaction verdicts (the ``txn_state`` column; one pass of ``analyses.txn`` per store first)."""
     labels = store_labels(stores, labels)
     tasks = []
     for store, label in zip(stores, labels):
@@ -55,8 +58,10 @@ def file_tasks(stores: Sequence[str], labels: Sequence[str] | None = None) -> li
         entries = lay.commitlog_file_paths()
         if not entries:
             raise StoreNotFoundError("no commitlog files", lay.commitlog_dirs[0] if lay.commitlog_dirs else lay.root)
+        per_file = txn_states_by_file(store, [start for start, _ in entries]) if txn_states else None
         for i, (start, path) in enumerate(entries):
-            tasks.append(FileTask(label, lay.root, path, start, os.stat(path).st_size, i, i == len(entries) - 1))
+            tasks.append(FileTask(label, lay.root, path, start, os.stat(path).st_size, i, i == len(entries) - 1,
+                                  per_file[i] if per_file else ()))
     return tasks
 
 
@@ -126,7 +131,7 @@ def export_local(stores: Sequence[str], out: str, *, labels: Sequence[str] | Non
     more through ``analyses.parallel`` (every task writes its own ``part-<number>-*`` files, so the dataset is
     the same file for file)."""
     check_output_dir(out, stores)
-    tasks = file_tasks(stores, labels)
+    tasks = file_tasks(stores, labels, txn_states=True)
     os.makedirs(out, exist_ok=True)
     results = []
     done = 0

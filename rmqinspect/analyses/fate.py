@@ -69,6 +69,8 @@ class MessageFate:
     real_topic: str | None = None  # a delayed / timer message: REAL_TOPIC, the topic it is delivered to
     consumers: list[ConsumerState] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # a half, PREPARED, op, commit, rollback or given-up record: its transaction (analyses.txn.attach_transactions)
+    transaction: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -35,6 +35,7 @@ from .recovery import RecoveryOptions, RecoveryPlan, plan_recovery
 from .rows import topic_ids
 from .salvage import walk_batches
 from .summary import StoreSummary, summarize
+from .txn import TxnSection, report_section
 from .verify import VerifyReport, verify
 
 # bucket widths the traffic chart may use, in ms: the smallest that keeps the series within max_buckets
@@ -171,6 +172,7 @@ class StoreReport:
     index_files: list[IndexFileRow]
     findings: list[Finding]
     notes: list[str] = field(default_factory=list)
+    transactions: TxnSection | None = None  # analyses.txn: only when the store holds a transaction
 
     @property
     def damage(self) -> list[Segment]:
@@ -216,7 +218,8 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
         segments=commitlog_segments(summary, rep, plan), traffic=traffic,
         queues=queue_rows(store, summary, rep, plan), consumers=consumers,
         index_files=index_file_rows(store, plan), findings=findings(store.root, rep, plan),
-        notes=list(dict.fromkeys(summary.notes + rep.notes + plan.notes)))
+        notes=list(dict.fromkeys(summary.notes + rep.notes + plan.notes)),
+        transactions=report_section(store, plan, offsets_file))
 
 
 def commitlog_geometry(store: Store) -> dict:

@@ -131,6 +131,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("crc_ok", "bool", "body CRC check (an empty body: stored CRC 0)"),
     Column("record_crc32", "int64", "zlib crc32 of the whole record (replica comparison)"),
     Column("problems", "list<string>", "decode problems (bad __CRC32#, malformed properties, CRC mismatch)"),
+    Column("txn_state", "string", "verdict of the record's transaction (committed, rolled_back, in_doubt, open, "
+                                  "given_up: `rmqinspect txn`); null when the record is no half, PREPARED, COMMIT, "
+                                  "ROLLBACK, op or given-up copy"),
     Column(BODY, "binary", "stored body bytes (only with --with-body)"),
     Column("store_date", "string", "partition: UTC date of STORETIMESTAMP (YYYY-MM-DD, 'invalid' when out of "
                                    "range)"),
@@ -231,6 +234,9 @@ class FileTask:
     size: int
     index: int = 0  # position of the file in its store
     last: bool = False  # the newest file of its store
+    # (offsets, states) of this file's transaction records, sorted (analyses.txn.txn_states_by_file); the
+    # verdict is a store-wide answer, so it is computed once before the files are handed out
+    txn: tuple = ()
 
     @property
     def name(self) -> str:
@@ -379,6 +385,7 @@ class RowDecoder:
         self.topic_partitions = np.empty(0, dtype=object)  # by id
         self.tags_codes: dict = {}
         self.hosts: dict = {}
+        self.txn = (np.array(task.txn[0], dtype=np.int64), np.array(task.txn[1], dtype=object)) if task.txn else None
 
     def close(self) -> None:
         del self.u8
@@ -398,6 +405,18 @@ class RowDecoder:
             body_crc = int.from_bytes(buf[p + BODY_CRC_POSITION:p + BODY_CRC_POSITION + 4], "big", signed=True)
             R["crc_ok"][i] = int(crc32_value(self.mv[bp:bp + bl]) == body_crc)
         return R
+
+    def _txn_states(self, phys, n: int):
+        """txn_state of each row: its offset looked up in the file's transaction records."""
+        import numpy as np
+
+        out = np.full(n, None, dtype=object)
+        if self.txn is not None and len(self.txn[0]):
+            offs, states = self.txn
+            i = np.minimum(np.searchsorted(offs, phys), len(offs) - 1)
+            hit = offs[i] == phys
+            out[hit] = states[i[hit]]
+        return out
 
     def batch(self, R):
         """One RecordBatch for a run of scanned records (rows of R), or None when the filter keeps nothing."""
@@ -561,6 +580,7 @@ class RowDecoder:
             "store_date": strs(dates),
             "topic_partition": strs(self.topic_partitions[ids]),
         }
+        arrays["txn_state"] = strs(self._txn_states(pos + task.start, n))
         if self.with_body:
             arrays[BODY] = pa.array(bodies, pa.binary())
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)

@@ -106,6 +106,10 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
     else:
         note(f"consumer offsets from {cfg.source}")
     fates = [message_fate(st, o, plan=plan, offsets=table, svc=svc) for o in offsets]
+    # a transaction's record: its transaction and verdict (one pass of analyses.txn, only when one is asked about)
+    from ..analyses.txn import attach_transactions
+
+    attach_transactions(st, fates, plan=plan, offsets_file=offsets_file)
     if fmt == "table" and layout.columns:
         # --columns asks for columns: one row per record (the key/value blocks below have none to pick)
         emit((f.to_dict() for f in fates), "table", TABLE_COLUMNS)
@@ -130,9 +134,22 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
             ("after restart", f.after_restart if not f.after_restart_fate
              or f.after_restart.startswith(f.after_restart_fate) else f"[{f.after_restart_fate}] {f.after_restart}"),
         ] + [("note", n) for n in f.notes], skip_empty=True)
+        if f.transaction is not None:
+            print_kv(f"Its transaction (the {f.transaction['role']} record)", transaction_pairs(f.transaction),
+                     skip_empty=True)
         if f.consumers:
             emit(({"group": c.group, "committed": c.committed, "consumed": c.consumed} for c in f.consumers),
                  "table", title="Consumer groups")
+
+
+def transaction_pairs(t: dict) -> list[tuple[str, object]]:
+    return [("half", f"{t['physical_offset']} ({t['convention']})"), ("state", t["state"]),
+            ("real topic / queue", f"{t['real_topic']} / {t['real_queue_id']}"),
+            ("producer group", t["producer_group"]), ("transaction id", t["transaction_id"]),
+            ("check count", t["check_count"] or None), ("copies", t["copies"]), ("op", t["op_offset"]),
+            ("commit", f"{t['commit_offset']} in {t['commit_queue']}" if t["commit_offset"] is not None else None),
+            ("rollback", t["rollback_offset"]), ("given up", t["given_up_offset"]),
+            ("after restart", t["after_restart"])] + [("note", n) for n in t["notes"]]
 
 
 COMMANDS = [fate]

@@ -64,6 +64,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "file, and the RocketMQ version."),
     "tiered-index-lookup": ("tiered_index", "Look a key up in tiered-store index files."),
     "timers": ("timers", "List scheduled (timer) messages: timerlog/ units and their records."),
+    "txn": ("txn", "Every transaction with its verdict: committed, rolled back, in doubt, open or given up."),
     "verify": ("verify", "Check every record, consume-queue entry, index item and the checkpoint against the "
                          "data."),
 }

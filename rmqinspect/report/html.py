@@ -129,6 +129,7 @@ def store_data(r: StoreReport) -> dict:
         "findings": [f.to_dict() for f in r.findings], "queues": [q.to_dict() for q in r.queues],
         "consumers": r.consumers.to_dict() if r.consumers else None,
         "index_files": [i.to_dict() for i in r.index_files], "traffic": r.traffic.to_dict(), "notes": r.notes,
+        "transactions": r.transactions.to_dict() if r.transactions else None,
     }
 
 
@@ -204,6 +205,8 @@ def _store_sections(page: _Page, i: int, r: StoreReport) -> str:
     out.append(f"<h3 id='{s}-index-h'>6. Index health</h3>" + (page.chart(f"{s}-index", ifig) if ifig else
                                                                "<p class='hint'>No index files.</p>") + _index_table(r))
     out.append(f"<h3 id='{s}-findings'>7. Findings</h3>" + _findings(s, r))
+    if r.transactions is not None:
+        out.append(f"<h3 id='{s}-transactions'>8. Transactions</h3>" + _transactions(r.transactions))
     if r.notes:
         out.append("<h4>Notes</h4><ul>" + "".join(f"<li>{_e(n)}</li>" for n in r.notes) + "</ul>")
     out.append("</section>")
@@ -289,6 +292,27 @@ def _index_table(r: StoreReport) -> str:
                      per_slot, _e(i.geometry_source), "<b class='bad'>deleted</b>" if i.dropped_on_restart else "kept",
                      _e(i.problem)])
     return _table(cols, rows)
+
+
+def _transactions(t) -> str:
+    """Counts by state and real topic, then the transactions to look at (`rmqinspect txn` lists them all)."""
+    states = list(t.counts)
+    out = ["<p class='hint'>Verdicts from the commit log alone (half/op/commit records and 4.x PREPARED/COMMIT/"
+           "ROLLBACK); <code>rmqinspect txn STORE</code> lists every transaction.</p>",
+           _kv([(k.replace("_", " "), v) for k, v in t.counts.items()]
+               + [("changed by a restart", t.changed_by_restart)]),
+           _table(["real topic"] + states, [[f"<code>{_e(r['topic'])}</code>"] + [r[k] for k in states]
+                                            for r in t.by_topic])]
+    if t.rows:
+        more = f" (the first {len(t.rows)} of {t.listed_of})" if t.listed_of > len(t.rows) else ""
+        out.append(f"<h4>Not committed, or changed by a restart{more}</h4>" + _table(
+            ["half", "state", "after restart", "real topic", "uniq key", "checks", "commit", "op"],
+            [[f"<code>{x.physical_offset}</code>", _e(x.state), _e(x.after_restart or x.state_after_restart),
+              f"<code>{_e(x.real_topic)}</code>", f"<code>{_e(x.uniq_key)}</code>", x.check_count,
+              _e(x.commit_offset), _e(x.op_offset)] for x in t.rows]))
+    if t.notes:
+        out.append("<ul>" + "".join(f"<li>{_e(n)}</li>" for n in t.notes) + "</ul>")
+    return "".join(out)
 
 
 def _findings(s: str, r: StoreReport) -> str:

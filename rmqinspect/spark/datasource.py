@@ -68,7 +68,7 @@ class RocketMQReader(DataSourceReader):
     def __init__(self, options, paths: list[str]):
         self.with_body = _bool(options.get("withBody", "false"))
         labels = json.loads(options["labels"]) if options.get("labels") else None
-        self.tasks = file_tasks(paths, labels)
+        self.tasks = file_tasks(paths, labels, txn_states=True)
         topics = None
         if options.get("topics"):
             topics = frozenset(json.loads(options["topics"]))

@@ -39,7 +39,7 @@ def export_spark(spark, stores: Sequence[str], out: str, *, labels=None, with_bo
     once and writing its rows with pyarrow straight from the Python worker (no row conversion through the
     JVM), returning its row count and the damage it met."""
     check_output_dir(out, stores)
-    tasks = file_tasks(stores, labels)
+    tasks = file_tasks(stores, labels, txn_states=True)
     # a Hadoop URI (hdfs://, s3a://) is passed through; a local path is made absolute for the executors
     target = out if "://" in out else os.path.abspath(out)
     if "://" not in out:

@@ -48,6 +48,7 @@ def append_message(cols: dict[str, list], msg, task: FileTask, record) -> None:
         "properties": list(props.items()), "body_size": len(msg.body), "body_crc": msg.body_crc,
         "crc_ok": msg.crc_ok, "record_crc32": zlib.crc32(record), "problems": list(msg.problems), BODY: msg.body,
         "store_date": store_date(sts), "topic_partition": topic_partition(msg.topic),
+        "txn_state": dict(zip(*task.txn)).get(msg.physical_offset) if task.txn else None,
     }
     for name, values in cols.items():
         values.append(row[name])
