@@ -11,7 +11,6 @@ splitting the bytes and splitting the decoded text give the same pieces; the fun
 
 from __future__ import annotations
 
-import zlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,6 +26,7 @@ from .constants import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
+from .crc import crc32
 
 NAME_VALUE_SEPARATOR_B = NAME_VALUE_SEPARATOR.encode("ascii")
 PROPERTY_SEPARATOR_B = PROPERTY_SEPARATOR.encode("ascii")
@@ -110,7 +110,7 @@ _TRAILER_AT = -CRC32_RESERVED_LEN  # where the prefix starts, from the record's 
 
 def crc32_value(data) -> int:
     """UtilAll.crc32: java.util.zip.CRC32 masked to 31 bits (the body CRC and the ``__CRC32#`` value)."""
-    return zlib.crc32(data) & 0x7FFFFFFF
+    return crc32(data) & 0x7FFFFFFF
 
 
 def decode_crc32_property(value: str) -> int | None:
