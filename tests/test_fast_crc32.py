@@ -145,10 +145,9 @@ def test_a_function_that_is_not_crc32_is_refused():
 def test_every_path_gives_the_stored_body_crc_of_every_oracle_record():
     """Every record of every oracle commit log: its body CRC (the broker's, stored in the record) and its whole-record
     CRC, by every library and every scanner path, equal zlib's."""
-    from support import ORACLE, oracle_scenarios
-
     from rmqinspect.store import Store
     from rmqinspect.store.commitlog import MESSAGE
+    from support import ORACLE, oracle_scenarios
 
     scenarios = oracle_scenarios()
     if not scenarios:
