@@ -232,6 +232,7 @@ class _RunChecked:
     cols: tuple | None  # _Records columns (topic ids local to the run), when cq/index/checkpoint run
     topics: list[str] = field(default_factory=list)
     keys: tuple | None = None  # (store timestamp, number of index keys, key hashes), when the index check runs
+    end: int = 0  # where the run ends in its file
 
 
 def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index: bool = False):
@@ -269,7 +270,7 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
         fields, keyh, _ = dispatch_fields(buf, item.rows, True)
         keys = (r["store_timestamp"].astype(np.int64), fields[:, 2].astype(np.int32), keyh.astype(np.int32))
     return _RunChecked(f.name, f.start, len(r), int(r["store_timestamp"].max()), bad, oc, cols, list(topics),
-                       keys)
+                       keys, item.end)
 
 
 
@@ -282,11 +283,42 @@ class _FileName:
         self.name, self.start = name, start
 
 
+def read_bytes(store: Store, checks=ALL_CHECKS) -> dict[str, int]:
+    """The bytes ``verify`` reads with these checks, per source: the commit log's span, the consume-queue files
+    (cq), the index files' used items (index). What a progress bar's total is."""
+    cl = store.commitlog
+    # the commit log up to the end of each file's data (the unwritten, pre-allocated tail of the newest file is a
+    # hole the walk stops before; a file without holes counts whole)
+    data = 0
+    for f in cl.files:
+        ranges = f.data_ranges(max(cl.min_offset - f.start, 0), f.size)
+        if ranges:
+            data += ranges[-1][1] - max(cl.min_offset - f.start, 0)
+    out = {"commitlog": data, "cq": 0, "index": 0}
+    if "cq" in checks:
+        for d in (store.layout.consumequeue_dir, os.path.join(store.root, "batchconsumequeue")):
+            if os.path.isdir(d) and not os.path.exists(os.path.join(d, "CURRENT")):  # RocksDB: not counted
+                for dirpath, _, names in os.walk(d):
+                    for n in names:
+                        st = os.stat(os.path.join(dirpath, n))
+                        # pre-allocated files: their written blocks (the holes read as zeros, never as entries)
+                        out["cq"] += min(st.st_size, getattr(st, "st_blocks", st.st_size // 512 + 1) * 512)
+    if "index" in checks and os.path.isdir(store.layout.index_dir):
+        for name in os.listdir(store.layout.index_dir):
+            with open(os.path.join(store.layout.index_dir, name), "rb") as f:
+                head = f.read(40)
+            if len(head) == 40:
+                out["index"] += max(int.from_bytes(head[36:40], "big", signed=True) - 1, 0) * 20  # indexCount
+    return out
+
+
 def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, accept_v2: bool = True,
            progress=None, index_slots: int | None = None, index_max: int | None = None,
-           jobs: int | None = None) -> VerifyReport:
+           jobs: int | None = None, read_progress=None) -> VerifyReport:
     """Every selected check over ``store``. The commit-log walk runs one file per task: ``jobs`` (default
-    ``parallel.resolve_jobs``) > 1 walks the files in worker processes; the report is the same."""
+    ``parallel.resolve_jobs``) > 1 walks the files in worker processes; the report is the same.
+    ``progress(offset)`` is called at each commit-log file; ``read_progress(done)`` with the bytes read so far, out
+    of the sum of ``read_bytes(store, checks)``, at least after every run of records, queue phase and index chunk."""
     checks = tuple(c for c in ALL_CHECKS if c in checks)
     rep = VerifyReport(store.root, checks, max_errors=max_errors)
     cl = store.commitlog
@@ -296,6 +328,8 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     # where problems say the log files are (DLedger mode: the member's data/ directory)
     cl_dir = os.path.relpath(store.layout.dledger.data_dir, root) if store.layout.dledger else "commitlog"
     need_records = any(c in checks for c in ("cq", "index", "checkpoint"))
+    sizes = read_bytes(store, checks) if read_progress is not None else {}
+    span = sizes.get("commitlog", 0)
     recs = _Records()
     do_crc = "crc" in checks
     do_struct = "structure" in checks
@@ -320,6 +354,8 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
         if item is None:
             continue  # a blank end-of-file record
         n_msgs += item.records
+        if read_progress is not None:
+            read_progress(min(max(item.start + item.end - cl.min_offset, 0), span))
         if item.start != last_file:
             if progress is not None:
                 progress(item.start)
@@ -351,10 +387,15 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     recs.finish()
     data_end = int(recs.np_offset[-1] + recs.np_size[-1]) if recs.np_offset.size else cl.min_offset
 
+    if read_progress is not None:
+        read_progress(span)
     if "cq" in checks:
         _verify_cq(store, rep, recs, data_end, rel)
+    if read_progress is not None:
+        read_progress(span + sizes["cq"])
     if "index" in checks:
-        _verify_index(store, rep, recs, rel, index_slots, index_max)
+        _verify_index(store, rep, recs, rel, index_slots, index_max,
+                      None if read_progress is None else (lambda d: read_progress(span + sizes["cq"] + d)))
     if "checkpoint" in checks:
         _verify_checkpoint(store, rep, max_ts)
     return rep
@@ -567,7 +608,7 @@ def _items_fine(recs: _Records, items: np.ndarray, first_n: int, rec_of: np.ndar
 
 
 def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel, slots: int | None = None,
-                  max_items: int | None = None) -> None:
+                  max_items: int | None = None, read_progress=None) -> None:
     """Every index item against the index keys the dispatcher derives from the record it points at (the same
     vectorised rule ``rebuild`` writes the index with): the items that agree are settled in bulk, the rest (a
     handful on a damaged store) are decoded one by one to say what is wrong."""
@@ -577,7 +618,7 @@ def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel, slots: i
         return
     cl = store.commitlog
     names = sorted(n for n in os.listdir(idir) if os.path.isfile(os.path.join(idir, n)))
-    checked = 0
+    checked = done = 0
     keys_cache: dict[int, tuple[set[int], int]] = {}
     for name in names:
         path = os.path.join(idir, name)
@@ -608,6 +649,9 @@ def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel, slots: i
                                   int(rec_of[i]), rel(path))
                 if p is not None:
                     rep.add(p)
+            if read_progress is not None:
+                read_progress((done + c0 + len(items)) * 20)
+        done += len(all_items)
         del all_items
         idx.close()
     rep.counts["index_items"] = checked

@@ -55,6 +55,8 @@ class RecoveryOptions:
     # re-dispatched records reach the queue models (False: only T and the re-dispatch range are wanted, as by a
     # key look-up's fates; neither depends on the queue models)
     dispatch: bool = True
+    # progress(offset): called with the commit-log offset the scan has reached, after every run of records
+    progress: Callable[[int], None] | None = field(default=None, compare=False, repr=False)
 
 
 class QueueSet:
@@ -305,6 +307,8 @@ def scan_records(rec: Recovery, idx: int, on_run: OnRun) -> Scan:
             if type(ev) is RecordRun:
                 if on_run(rec, scan, ev, dispatch_all, dispatch_from, delay_table):
                     break
+                if rec.options.progress is not None:
+                    rec.options.progress(f.start + ev.end)
                 continue
             kind, p = ev.kind, ev.position
             if kind == BLANK:
