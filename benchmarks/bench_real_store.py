@@ -193,6 +193,8 @@ def main() -> None:
         data = meta["bytes"]
         print(f"store: {data} bytes, {meta['records']} records; damaged record at {meta['damaged_record']}",
               flush=True)
+        if a.repeat <= 0:  # only write the store (with --keep: for a later run)
+            return
         print("load before:", os.getloadavg(), flush=True)
         cmds = commands(root, out, meta)
         if a.only:

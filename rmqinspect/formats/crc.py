@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Callable
 
 ZLIB_ENV = "RMQINSPECT_CRC_ZLIB"
+LIBRARY_ENV = "RMQINSPECT_CRC_LIBRARY"  # isal | zlib-ng | pclmul | zlib: one path, for measurements
 LIBRARIES = ("isal", "zlib-ng", "zlib")  # in order of preference (fastest first, as measured)
 
 
@@ -26,20 +27,24 @@ def _forced_zlib() -> bool:
 
 
 def _choose() -> tuple[str, Callable, object | None]:
-    """(library name, its crc32, its extension module) of the first library that imports."""
-    if not _forced_zlib():
-        try:
-            from isal import isal_zlib
+    """(library name, its crc32, its extension module) of the first library that imports (``LIBRARY_ENV`` names
+    one: the benchmarks compare them; "pclmul" leaves the compiled scanner its own folding, Python zlib)."""
+    want = os.environ.get(LIBRARY_ENV, "")
+    if not _forced_zlib() and want not in ("zlib", "pclmul"):
+        if want in ("", "isal"):
+            try:
+                from isal import isal_zlib
 
-            return "isal", isal_zlib.crc32, isal_zlib
-        except ImportError:
-            pass
-        try:
-            from zlib_ng import zlib_ng
+                return "isal", isal_zlib.crc32, isal_zlib
+            except ImportError:
+                pass
+        if want in ("", "zlib-ng"):
+            try:
+                from zlib_ng import zlib_ng
 
-            return "zlib-ng", zlib_ng.crc32, zlib_ng
-        except ImportError:
-            pass
+                return "zlib-ng", zlib_ng.crc32, zlib_ng
+            except ImportError:
+                pass
     return "zlib", zlib.crc32, None
 
 
@@ -90,4 +95,4 @@ def native_crc32() -> tuple[int, str] | None:
     return (addr, name) if addr else None
 
 
-__all__ = ["LIBRARIES", "ZLIB_ENV", "crc32", "crc32_function", "library", "native_crc32"]
+__all__ = ["LIBRARIES", "LIBRARY_ENV", "ZLIB_ENV", "crc32", "crc32_function", "library", "native_crc32"]
