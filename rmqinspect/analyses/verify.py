@@ -119,16 +119,23 @@ class _Records:
         if keys is not None:
             self._keys.append(keys)
 
+    @staticmethod
+    def _columns(chunks: list, dts: tuple) -> list[np.ndarray]:
+        """The runs' chunks joined column by column, each column's chunks released as soon as it is joined: the
+        peak is the columns plus one column's chunks, not twice the columns."""
+        per = [list(c) for c in zip(*chunks)] if chunks else [[] for _ in dts]
+        chunks.clear()
+        out = []
+        for k, dt in enumerate(dts):
+            c, per[k] = per[k], []
+            out.append(np.concatenate(c) if c else np.zeros(0, dt))
+            del c
+        return out
+
     def finish(self):
-        cols = list(zip(*self._cols)) if self._cols else [()] * 6
-        self._cols = []
-        dts = (np.int64, np.int32, np.int32, np.int64, np.int32, np.int32)
-        (self.np_offset, self.np_size, self.np_qid, self.np_qoff, self.np_topic, self.np_sysflag) = (
-            np.concatenate(c) if c else np.zeros(0, dt) for c, dt in zip(cols, dts))
-        keys = list(zip(*self._keys)) if self._keys else [()] * 3
-        self._keys = []
-        self.np_ts, nkeys, self.np_keyh = (np.concatenate(c) if c else np.zeros(0, dt)
-                                           for c, dt in zip(keys, (np.int64, np.int32, np.int32)))
+        (self.np_offset, self.np_size, self.np_qid, self.np_qoff, self.np_topic, self.np_sysflag) = self._columns(
+            self._cols, (np.int64, np.int32, np.int32, np.int64, np.int32, np.int32))
+        self.np_ts, nkeys, self.np_keyh = self._columns(self._keys, (np.int64, np.int32, np.int32))
         # where each record's key hashes start in np_keyh
         self.np_kstart = np.cumsum(nkeys, dtype=np.int64) - nkeys
         self.np_nkeys = nkeys
@@ -573,7 +580,7 @@ def _verify_batch_queue(bcq: BatchConsumeQueue, store: Store, rep: VerifyReport,
     return checked
 
 
-_INDEX_CHUNK = 1 << 20  # items compared at a time: bounded temporaries whatever the index file's size
+_INDEX_CHUNK = 1 << 18  # items compared at a time: bounded temporaries whatever the index file's size
 _FAST_KEYS = 16  # records with more index keys than this have their unmatched items checked one by one
 _TS_SANE = 1 << 62  # store times and header times below this: no int64 overflow in the vectorised arithmetic
 
