@@ -266,16 +266,22 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
         oc = store_time_candidates(r)
     cols = None
     topics: dict[str, int] = {}
-    if need_records:
-        tids = topic_ids(u8, item.rows, topics)
-        cols = (r["position"] + f.start, r["total_size"].astype(np.int32), r["queue_id"].astype(np.int32),
-                r["queue_offset"].copy(), tids.astype(np.int32), r["sys_flag"].astype(np.int32))
     keys = None
+    tids = None
     if do_index:
         # the index keys every record gives its dispatcher, hashed (rebuild's vectorised rule): the index check
-        # compares the files' items with them
-        fields, keyh, _ = dispatch_fields(buf, item.rows, True)
+        # compares the files' items with them. The same call names every record's topic.
+        fields, keyh, topic_bytes = dispatch_fields(buf, item.rows, True)
         keys = (r["store_timestamp"].astype(np.int64), fields[:, 2].astype(np.int32), keyh.astype(np.int32))
+        # ids in order of first appearance, as topic_ids numbers them; byte strings that decode alike share one
+        lut = np.array([topics.setdefault(t.decode("utf-8", "replace"), len(topics)) for t in topic_bytes],
+                       dtype=np.int64)
+        tids = lut[fields[:, 0]] if len(lut) else fields[:, 0]
+    if need_records:
+        if tids is None:
+            tids = topic_ids(u8, item.rows, topics)
+        cols = (r["position"] + f.start, r["total_size"].astype(np.int32), r["queue_id"].astype(np.int32),
+                r["queue_offset"].copy(), tids.astype(np.int32), r["sys_flag"].astype(np.int32))
     return _RunChecked(f.name, f.start, len(r), int(r["store_timestamp"].max()), bad, oc, cols, list(topics),
                        keys, item.end)
 

@@ -159,7 +159,11 @@ def crc32_trailer_rows(u8: np.ndarray, ends: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     prefix = np.frombuffer(CRC32_TRAILER_PREFIX, dtype=np.uint8)
     at = np.arange(_TRAILER_AT, _TRAILER_AT + len(CRC32_TRAILER_PREFIX), dtype=np.int64)
-    return np.flatnonzero((u8[ends[:, None] + at] == prefix).all(axis=1))
+    # one byte of every record first (a store without the property rarely has "_" there), the rest where it is
+    cand = np.flatnonzero(u8[ends + _TRAILER_AT] == prefix[0])
+    if not len(cand):
+        return cand
+    return cand[(u8[ends[cand][:, None] + at] == prefix).all(axis=1)]
 
 
 def has_crc32_trailer(buf, end: int) -> bool:
