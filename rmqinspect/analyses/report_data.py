@@ -36,7 +36,7 @@ from .rows import topic_ids
 from .salvage import walk_batches
 from .summary import StoreSummary, summarize
 from .txn import TxnSection, report_section
-from .verify import VerifyReport, verify
+from .verify import VerifyReport, read_bytes, verify
 
 # bucket widths the traffic chart may use, in ms: the smallest that keeps the series within max_buckets
 BUCKET_STEPS_MS = (1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000,
@@ -191,24 +191,52 @@ class ReportData:
     replicas: dict | None = None  # analyses.peers.PeersReport.to_dict() when the stores are replicas of one group
 
 
+# each pass's share of the report's progress bar: what it took of the collection on the 1 GiB crashed store of
+# benchmarks/bench_real_store.py (summary 0.6 s, verify 1.3 s, recovery 2.1 s, traffic 0.8 s)
+REPORT_PHASES = (("summary", 0.12), ("verify", 0.27), ("recovery", 0.44), ("traffic", 0.17))
+
+
+def report_read_bytes(store: Store) -> int:
+    """The bytes the report reads from ``store``, each once: the commit log, consume queues and index items."""
+    return sum(read_bytes(store).values())
+
+
 def collect_store_report(store: Store, *, broker_version: BrokerVersion | None = None, accept_v2: bool = True,
                          offsets_file: str | None = None, top_topics: int = 8, max_buckets: int = 1200,
                          progress: Callable[[int], None] | None = None) -> StoreReport:
-    """Everything the report shows about one store. ``progress(done)`` gets bytes of the four commit-log passes
-    (summary, verify, recovery, traffic) done so far, out of ``4 * (end_offset - min_offset)``."""
+    """Everything the report shows about one store. ``progress(done, phase)`` gets how far the report has come, in
+    bytes out of ``report_read_bytes(store)`` (the commit log, consume queues and index items, each counted once):
+    the four passes (summary, verify, recovery, traffic) share that total in proportion to what each costs
+    (``REPORT_PHASES``), each moving through its share as it reads."""
     cl = store.commitlog
-    span = max(cl.end_offset - cl.min_offset, 0)
-    tick = progress or (lambda done: None)
-    summary = summarize(store, progress=lambda d: tick(min(d, span)), broker_version=broker_version)
-    tick(span)
-    rep = verify(store, accept_v2=accept_v2, progress=lambda off: tick(span + max(off - cl.min_offset, 0)))
-    tick(2 * span)
-    plan = plan_recovery(store, RecoveryOptions(version=broker_version, keep_redispatch=False))
-    tick(3 * span)
+    sizes = read_bytes(store)
+    span = sizes["commitlog"]
+    total = sum(sizes.values())
+    tick = progress or (lambda done, phase=None: None)
+
+    def phase(name: str, at: float, width: float, of: int, label: str):
+        """The progress callback of one pass: ``done`` bytes of its ``of`` into its share of the total."""
+        base, share = int(total * at), total * width
+        tick(base, label)
+        return lambda done: tick(base + int(share * min(max(done, 0), of) / max(of, 1)))
+
+    shares = dict(REPORT_PHASES)
+    at = 0.0
+    step = phase("summary", at, shares["summary"], span, "report: summary")
+    summary = summarize(store, progress=step, broker_version=broker_version)
+    at += shares["summary"]
+    step = phase("verify", at, shares["verify"], total, "report: verify")
+    rep = verify(store, accept_v2=accept_v2, read_progress=step)
+    at += shares["verify"]
+    step = phase("recovery", at, shares["recovery"], span, "report: recovery")
+    plan = plan_recovery(store, RecoveryOptions(version=broker_version, keep_redispatch=False,
+                                                progress=lambda off: step(off - cl.min_offset)))
+    at += shares["recovery"]
     outliers = [p.start for p in rep.problems if p.kind == "store_time_outlier"]
+    step = phase("traffic", at, 1.0 - at, span, "report: traffic")
     traffic = store_traffic(store, outliers, top_topics=top_topics, max_buckets=max_buckets,
-                            progress=lambda off: tick(3 * span + max(off - cl.min_offset, 0)))
-    tick(4 * span)
+                            progress=lambda off: step(off - cl.min_offset))
+    tick(total)
     after = plan.consume_queue_max_offsets_after_start or plan.consume_queue_max_offsets
     consumers = lost_window(store, plan.consume_queue_max_offsets_before, after, offsets_file)
     if consumers.source is None and not consumers.rows:
@@ -277,8 +305,8 @@ def store_traffic(store: Store, outlier_offsets: list[int], *, top_topics: int =
         if ev.file is not last_file:
             last_file = ev.file
             u8 = np.frombuffer(ev.file.buffer, dtype=np.uint8)
-            if progress is not None:
-                progress(ev.file.start)
+        if progress is not None:
+            progress(ev.file.start + ev.end)
         tids = np.asarray(topic_ids(u8, ev.rows, topics), dtype=np.int64)
         ts = r["store_timestamp"].astype(np.int64)
         size = r["total_size"].astype(np.int64)

@@ -30,7 +30,6 @@ import functools
 import hashlib
 import os
 import re
-import zlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -51,6 +50,7 @@ from ..formats.constants import (
     RMQ_SYS_SCHEDULE_TOPIC,
     SysFlag,
 )
+from ..formats.crc import crc32_function
 from ..formats.javahash import tags_code
 from ..formats.msgid import host_string, offset_msg_id
 from ..formats.properties import (
@@ -63,6 +63,7 @@ from ..formats.properties import (
 from ..store.commitlog import RECORD_FIELDS, Kind, RecordRun, walk_file
 from ..store.mapped import MappedFile
 from ..store.message import split_keys
+from ..store.scanner import compiled
 from .dispatch import DelayLevelError, dispatch_tags_code
 
 # --- the columns ----------------------------------------------------------------------------------
@@ -368,6 +369,32 @@ def topic_ids(u8, rows, topics: dict[str, int]):
     return ids[inv.ravel()]
 
 
+def _split_properties(buf, R):
+    """The compiled scanner's split of a run's properties (``split_properties``): (flags, pairs, name strings, value
+    strings), or None when the extension is not built or a record needs Python's decoding (non-ASCII text, a name
+    given twice)."""
+    import numpy as np
+    import pyarrow as pa
+
+    ext = compiled()
+    if ext is None or not hasattr(ext, "split_properties") or not len(R):
+        return None
+    pp = np.ascontiguousarray(R["properties_pos"], dtype=np.int64)
+    pl = np.ascontiguousarray(R["properties_len"], dtype=np.int64)
+    fb, pb, nb, vb = ext.split_properties(buf, pp, pl)
+    flags = np.frombuffer(fb, dtype=np.int32)
+    if (flags & 1).any():
+        return None
+    pairs = np.frombuffer(pb, dtype=np.int64).reshape(-1, 3)
+
+    def strings(lengths, data):
+        offs = np.zeros(len(lengths) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offs[1:])
+        return pa.StringArray.from_buffers(len(lengths), pa.py_buffer(offs), pa.py_buffer(data))
+
+    return flags, pairs[:, 0], strings(pairs[:, 1], nb), strings(pairs[:, 2], vb)
+
+
 class RowDecoder:
     """Arrow RecordBatches from runs of scanned records of one mapped commitlog file."""
 
@@ -418,6 +445,95 @@ class RowDecoder:
             out[hit] = states[i[hit]]
         return out
 
+    def _text_columns(self, R, split, topics, sts, crc_col, pos, total):
+        """The properties map, tags, tagsCode, keys, UNIQ_KEY, problems and record CRCs of a run from the compiled
+        split of its properties (``_split_properties``): the same values as the per-record loop in ``batch``."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        mv, buf = self.mv, self.buf
+        flags, rec, names, values = split
+        n = len(R)
+        counts = np.bincount(rec, minlength=n) if len(rec) else np.zeros(n, dtype=np.int64)
+        poffs = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(counts, out=poffs[1:])
+        props_col = pa.MapArray.from_arrays(pa.array(poffs, type=pa.int32()), names, values)
+
+        def value_of(name: str):
+            """(index into values of each record's ``name`` or -1, the values as a string array with nulls)."""
+            hit = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False)) if len(names) else \
+                np.zeros(0, dtype=np.int64)
+            at = np.full(n, -1, dtype=np.int64)
+            at[rec[hit]] = hit
+            missing = at < 0
+            return at, values.take(pa.array(np.where(missing, 0, at), mask=missing if missing.any() else None)) \
+                if len(values) else pa.nulls(n, pa.string())
+
+        _, tags_arr = value_of(PROPERTY_TAGS)
+        _, uniq_arr = value_of(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        _, keys_str = value_of(PROPERTY_KEYS)
+        # tagsCode: one hash per distinct tag
+        enc = tags_arr.dictionary_encode()
+        tccache = self.tags_codes
+        uniq_tags = enc.dictionary.to_pylist()
+        for tg in uniq_tags:
+            if tg not in tccache:
+                tccache[tg] = tags_code(tg)
+        codes = np.array([tccache[tg] for tg in uniq_tags] + [tccache.setdefault(None, tags_code(None))],
+                         dtype=np.int64)
+        ti = enc.indices.to_numpy(zero_copy_only=False)
+        ti = np.where(pc.is_null(enc.indices).to_numpy(zero_copy_only=False), len(uniq_tags),
+                      np.nan_to_num(ti, nan=len(uniq_tags))).astype(np.int64)
+        tcodes = codes[ti]
+        # KEYS: split on single spaces, empty tokens dropped (split_keys); no KEYS: an empty list
+        parts = pc.split_pattern(keys_str.fill_null(""), " ")
+        flat = parts.flatten()
+        keep = pc.greater(pc.binary_length(flat), 0).to_numpy(zero_copy_only=False)
+        cum = np.zeros(len(keep) + 1, dtype=np.int32)
+        np.cumsum(keep, out=cum[1:])
+        koffs = cum[parts.offsets.to_numpy()]
+        keys_col = pa.ListArray.from_arrays(pa.array(koffs, type=pa.int32()), flat.filter(pa.array(keep)))
+        # SCHEDULE_TOPIC_XXXX with a DELAY level: the delivery time, as the per-record loop computes it
+        tcode_mask = None
+        delay_at, _ = value_of(PROPERTY_DELAY_TIME_LEVEL)
+        for i in np.flatnonzero(delay_at >= 0).tolist():
+            if topics[i] != RMQ_SYS_SCHEDULE_TOPIC:
+                continue
+            pp, pl = int(R["properties_pos"][i]), int(R["properties_len"][i])
+            props = parse_properties_checked(buf[pp:pp + pl])[0]
+            try:
+                tcodes[i] = dispatch_tags_code(topics[i], props, int(sts[i]))[0]
+            except DelayLevelError:
+                tcodes[i] = 0
+                if tcode_mask is None:
+                    tcode_mask = np.zeros(n, dtype=bool)
+                tcode_mask[i] = True
+        # problems, in decode_slot's order: __CRC32#, malformed properties, body CRC
+        crc_at, _ = value_of(PROPERTY_CRC32)
+        todo = np.flatnonzero((crc_at >= 0) | ((flags & 2) != 0) | (crc_col == 0))
+        probs: list = []
+        per = np.zeros(n, dtype=np.int64)
+        for i in todo.tolist():
+            k = len(probs)
+            j = int(crc_at[i])
+            if j >= 0:
+                value = values[j].as_py()
+                ok, stored, actual = check_property_crc(mv, int(pos[i]), int(total[i]), value)
+                if not ok:
+                    probs.append(property_crc_problem(stored, actual))
+            if flags[i] & 2:
+                probs.append(MALFORMED_PROPERTIES)
+            if crc_col[i] == 0:
+                probs.append(BODY_CRC_MISMATCH)
+            per[i] = len(probs) - k
+        proffs = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(per, out=proffs[1:])
+        rcrc = np.frombuffer(compiled().crc32_many(buf, np.ascontiguousarray(pos, dtype=np.int64),
+                                                   np.ascontiguousarray(total, dtype=np.int64)), dtype=np.uint32)
+        return (props_col, tags_arr, tcodes, tcode_mask, keys_col, uniq_arr, probs, proffs.astype(np.int32),
+                rcrc.astype(np.int64))
+
     def batch(self, R):
         """One RecordBatch for a run of scanned records (rows of R), or None when the filter keeps nothing."""
         import numpy as np
@@ -454,53 +570,60 @@ class RowDecoder:
         store_v6 = (sys_flag & _STOREHOST_V6) != 0
         store_off = store_host_position(sys_flag)
 
-        # per-record text: properties and problems (in decode_slot's order)
-        crc32 = zlib.crc32
-        dicts: list = []
-        probs: list = []
-        proffs = [0]
-        for p, tot, crc_ok, pp, pl in zip(pos_l, total_l, crc_col.tolist(), R["properties_pos"].tolist(),
-                                          R["properties_len"].tolist()):
-            props = {}
-            if pl > 0:
-                props, well_formed = parse_properties_checked(buf[pp:pp + pl])
-                if PROPERTY_CRC32 in props:
-                    ok, stored, actual = check_property_crc(mv, p, tot, props[PROPERTY_CRC32])
-                    if not ok:
-                        probs.append(property_crc_problem(stored, actual))
-                if not well_formed:
-                    probs.append(MALFORMED_PROPERTIES)
-            if crc_ok == 0:
-                probs.append(BODY_CRC_MISMATCH)
-            dicts.append(props)
-            proffs.append(len(probs))
-        rcrc = [crc32(mv[p:p + tot]) for p, tot in zip(pos_l, total_l)]
-        bodies = ([buf[bp:bp + bl] if bl > 0 else b"" for bp, bl in zip(bpos.tolist(), blen.tolist())]
-                  if self.with_body else None)
-        pkeys = [k for d in dicts for k in d]
-        pvals = [v for d in dicts for v in d.values()]
-        poffs = np.cumsum([0] + [len(d) for d in dicts], dtype=np.int64).astype(np.int32)
-        tags = [d.get(PROPERTY_TAGS) for d in dicts]
-        uniqs = [d.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for d in dicts]
-        tccache = self.tags_codes
-        for tg in set(tags):
-            if tg not in tccache:
-                tccache[tg] = tags_code(tg)
-        tcodes = [tccache[tg] for tg in tags]
-        kl = [split_keys(d.get(PROPERTY_KEYS)) for d in dicts]
-        kflat = [x for ks in kl for x in ks]
-        koffs = np.cumsum([0] + [len(ks) for ks in kl], dtype=np.int64).astype(np.int32)
-        tcode_mask = None
-        for i, props in ((i, d) for i, d in enumerate(dicts) if PROPERTY_DELAY_TIME_LEVEL in d):
-            if topics[i] != RMQ_SYS_SCHEDULE_TOPIC:
-                continue
-            try:
-                tcodes[i] = dispatch_tags_code(topics[i], props, int(sts[i]))[0]
-            except DelayLevelError:
-                tcodes[i] = 0
-                if tcode_mask is None:
-                    tcode_mask = np.zeros(n, dtype=bool)
-                tcode_mask[i] = True
+        split = _split_properties(buf, R)
+        if split is not None:
+            (props_col, tags_arr, tcodes, tcode_mask, keys_col, uniq_arr, probs, proffs,
+             rcrc) = self._text_columns(R, split, topics, sts, crc_col, pos, total)
+            bodies = ([buf[bp:bp + bl] if bl > 0 else b"" for bp, bl in zip(bpos.tolist(), blen.tolist())]
+                      if self.with_body else None)
+        else:
+            # per-record text: properties and problems (in decode_slot's order)
+            crc32 = crc32_function()
+            dicts: list = []
+            probs: list = []
+            proffs = [0]
+            for p, tot, crc_ok, pp, pl in zip(pos_l, total_l, crc_col.tolist(), R["properties_pos"].tolist(),
+                                              R["properties_len"].tolist()):
+                props = {}
+                if pl > 0:
+                    props, well_formed = parse_properties_checked(buf[pp:pp + pl])
+                    if PROPERTY_CRC32 in props:
+                        ok, stored, actual = check_property_crc(mv, p, tot, props[PROPERTY_CRC32])
+                        if not ok:
+                            probs.append(property_crc_problem(stored, actual))
+                    if not well_formed:
+                        probs.append(MALFORMED_PROPERTIES)
+                if crc_ok == 0:
+                    probs.append(BODY_CRC_MISMATCH)
+                dicts.append(props)
+                proffs.append(len(probs))
+            rcrc = [crc32(mv[p:p + tot]) for p, tot in zip(pos_l, total_l)]
+            bodies = ([buf[bp:bp + bl] if bl > 0 else b"" for bp, bl in zip(bpos.tolist(), blen.tolist())]
+                      if self.with_body else None)
+            pkeys = [k for d in dicts for k in d]
+            pvals = [v for d in dicts for v in d.values()]
+            poffs = np.cumsum([0] + [len(d) for d in dicts], dtype=np.int64).astype(np.int32)
+            tags = [d.get(PROPERTY_TAGS) for d in dicts]
+            uniqs = [d.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for d in dicts]
+            tccache = self.tags_codes
+            for tg in set(tags):
+                if tg not in tccache:
+                    tccache[tg] = tags_code(tg)
+            tcodes = [tccache[tg] for tg in tags]
+            kl = [split_keys(d.get(PROPERTY_KEYS)) for d in dicts]
+            kflat = [x for ks in kl for x in ks]
+            koffs = np.cumsum([0] + [len(ks) for ks in kl], dtype=np.int64).astype(np.int32)
+            tcode_mask = None
+            for i, props in ((i, d) for i, d in enumerate(dicts) if PROPERTY_DELAY_TIME_LEVEL in d):
+                if topics[i] != RMQ_SYS_SCHEDULE_TOPIC:
+                    continue
+                try:
+                    tcodes[i] = dispatch_tags_code(topics[i], props, int(sts[i]))[0]
+                except DelayLevelError:
+                    tcodes[i] = 0
+                    if tcode_mask is None:
+                        tcode_mask = np.zeros(n, dtype=bool)
+                    tcode_mask[i] = True
 
         i64, i32 = pa.int64(), pa.int32()
 
@@ -565,12 +688,13 @@ class RowDecoder:
                                         i32),
             "prepared_transaction_offset": pa.array(_gather(u8, bpos - PREPARED_TRANSACTION_OFFSET_BEFORE_BODY, 8,
                                                             ">i8"), i64),
-            "tags": strs(tags),
+            "tags": tags_arr if split is not None else strs(tags),
             "tags_code": pa.array(np.array(tcodes, dtype=np.int64), i64, mask=tcode_mask),
-            "keys": str_list(koffs, kflat),
-            "uniq_key": strs(uniqs),
+            "keys": keys_col if split is not None else str_list(koffs, kflat),
+            "uniq_key": uniq_arr if split is not None else strs(uniqs),
             "offset_msg_id": msgid,
-            "properties": pa.MapArray.from_arrays(pa.array(poffs, type=i32), strs(pkeys), strs(pvals)),
+            "properties": props_col if split is not None else pa.MapArray.from_arrays(pa.array(poffs, type=i32),
+                                                                                       strs(pkeys), strs(pvals)),
             "body_size": pa.array(np.maximum(blen, 0).astype(np.int32), i32),
             "body_crc": pa.array(body_crc, i64),
             # unchecked by the scan = an empty body: crc32 of nothing is 0 (store.commitlog.decode_slot)

@@ -35,6 +35,7 @@ from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
 from ..store.rocksdb_cq import ConsumeQueues, is_rocksdb_dir
 from .dispatch import goes_to_consume_queue, index_keys
+from .rebuild import dispatch_fields
 from .rows import topic_ids
 from .salvage import Damage, walk_batches
 
@@ -112,20 +113,38 @@ class _Records:
 
     def __init__(self):
         self._cols: list[tuple[np.ndarray, ...]] = []
+        self._keys: list[tuple[np.ndarray, ...]] = []
         self.topics: dict[str, int] = {}
         self.damaged = array("q")  # starts of damaged ranges
         self.damaged_end = array("q")
 
-    def add_columns(self, cols: tuple[np.ndarray, ...]) -> None:
-        """(offset, size, queue id, queue offset, topic id, sys flag) of a run of records (``_check_run``)."""
+    def add_columns(self, cols: tuple[np.ndarray, ...], keys: tuple[np.ndarray, ...] | None = None) -> None:
+        """(offset, size, queue id, queue offset, topic id, sys flag) of a run of records (``_check_run``), and
+        for the index check (store timestamp, number of index keys, their key hashes record after record)."""
         self._cols.append(cols)
+        if keys is not None:
+            self._keys.append(keys)
+
+    @staticmethod
+    def _columns(chunks: list, dts: tuple) -> list[np.ndarray]:
+        """The runs' chunks joined column by column, each column's chunks released as soon as it is joined: the
+        peak is the columns plus one column's chunks, not twice the columns."""
+        per = [list(c) for c in zip(*chunks)] if chunks else [[] for _ in dts]
+        chunks.clear()
+        out = []
+        for k, dt in enumerate(dts):
+            c, per[k] = per[k], []
+            out.append(np.concatenate(c) if c else np.zeros(0, dt))
+            del c
+        return out
 
     def finish(self):
-        cols = list(zip(*self._cols)) if self._cols else [()] * 6
-        self._cols = []
-        dts = (np.int64, np.int32, np.int32, np.int64, np.int32, np.int32)
-        (self.np_offset, self.np_size, self.np_qid, self.np_qoff, self.np_topic, self.np_sysflag) = (
-            np.concatenate(c) if c else np.zeros(0, dt) for c, dt in zip(cols, dts))
+        (self.np_offset, self.np_size, self.np_qid, self.np_qoff, self.np_topic, self.np_sysflag) = self._columns(
+            self._cols, (np.int64, np.int32, np.int32, np.int64, np.int32, np.int32))
+        self.np_ts, nkeys, self.np_keyh = self._columns(self._keys, (np.int64, np.int32, np.int32))
+        # where each record's key hashes start in np_keyh
+        self.np_kstart = np.cumsum(nkeys, dtype=np.int64) - nkeys
+        self.np_nkeys = nkeys
 
     def find(self, offsets: np.ndarray) -> np.ndarray:
         """Index of the record starting at each offset, -1 when none does."""
@@ -225,9 +244,11 @@ class _RunChecked:
     outliers: tuple | None  # store_time_candidates, when the structure check runs
     cols: tuple | None  # _Records columns (topic ids local to the run), when cq/index/checkpoint run
     topics: list[str] = field(default_factory=list)
+    keys: tuple | None = None  # (store timestamp, number of index keys, key hashes), when the index check runs
+    end: int = 0  # where the run ends in its file
 
 
-def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool):
+def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index: bool = False):
     """``walk_batches``' converter for ``verify``: the per-run work that needs the file's bytes."""
     if type(item) is not RecordRun:
         return None  # a blank end-of-file record
@@ -251,11 +272,24 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool):
         oc = store_time_candidates(r)
     cols = None
     topics: dict[str, int] = {}
+    keys = None
+    tids = None
+    if do_index:
+        # the index keys every record gives its dispatcher, hashed (rebuild's vectorised rule): the index check
+        # compares the files' items with them. The same call names every record's topic.
+        fields, keyh, topic_bytes = dispatch_fields(buf, item.rows, True)
+        keys = (r["store_timestamp"].astype(np.int64), fields[:, 2].astype(np.int32), keyh.astype(np.int32))
+        # ids in order of first appearance, as topic_ids numbers them; byte strings that decode alike share one
+        lut = np.array([topics.setdefault(t.decode("utf-8", "replace"), len(topics)) for t in topic_bytes],
+                       dtype=np.int64)
+        tids = lut[fields[:, 0]] if len(lut) else fields[:, 0]
     if need_records:
-        tids = topic_ids(u8, item.rows, topics)
+        if tids is None:
+            tids = topic_ids(u8, item.rows, topics)
         cols = (r["position"] + f.start, r["total_size"].astype(np.int32), r["queue_id"].astype(np.int32),
                 r["queue_offset"].copy(), tids.astype(np.int32), r["sys_flag"].astype(np.int32))
-    return _RunChecked(f.name, f.start, len(r), int(r["store_timestamp"].max()), bad, oc, cols, list(topics))
+    return _RunChecked(f.name, f.start, len(r), int(r["store_timestamp"].max()), bad, oc, cols, list(topics),
+                       keys, item.end)
 
 
 
@@ -268,11 +302,42 @@ class _FileName:
         self.name, self.start = name, start
 
 
+def read_bytes(store: Store, checks=ALL_CHECKS) -> dict[str, int]:
+    """The bytes ``verify`` reads with these checks, per source: the commit log's span, the consume-queue files
+    (cq), the index files' used items (index). What a progress bar's total is."""
+    cl = store.commitlog
+    # the commit log up to the end of each file's data (the unwritten, pre-allocated tail of the newest file is a
+    # hole the walk stops before; a file without holes counts whole)
+    data = 0
+    for f in cl.files:
+        ranges = f.data_ranges(max(cl.min_offset - f.start, 0), f.size)
+        if ranges:
+            data += ranges[-1][1] - max(cl.min_offset - f.start, 0)
+    out = {"commitlog": data, "cq": 0, "index": 0}
+    if "cq" in checks:
+        for d in (store.layout.consumequeue_dir, os.path.join(store.root, "batchconsumequeue")):
+            if os.path.isdir(d) and not os.path.exists(os.path.join(d, "CURRENT")):  # RocksDB: not counted
+                for dirpath, _, names in os.walk(d):
+                    for n in names:
+                        st = os.stat(os.path.join(dirpath, n))
+                        # pre-allocated files: their written blocks (the holes read as zeros, never as entries)
+                        out["cq"] += min(st.st_size, getattr(st, "st_blocks", st.st_size // 512 + 1) * 512)
+    if "index" in checks and os.path.isdir(store.layout.index_dir):
+        for name in os.listdir(store.layout.index_dir):
+            with open(os.path.join(store.layout.index_dir, name), "rb") as f:
+                head = f.read(40)
+            if len(head) == 40:
+                out["index"] += max(int.from_bytes(head[36:40], "big", signed=True) - 1, 0) * 20  # indexCount
+    return out
+
+
 def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, accept_v2: bool = True,
            progress=None, index_slots: int | None = None, index_max: int | None = None,
-           jobs: int | None = None) -> VerifyReport:
+           jobs: int | None = None, read_progress=None) -> VerifyReport:
     """Every selected check over ``store``. The commit-log walk runs one file per task: ``jobs`` (default
-    ``parallel.resolve_jobs``) > 1 walks the files in worker processes; the report is the same."""
+    ``parallel.resolve_jobs``) > 1 walks the files in worker processes; the report is the same.
+    ``progress(offset)`` is called at each commit-log file; ``read_progress(done)`` with the bytes read so far, out
+    of the sum of ``read_bytes(store, checks)``, at least after every run of records, queue phase and index chunk."""
     checks = tuple(c for c in ALL_CHECKS if c in checks)
     rep = VerifyReport(store.root, checks, max_errors=max_errors)
     cl = store.commitlog
@@ -282,6 +347,8 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     # where problems say the log files are (DLedger mode: the member's data/ directory)
     cl_dir = os.path.relpath(store.layout.dledger.data_dir, root) if store.layout.dledger else "commitlog"
     need_records = any(c in checks for c in ("cq", "index", "checkpoint"))
+    sizes = read_bytes(store, checks) if read_progress is not None else {}
+    span = sizes.get("commitlog", 0)
     recs = _Records()
     do_crc = "crc" in checks
     do_struct = "structure" in checks
@@ -291,7 +358,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     last_file = None
     outliers = _StoreTimeOutliers()
     for item in walk_batches(cl, None, check_crc=do_crc, accept_v2=accept_v2, jobs=jobs, convert=_check_run,
-                             convert_args=(do_crc, do_struct, need_records)):
+                             convert_args=(do_crc, do_struct, need_records, "index" in checks)):
         if type(item) is Damage:
             recs.damaged.append(item.start)
             recs.damaged_end.append(item.end)
@@ -306,6 +373,8 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
         if item is None:
             continue  # a blank end-of-file record
         n_msgs += item.records
+        if read_progress is not None:
+            read_progress(min(max(item.start + item.end - cl.min_offset, 0), span))
         if item.start != last_file:
             if progress is not None:
                 progress(item.start)
@@ -325,7 +394,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
         if need_records:
             lut = np.array([topics.setdefault(t, len(topics)) for t in item.topics], dtype=np.int32)
             cols = item.cols
-            recs.add_columns((*cols[:4], lut[cols[4]] if len(lut) else cols[4], cols[5]))
+            recs.add_columns((*cols[:4], lut[cols[4]] if len(lut) else cols[4], cols[5]), item.keys)
     rep.counts["records"] = n_msgs
     if do_struct and store.dledger is not None:  # DLedger mode: the entry rules (analyses.dledger)
         from .dledger import entry_problems
@@ -337,10 +406,15 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     recs.finish()
     data_end = int(recs.np_offset[-1] + recs.np_size[-1]) if recs.np_offset.size else cl.min_offset
 
+    if read_progress is not None:
+        read_progress(span)
     if "cq" in checks:
         _verify_cq(store, rep, recs, data_end, rel)
+    if read_progress is not None:
+        read_progress(span + sizes["cq"])
     if "index" in checks:
-        _verify_index(store, rep, recs, rel, index_slots, index_max)
+        _verify_index(store, rep, recs, rel, index_slots, index_max,
+                      None if read_progress is None else (lambda d: read_progress(span + sizes["cq"] + d)))
         _index_behind(store, rep, recs, rel)
     if "checkpoint" in checks:
         _verify_checkpoint(store, rep, max_ts)
@@ -558,15 +632,52 @@ def _verify_batch_queue(bcq: BatchConsumeQueue, store: Store, rep: VerifyReport,
     return checked
 
 
+_INDEX_CHUNK = 1 << 18  # items compared at a time: bounded temporaries whatever the index file's size
+_FAST_KEYS = 16  # records with more index keys than this have their unmatched items checked one by one
+_TS_SANE = 1 << 62  # store times and header times below this: no int64 overflow in the vectorised arithmetic
+
+
+def _items_fine(recs: _Records, items: np.ndarray, first_n: int, rec_of: np.ndarray, begin: int, end: int,
+                min_offset: int) -> np.ndarray:
+    """Which items (item numbers ``first_n``...) need no word: expired (below the commit log's min offset), or
+    pointing at the start of a valid record whose dispatched index keys include the item's keyHash, with the
+    record's store time inside the header range and giving the item's timeDiff. Everything else goes through
+    ``_item_problem``, which says what is wrong (or finds nothing, exactly as before)."""
+    kh_name, phy_name, td_name = items.dtype.names[:3]
+    phy = items[phy_name].astype(np.int64)
+    expired = phy < min_offset
+    ok = rec_of >= 0
+    if not recs.np_offset.size or not recs.np_nkeys.size or not (0 <= begin < _TS_SANE and 0 <= end < _TS_SANE):
+        return expired
+    j = np.where(ok, rec_of, 0)
+    kh = items[kh_name].astype(np.int64)
+    nk = recs.np_nkeys[j]
+    k0 = recs.np_kstart[j]
+    last = recs.np_keyh.size - 1
+    match = np.zeros(len(items), dtype=bool)
+    if last >= 0:
+        for k in range(min(int(nk.max(initial=0)), _FAST_KEYS)):
+            match |= (nk > k) & (recs.np_keyh[np.minimum(k0 + k, last)] == kh)
+    ts = recs.np_ts[j]
+    in_range = (ts >= begin) & (ts <= end)
+    exp = (np.where(in_range, ts, begin) - begin) // 1000
+    n = np.arange(first_n, first_n + len(items))
+    tdiff_ok = (items[td_name].astype(np.int64) == exp) | ((n == 1) & (ts == begin))
+    return expired | (ok & match & in_range & tdiff_ok)
+
+
 def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel, slots: int | None = None,
-                  max_items: int | None = None) -> None:
+                  max_items: int | None = None, read_progress=None) -> None:
+    """Every index item against the index keys the dispatcher derives from the record it points at (the same
+    vectorised rule ``rebuild`` writes the index with): the items that agree are settled in bulk, the rest (a
+    handful on a damaged store) are decoded one by one to say what is wrong."""
     idir = store.layout.index_dir
     if not os.path.isdir(idir):
         rep.notes.append("no index/ directory")
         return
     cl = store.commitlog
     names = sorted(n for n in os.listdir(idir) if os.path.isfile(os.path.join(idir, n)))
-    checked = 0
+    checked = done = 0
     keys_cache: dict[int, tuple[set[int], int]] = {}
     for name in names:
         path = os.path.join(idir, name)
@@ -583,51 +694,24 @@ def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel, slots: i
             continue
         rep.index_geometry[name] = idx.geometry.to_dict()
         h = idx.header
-        items = idx.items()
+        all_items = idx.items()
         base = idx.items_base
-        # the record behind every item, found in bulk (searchsorted on the record offsets)
-        rec_of = recs.find(items[items.dtype.names[1]].astype(np.int64)).tolist() if len(items) else []
-        for n, (kh, phy, tdiff, _prev) in enumerate(items.tolist(), start=1):
-            checked += 1
-            pos = base + n * 20
-            if phy < cl.min_offset:
-                continue  # expired data (retention), normal
-            info = keys_cache.get(phy)
-            if info is None:
-                j = rec_of[n - 1]
-                if j < 0:
-                    dmg = recs.in_damage(phy)
-                    kind = "index_points_to_damage" if dmg else "index_dangling"
-                    why = (f"item points into the damaged range [{dmg[0]}, {dmg[1]})" if dmg else
-                           "item points where no valid record starts")
-                    rep.add(Problem("index", kind, pos, pos + 20, rel(path), pos,
-                                    f"item {n}: {why} (physical offset {phy})"))
-                    continue
-                try:
-                    msg = cl.read_message(phy)
-                except RmqInspectError as e:
-                    rep.add(Problem("index", "index_dangling", pos, pos + 20, rel(path), pos,
-                                    f"item {n}: {e.message}"))
-                    continue
-                hashes = {index_key_hash(build_index_key(msg.topic, k)) for k in index_keys(msg.properties)}
-                info = (hashes, msg.store_timestamp)
-                keys_cache[phy] = info
-            hashes, ts = info
-            if kh not in hashes:
-                rep.add(Problem("index", "index_hash", pos, pos + 20, rel(path), pos,
-                                f"item {n}: keyHash {kh} matches no key of the record at {phy}"))
-                continue
-            if not (h.begin_timestamp <= ts <= h.end_timestamp):
-                rep.add(Problem("index", "index_time", pos, pos + 20, rel(path), pos,
-                                f"item {n}: record store time {ts} outside the file's range "
-                                f"[{h.begin_timestamp}, {h.end_timestamp}]"))
-                continue
-            # IndexFile.putKey: timeDiff in whole seconds from beginTimestamp; the first item of a
-            # non-first file was computed against the previous file's end (FORMATS.md §5.3 quirk)
-            exp = (ts - h.begin_timestamp) // 1000
-            if tdiff != exp and not (n == 1 and ts == h.begin_timestamp):
-                rep.add(Problem("index", "index_time", pos, pos + 20, rel(path), pos,
-                                f"item {n}: timeDiff {tdiff}s, record store time gives {exp}s"))
+        checked += len(all_items)
+        for c0 in range(0, len(all_items), _INDEX_CHUNK):
+            items = all_items[c0:c0 + _INDEX_CHUNK]
+            # the record behind every item, found in bulk (searchsorted on the record offsets)
+            rec_of = recs.find(items[items.dtype.names[1]].astype(np.int64))
+            fine = _items_fine(recs, items, c0 + 1, rec_of, h.begin_timestamp, h.end_timestamp, cl.min_offset)
+            for i in np.flatnonzero(~fine).tolist():
+                kh, phy, tdiff, _prev = items[i].tolist()
+                p = _item_problem(cl, recs, keys_cache, h, c0 + i + 1, base + (c0 + i + 1) * 20, kh, phy, tdiff,
+                                  int(rec_of[i]), rel(path))
+                if p is not None:
+                    rep.add(p)
+            if read_progress is not None:
+                read_progress((done + c0 + len(items)) * 20)
+        done += len(all_items)
+        del all_items
         idx.close()
     rep.counts["index_items"] = checked
 
@@ -643,7 +727,6 @@ def _index_behind(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
     if not names:
         return
     from ..formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_HEADER_TABLE
-    from .dispatch import goes_to_index
 
     path = os.path.join(idir, names[-1])
     with open(path, "rb") as fh:
@@ -659,24 +742,76 @@ def _index_behind(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
     # controller mode: the reput dispatches (and indexes) only up to confirmPhyOffset; the unconfirmed tail past it
     # is its own note, not an index that fell behind
     confirm = detect_confirm_offset(store) if store.layout.dledger is None else -1
+    valid = recs.np_offset[past]  # the records verify's walk found intact (damage is verify's other findings)
+    hi = int(valid[-1] + recs.np_size[past[-1]])
     first = last = None
     n = size = 0
-    for msg in store.commitlog.messages(int(recs.np_offset[past[0]]), None, keep_going=True):
-        if 0 <= confirm < msg.physical_offset + msg.total_size:
-            break
-        if not goes_to_index(msg.sys_flag) or not index_keys(msg.properties) or msg.problems:
+    # in bulk, as IndexService.buildIndex would see them: every record but ROLLBACK ones (3 << 2) with a key
+    for ev in store.commitlog.walk(int(valid[0]), hi, check_crc=False, accept_v2=True, stop_at_end=True):
+        if type(ev) is not RecordRun:
             continue
-        if first is None:
-            first = msg.physical_offset
-        last = msg.physical_offset + msg.total_size
-        n += 1
-        size += msg.total_size
+        r = ev.records
+        pos = r["position"].astype(np.int64) + ev.file.start
+        end = pos + r["total_size"]
+        ok = ((r["sys_flag"] & 0xC) != 0xC) & np.isin(pos, valid)
+        if confirm >= 0:
+            ok &= end <= confirm
+        sel = np.flatnonzero(ok)
+        if sel.size:
+            sub = ev if sel.size == len(r) else ev[sel]
+            fields, _, _ = dispatch_fields(sub.file.buffer, sub.rows, want_keys=True)
+            has = np.flatnonzero(fields[:, 2] > 0)
+            if has.size:
+                p, e = pos[sel][has], end[sel][has]
+                first = int(p[0]) if first is None else first
+                last = int(e[-1])
+                n += int(has.size)
+                size += int((e - p).sum())
+        if 0 <= confirm < int(end[-1]):
+            break
     if first is None or last is None:
         return
     rep.add(Problem("index", "index_behind", first, last, rel(path), None,
                     f"{n} record(s) with keys lie past the last index file's endPhyOffset {end_phy}: the index is "
                     "behind the commit log (a key look-up does not find them until the broker dispatches them again; "
                     "`recover --dry-run` says whether its restart does)", count=n, size=size), merge=False)
+
+
+def _item_problem(cl, recs: _Records, keys_cache: dict, h, n: int, pos: int, kh: int, phy: int, tdiff: int, j: int,
+                  path: str) -> Problem | None:
+    """What is wrong with index item ``n`` (at ``pos`` in the file), from the record decoded one by one."""
+    if phy < cl.min_offset:
+        return None  # expired data (retention), normal
+    info = keys_cache.get(phy)
+    if info is None:
+        if j < 0:
+            dmg = recs.in_damage(phy)
+            kind = "index_points_to_damage" if dmg else "index_dangling"
+            why = (f"item points into the damaged range [{dmg[0]}, {dmg[1]})" if dmg else
+                   "item points where no valid record starts")
+            return Problem("index", kind, pos, pos + 20, path, pos, f"item {n}: {why} (physical offset {phy})")
+        try:
+            msg = cl.read_message(phy)
+        except RmqInspectError as e:
+            return Problem("index", "index_dangling", pos, pos + 20, path, pos, f"item {n}: {e.message}")
+        hashes = {index_key_hash(build_index_key(msg.topic, k)) for k in index_keys(msg.properties)}
+        info = (hashes, msg.store_timestamp)
+        keys_cache[phy] = info
+    hashes, ts = info
+    if kh not in hashes:
+        return Problem("index", "index_hash", pos, pos + 20, path, pos,
+                       f"item {n}: keyHash {kh} matches no key of the record at {phy}")
+    if not (h.begin_timestamp <= ts <= h.end_timestamp):
+        return Problem("index", "index_time", pos, pos + 20, path, pos,
+                       f"item {n}: record store time {ts} outside the file's range "
+                       f"[{h.begin_timestamp}, {h.end_timestamp}]")
+    # IndexFile.putKey: timeDiff in whole seconds from beginTimestamp; the first item of a
+    # non-first file was computed against the previous file's end (FORMATS.md §5.3 quirk)
+    exp = (ts - h.begin_timestamp) // 1000
+    if tdiff != exp and not (n == 1 and ts == h.begin_timestamp):
+        return Problem("index", "index_time", pos, pos + 20, path, pos,
+                       f"item {n}: timeDiff {tdiff}s, record store time gives {exp}s")
+    return None
 
 
 def _verify_checkpoint(store: Store, rep: VerifyReport, max_ts: int | None) -> None:

@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -299,11 +300,12 @@ def print_kv(title: str, pairs: Sequence[tuple[str, Any]], out=None, skip_empty:
 
 
 @contextlib.contextmanager
-def progress(total: int, description: str, enabled: bool) -> Iterator[Callable[[int], None]]:
+def progress(total: int, description: str, enabled: bool) -> Iterator[Callable[..., None]]:
     """A rich progress bar on stderr when it is a terminal and ``enabled``; otherwise a no-op.
-    Yields ``advance_to(done)``."""
+    Yields ``advance_to(done, description=None)``: ``total`` and ``done`` are bytes the command reads, the bar
+    shows them with the rate and the time left."""
     if not enabled or not is_terminal(sys.stderr) or total <= 0:
-        yield lambda done: None
+        yield lambda done, description=None: None
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
@@ -311,12 +313,14 @@ def progress(total: int, description: str, enabled: bool) -> Iterator[Callable[[
                   TimeRemainingColumn(), transient=True, console=__import__("rich.console").console.Console(
                       file=sys.stderr)) as p:
         task = p.add_task(description, total=total)
-        last = [0]
+        last = [0, time.monotonic()]
 
-        def advance_to(done: int) -> None:
-            if done - last[0] >= (1 << 22) or done >= total:
-                p.update(task, completed=min(done, total))
-                last[0] = done
+        def advance_to(done: int, description: str | None = None) -> None:
+            # every 4 MiB or a quarter of a second, whichever comes first: the rate and ETA follow the work
+            now = time.monotonic()
+            if done - last[0] >= (1 << 22) or done >= total or now - last[1] >= 0.25 or description:
+                p.update(task, completed=min(done, total), **({"description": description} if description else {}))
+                last[0], last[1] = done, now
 
         yield advance_to
 

@@ -45,7 +45,7 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
       rmqinspect report STORE --out incident.html
       rmqinspect report broker-a/store broker-b/store --out fleet.html --as-of 2026-11-21T21:40:00Z
     """
-    from ..analyses.report_data import ReportData, collect_store_report
+    from ..analyses.report_data import ReportData, collect_store_report, report_read_bytes
     from ..report import render_html, require_plotly
     from ..store import Store
     from ..store.layout import ensure_output_outside
@@ -58,16 +58,17 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
         raise UnsafeOutputError("output path is a directory; give a file name", out_path)
     if os.path.exists(out_path) and not force:
         raise UnsafeOutputError("output file exists; give --force to replace it, or a new name", out_path)
-    spans = [max(st.commitlog.end_offset - st.commitlog.min_offset, 0) for st in opened]
+    # the bar's total: the bytes the report reads, each once (commit log, consume queues, index items)
+    sizes = [report_read_bytes(st) for st in opened]
     reports = []
-    with progress(4 * sum(spans), "report: scanning", True) as advance:
+    with progress(sum(sizes), "report", True) as advance:
         done = 0
-        for st, span in zip(opened, spans):
+        for st, size in zip(opened, sizes):
             base = done
             reports.append(collect_store_report(st, broker_version=broker_version,
                                                 accept_v2=accepts_v2(broker_version), offsets_file=offsets_file,
-                                                progress=lambda d, b=base: advance(b + d)))
-            done += 4 * span
+                                                progress=lambda d, phase=None, b=base: advance(b + d, phase)))
+            done += size
     data = ReportData(reports, __version__, _command_line(stores, out_path, as_of, offsets_file, broker_version),
                       as_of if as_of is not None else int(time.time() * 1000), as_of is not None,
                       replicas=_replica_view(opened, list(stores)))

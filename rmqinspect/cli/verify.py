@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..analyses.parallel import default_jobs
-from ..analyses.verify import ALL_CHECKS, verify
+from ..analyses.verify import ALL_CHECKS, read_bytes, verify
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
 from ._params import POSITIVE_LONG, accepts_v2, broker_version_option_for, jobs_option, store_argument
@@ -54,11 +54,11 @@ def verify_cmd(store, checks, max_errors, broker_version, index_slots, index_max
       rmqinspect verify STORE --checks crc,structure --format ndjson
     """
     st = Store.open(store)
-    cl = st.commitlog
-    with progress(cl.end_offset - cl.min_offset, "verifying", fmt == "table") as advance:
-        rep = verify(st, checks, max_errors=max_errors, accept_v2=accepts_v2(broker_version),
-                     progress=lambda off: advance(off - cl.min_offset), index_slots=index_slots,
-                     index_max=index_max, jobs=jobs or default_jobs())
+    # the bar's total: the bytes verify reads (commit log, consume queues, index items), each once
+    total = sum(read_bytes(st, checks).values()) if fmt == "table" else 0
+    with progress(total, "verifying", fmt == "table") as advance:
+        rep = verify(st, checks, max_errors=max_errors, accept_v2=accepts_v2(broker_version), read_progress=advance,
+                     index_slots=index_slots, index_max=index_max, jobs=jobs or default_jobs())
     _accelerated_recovery_note(st, broker_version, rep)
     if fmt == "ndjson":
         for p in rep.problems:

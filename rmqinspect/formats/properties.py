@@ -11,7 +11,6 @@ splitting the bytes and splitting the decoded text give the same pieces; the fun
 
 from __future__ import annotations
 
-import zlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,6 +26,7 @@ from .constants import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
+from .crc import crc32
 
 NAME_VALUE_SEPARATOR_B = NAME_VALUE_SEPARATOR.encode("ascii")
 PROPERTY_SEPARATOR_B = PROPERTY_SEPARATOR.encode("ascii")
@@ -110,7 +110,7 @@ _TRAILER_AT = -CRC32_RESERVED_LEN  # where the prefix starts, from the record's 
 
 def crc32_value(data) -> int:
     """UtilAll.crc32: java.util.zip.CRC32 masked to 31 bits (the body CRC and the ``__CRC32#`` value)."""
-    return zlib.crc32(data) & 0x7FFFFFFF
+    return crc32(data) & 0x7FFFFFFF
 
 
 def decode_crc32_property(value: str) -> int | None:
@@ -159,7 +159,11 @@ def crc32_trailer_rows(u8: np.ndarray, ends: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     prefix = np.frombuffer(CRC32_TRAILER_PREFIX, dtype=np.uint8)
     at = np.arange(_TRAILER_AT, _TRAILER_AT + len(CRC32_TRAILER_PREFIX), dtype=np.int64)
-    return np.flatnonzero((u8[ends[:, None] + at] == prefix).all(axis=1))
+    # one byte of every record first (a store without the property rarely has "_" there), the rest where it is
+    cand = np.flatnonzero(u8[ends + _TRAILER_AT] == prefix[0])
+    if not len(cand):
+        return cand
+    return cand[(u8[ends[cand][:, None] + at] == prefix).all(axis=1)]
 
 
 def has_crc32_trailer(buf, end: int) -> bool:

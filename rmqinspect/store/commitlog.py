@@ -11,7 +11,6 @@ import collections
 import functools
 import os
 import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -38,6 +37,8 @@ from ..formats.constants import (
     RECORD_SIZE_CAP,
     u32hex,
 )
+from ..formats.crc import crc32 as _crc32
+from ..formats.crc import crc32_function
 from .broker_conf import Setting
 from .errors import CorruptDataError, OffsetOutOfStoreError, StoreNotFoundError
 from .layout import StoreLayout
@@ -85,7 +86,6 @@ MIN_RECORD_SIZE = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 
 _V1 = MESSAGE_MAGIC_CODE_V1
 _V2 = MESSAGE_MAGIC_CODE_V2
 _BLANK = BLANK_MAGIC_CODE
-_crc32 = zlib.crc32
 
 class RecordHeader(NamedTuple):
     """A record's fixed header as ``HEADER_STRUCTS`` unpacks it (field names: ``HEADER_STRUCT_NAMES``)."""
@@ -430,7 +430,7 @@ def scan_buffer(buf, start: int, limit: int, check_crc: bool = True, accept_v2: 
     prefix = PREFIX.unpack_from
     int8 = INT8.unpack_from
     int16 = INT16.unpack_from
-    crc32 = _crc32
+    crc32 = crc32_function()
     try:
         while True:
             rem = limit - pos

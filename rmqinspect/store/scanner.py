@@ -68,7 +68,23 @@ def _load():
     return None, why
 
 
+def _fast_crc(mod) -> None:
+    """Hand the fastest installed CRC library's C function to the compiled scanner (formats.crc); the scanner
+    keeps its own folding when there is none, or when the library's function fails its check."""
+    if mod is None or not hasattr(mod, "set_crc32"):
+        return
+    from ..formats.crc import native_crc32
+
+    native = native_crc32()
+    if native is not None:
+        try:
+            mod.set_crc32(*native)
+        except ValueError as e:
+            warnings.warn(f"rmqinspect: {e}; the scanner computes CRCs itself", RuntimeWarning, stacklevel=2)
+
+
 _module, _missing_why = _load()
+_fast_crc(_module)
 _enabled = _module is not None and os.environ.get(PURE_PYTHON_ENV, "") not in ("1", "true", "yes")
 if _module is None and os.environ.get(PURE_PYTHON_ENV, "") not in ("1", "true", "yes"):
     warnings.warn(f"rmqinspect: compiled scanner unavailable ({_missing_why}); using the pure-Python scanner "
@@ -116,10 +132,15 @@ def describe() -> str:
 
 
 def crc32_path() -> str:
-    """How the compiled scanner computes body CRCs: "pclmul" (carry-less multiply folding, x86-64) or "zlib"
-    (``RMQINSPECT_CRC_ZLIB=1``, another CPU, or the pure-Python scanner, which calls zlib.crc32)."""
+    """How body CRCs are computed: by the compiled scanner, "isal" or "zlib-ng" (the library's C function,
+    formats.crc), "pclmul" (its own carry-less multiply folding, x86-64) or "zlib" (``RMQINSPECT_CRC_ZLIB=1``,
+    another CPU); by the pure-Python scanner, formats.crc's library."""
     m = compiled()
-    return m.crc32_path() if m is not None and hasattr(m, "crc32_path") else "zlib"
+    if m is not None and hasattr(m, "crc32_path"):
+        return m.crc32_path()
+    from ..formats.crc import library
+
+    return library()
 
 
 __all__ = ["PURE_PYTHON_ENV", "compiled", "compiled_built", "use_compiled", "selected", "describe", "crc32_path"]

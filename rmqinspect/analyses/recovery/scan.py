@@ -67,6 +67,8 @@ class RecoveryOptions:
     # the confirm offset (recovery.controller). None: detected from the store (epochFileCheckpoint) and the
     # broker.conf in effect (enableControllerMode, duplicationEnable, readUnCommitted); -1: classic, never cut
     confirm_offset: int | None = None
+    # progress(offset): called with the commit-log offset the scan has reached, after every run of records
+    progress: Callable[[int], None] | None = field(default=None, compare=False, repr=False)
 
 
 class QueueSet:
@@ -352,6 +354,8 @@ def scan_records(rec: Recovery, idx: int, on_run: OnRun) -> Scan:
                 if k is None:
                     if on_run(rec, scan, ev, dispatch_all, dispatch_from, delay_table):
                         break
+                    if rec.options.progress is not None:
+                        rec.options.progress(f.start + ev.end)
                     continue
                 if k and on_run(rec, scan, ev[slice(0, k)], dispatch_all, dispatch_from, delay_table):
                     break
