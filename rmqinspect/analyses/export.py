@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from ..sinks.staging import Staged
 from ..store.errors import StoreNotFoundError
 from ..store.layout import StoreLayout, ensure_new_directory, ensure_output_outside
 from .parallel import map_files
@@ -127,7 +128,10 @@ def export_local(stores: Sequence[str], out: str, *, labels: Sequence[str] | Non
     the same file for file)."""
     check_output_dir(out, stores)
     tasks = file_tasks(stores, labels)
-    os.makedirs(out, exist_ok=True)
+    # written under a temporary name beside out, renamed at the end (sinks.staging): nothing at out after an
+    # error, a full disk or a signal
+    staged = Staged(out, "the Parquet dataset", directory=True)
+    final_out, out = out, staged.path
     results = []
     done = 0
     for t, r in zip(tasks, map_files(_write_task, [(n, t, out, with_body, flt) for n, t in enumerate(tasks)],
@@ -136,7 +140,8 @@ def export_local(stores: Sequence[str], out: str, *, labels: Sequence[str] | Non
         done += t.size
         if advance:
             advance(done)
-    return ExportResult("local", os.path.abspath(out), [t.store_path for t in tasks if t.index == 0], len(tasks),
+    staged.commit()
+    return ExportResult("local", os.path.abspath(final_out), [t.store_path for t in tasks if t.index == 0], len(tasks),
                         sum(r.rows for r in results), [d for r in results for d in r.damage])
 
 

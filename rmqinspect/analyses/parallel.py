@@ -260,6 +260,12 @@ def _worker_init() -> None:
     faulted in and zeroed page by page again for the next task; a worker keeps them in its heap instead (blocks up
     to 32 MiB from the heap, which is trimmed only past 256 MiB): about half the worker's page faults. Its peak
     memory is that of its largest task, as before. Elsewhere than glibc nothing changes."""
+    import signal
+
+    # the parent alone handles Ctrl-C and SIGTERM (cli.lifecycle): it reaches the whole process group, and a worker
+    # that died of it would print a traceback and break the pool; the parent shuts the workers down after their task
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
     try:
         import ctypes
 

@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from ..store.errors import EXIT_CORRUPT, EXIT_IO, RmqInspectError, StoreNotFoundError
+from .lifecycle import Interrupted, release_frames
 
 FORMAT_CHOICES = ("table", "json", "ndjson")
 
@@ -138,7 +139,7 @@ def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *
             for row in rows:
                 out.write(dumps(row) + "\n")
                 n += 1
-        except Exception as e:
+        except BaseException as e:  # an interrupt too (cli.lifecycle)
             _mark_stopped(e, n, "NDJSON ends on a complete line")
             raise
         finally:
@@ -150,7 +151,7 @@ def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *
             for row in rows:
                 out.write(("\n" if n == 0 else ",\n") + dumps(row))
                 n += 1
-        except Exception as e:
+        except BaseException as e:  # an interrupt too (cli.lifecycle)
             # close the array so what was written stays one valid JSON document
             _mark_stopped(e, n, "the JSON array was closed early")
             raise
@@ -169,7 +170,7 @@ def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *
                 _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
                 first = False
                 chunk = []
-    except Exception as e:
+    except BaseException as e:  # an interrupt too (cli.lifecycle)
         if chunk:
             _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
         _mark_stopped(e, n, "the table is incomplete")
@@ -516,6 +517,8 @@ def handle_errors(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except Interrupted as e:
+            _interrupted(e)
         except RmqInspectError as e:
             _report(e, str(e), e.exit_code)
         except BrokenPipeError:
@@ -524,8 +527,11 @@ def handle_errors(fn: Callable) -> Callable:
             finally:
                 sys.exit(0)
         except OSError as e:
+            from ..sinks.staging import describe_write_error
+
             fname = getattr(e, "filename", None)
-            _report(e, f"{fname + ': ' if fname else ''}{getattr(e, 'strerror', None) or e}", EXIT_IO)
+            _report(e, describe_write_error(e) or f"{fname + ': ' if fname else ''}"
+                                                  f"{getattr(e, 'strerror', None) or e}", EXIT_IO)
         except Exception as e:  # noqa: BLE001 - the contract: no traceback reaches the user
             _report(e, *describe_unexpected(e))
         finally:
@@ -537,7 +543,21 @@ def handle_errors(fn: Callable) -> Callable:
     return wrapper
 
 
+def _interrupted(e: Interrupted) -> None:
+    """A signal (cli.lifecycle): outputs not yet in place removed, worker pools shut down, one line, 128 + n."""
+    from ..sinks.staging import discard_pending
+
+    release_frames(e)
+    discard_pending()
+    _safe_flush(sys.stdout)
+    error(f"interrupted by {e.name}{_stopped(e)}; no output was left half-written")
+    sys.exit(e.exit_code)
+
+
 def _report(e: BaseException, message: str, code: int) -> None:
+    from ..sinks.staging import discard_pending
+
+    discard_pending()  # an output being written is removed, never left looking complete
     if debug_enabled():
         import traceback
 

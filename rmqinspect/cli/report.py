@@ -72,14 +72,12 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
                       as_of if as_of is not None else int(time.time() * 1000), as_of is not None)
     page = render_html(data)
     replaced = os.path.exists(out_path)
-    tmp = f"{out_path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(page)
-        os.replace(tmp, out_path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    from ..sinks.staging import Staged
+
+    staged = Staged(out_path, "the HTML report", directory=False, replace=force)
+    with open(staged.path, "w", encoding="utf-8") as fh:
+        fh.write(page)
+    staged.commit()
     if replaced:
         warn(f"replaced the existing {out_path} (--force)")
     size = len(page.encode("utf-8"))

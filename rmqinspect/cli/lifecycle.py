@@ -1,0 +1,61 @@
+"""Signals, in one place: what SIGINT, SIGTERM and SIGXFSZ do to any command.
+
+SIGINT (Ctrl-C) and SIGTERM raise ``Interrupted`` in the main thread, between two Python steps, so every
+``finally`` runs: a JSON array is closed, outputs not yet renamed into place are removed (``sinks.staging``),
+worker processes are shut down (``analyses.parallel``); the command then exits 128 + the signal number (130,
+143), the shells' convention. The first signal makes both ignored, so a second Ctrl-C cannot cut the clean-up
+short. SIGXFSZ (a file-size limit, ``ulimit -f``) is ignored, so the write fails with EFBIG and is reported
+like a full disk (exit 5) instead of killing the process with a core dump.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import types
+
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):
+    """A SIGINT or SIGTERM arrived. A BaseException (like KeyboardInterrupt) so no ``except Exception`` in a
+    command mistakes it for damage."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+def _raise_interrupted(signum: int, frame: types.FrameType | None) -> None:
+    for s in INTERRUPTS:
+        signal.signal(s, signal.SIG_IGN)  # the clean-up runs to its end
+    raise Interrupted(signum)
+
+
+def install() -> None:
+    """Set the handlers (``main`` only, in the main thread: a library caller keeps its own)."""
+    for s in INTERRUPTS:
+        if signal.getsignal(s) is not signal.SIG_IGN:  # nohup / a background job's ignored SIGINT stays ignored
+            signal.signal(s, _raise_interrupted)
+    if hasattr(signal, "SIGXFSZ"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def release_frames(e: BaseException) -> None:
+    """Clear the frames an interrupted walk left in ``e``'s traceback, so the generators suspended in them are
+    closed now (their ``finally`` shuts worker pools down and removes handover files) rather than at exit."""
+    import traceback
+
+    traceback.clear_frames(e.__traceback__)
+
+
+def exit_interrupted(e: Interrupted) -> None:
+    sys.exit(e.exit_code)
