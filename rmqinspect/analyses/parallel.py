@@ -80,8 +80,12 @@ class _Failure:
         self.cls = type(exc)
         self.message = str(exc.args[0]) if exc.args else str(exc)
         self.attrs = dict(getattr(exc, "__dict__", {}))
+        if isinstance(exc, OSError) and exc.errno is not None:  # a full disk in a worker (export) says which file
+            self.attrs["oserror"] = (exc.errno, exc.strerror, exc.filename)
 
     def rebuild(self) -> BaseException:
+        if issubclass(self.cls, OSError) and "oserror" in self.attrs:  # errno, strerror and filename kept
+            return self.cls(*self.attrs["oserror"])
         try:
             exc = self.cls.__new__(self.cls)
             Exception.__init__(exc, self.message)

@@ -40,8 +40,25 @@ def _raise_interrupted(signum: int, frame: types.FrameType | None) -> None:
     raise Interrupted(signum)
 
 
+def _unraisable(hook):
+    """An interrupt raised while a finalizer ran (a generator closed, ``__del__``) is "ignored" by Python, with a
+    traceback on stderr, and the command would run on with the signal lost. Said nothing of, and delivered again:
+    the next Python step outside the finalizer raises it."""
+
+    def on_unraisable(u) -> None:
+        if isinstance(u.exc_value, Interrupted):
+            for s in INTERRUPTS:
+                signal.signal(s, _raise_interrupted)
+            signal.raise_signal(u.exc_value.signum)
+            return
+        hook(u)
+
+    return on_unraisable
+
+
 def install() -> None:
     """Set the handlers (``main`` only, in the main thread: a library caller keeps its own)."""
+    sys.unraisablehook = _unraisable(sys.unraisablehook)
     for s in INTERRUPTS:
         if signal.getsignal(s) is not signal.SIG_IGN:  # nohup / a background job's ignored SIGINT stays ignored
             signal.signal(s, _raise_interrupted)

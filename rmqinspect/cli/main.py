@@ -167,4 +167,5 @@ def main() -> None:
         from ..sinks.staging import discard_pending
 
         discard_pending()
+        click.echo(f"rmqinspect: error: interrupted by {e.name}", err=True)
         lifecycle.exit_interrupted(e)

@@ -545,12 +545,14 @@ def handle_errors(fn: Callable) -> Callable:
 
 def _interrupted(e: Interrupted) -> None:
     """A signal (cli.lifecycle): outputs not yet in place removed, worker pools shut down, one line, 128 + n."""
-    from ..sinks.staging import discard_pending
+    from ..sinks.staging import discard_pending, pending
 
     release_frames(e)
+    removed = [f"{s.what} ({s.final})" for s in pending()]
     discard_pending()
     _safe_flush(sys.stdout)
-    error(f"interrupted by {e.name}{_stopped(e)}; no output was left half-written")
+    error(f"interrupted by {e.name}: stopped before the end{_stopped(e)}"
+          + (f"; removed the unfinished {', '.join(removed)}" if removed else ""))
     sys.exit(e.exit_code)
 
 

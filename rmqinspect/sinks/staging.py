@@ -140,9 +140,8 @@ def describe_write_error(e: OSError) -> str | None:
            errno.EFBIG: "file too large (file-size limit)"}[e.errno]
     if last is None:
         where = f"{st.final}: {why} while writing {st.what}"
-    elif st.directory:
-        where = (f"{st.final_name(last[0])}: {why} while writing {kind_of_output(last[0])} of {st.what} "
-                 f"(after {last[1]} bytes)")
     else:
-        where = f"{st.final}: {why} while writing {st.what} (after {last[1]} bytes)"
+        name = st.final_name(last[0]) if st.directory else st.final
+        kind = f"{kind_of_output(last[0])} of {st.what}" if st.directory else st.what
+        where = f"{name}: {why} while writing {kind}" + (f" (after {last[1]} bytes)" if last[1] else "")
     return where + f"; nothing was left at {st.final}"
