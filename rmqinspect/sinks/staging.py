@@ -73,9 +73,8 @@ class Staged:
 
     def final_name(self, path: str) -> str:
         """``path`` (inside the temporary output) as it would be named in the final output."""
-        a = os.path.abspath(path)
-        if a == self.path or a.startswith(self.path + os.sep):
-            return self.final + a[len(self.path):]
+        if path == self.path or path.startswith(self.path + os.sep):
+            return self.final + path[len(self.path):]
         return path
 
     def last_written(self) -> tuple[str, int] | None:
@@ -143,5 +142,7 @@ def describe_write_error(e: OSError) -> str | None:
     else:
         name = st.final_name(last[0]) if st.directory else st.final
         kind = f"{kind_of_output(last[0])} of {st.what}" if st.directory else st.what
+        for outer in _pending[-2::-1]:  # a file staged inside a staged directory: named as it will be
+            name = outer.final_name(name)
         where = f"{name}: {why} while writing {kind}" + (f" (after {last[1]} bytes)" if last[1] else "")
-    return where + f"; nothing was left at {st.final}"
+    return where + f"; nothing was left at {_pending[0].final}"
