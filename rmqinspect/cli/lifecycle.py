@@ -47,9 +47,11 @@ def _unraisable(hook):
 
     def on_unraisable(u) -> None:
         if isinstance(u.exc_value, Interrupted):
+            import _thread
+
             for s in INTERRUPTS:
                 signal.signal(s, _raise_interrupted)
-            signal.raise_signal(u.exc_value.signum)
+            _thread.interrupt_main(u.exc_value.signum)  # nothing when Python no longer handles it (at exit)
             return
         hook(u)
 

@@ -552,7 +552,7 @@ def _interrupted(e: Interrupted) -> None:
     discard_pending()
     _safe_flush(sys.stdout)
     error(f"interrupted by {e.name}: stopped before the end{_stopped(e)}"
-          + (f"; removed the unfinished {', '.join(removed)}" if removed else ""))
+          + (f"; removed {', '.join(removed)}, unfinished" if removed else ""))
     sys.exit(e.exit_code)
 
 
