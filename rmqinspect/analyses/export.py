@@ -57,8 +57,15 @@ def file_tasks(stores: Sequence[str], labels: Sequence[str] | None = None) -> li
         if not entries:
             raise StoreNotFoundError("no commitlog files", lay.commitlog_dirs[0] if lay.commitlog_dirs else lay.root)
         for i, (start, path) in enumerate(entries):
-            tasks.append(FileTask(label, lay.root, path, start, os.stat(path).st_size, i, i == len(entries) - 1))
+            tasks.append(FileTask(_text(label), _text(lay.root), path, start, os.stat(path).st_size, i,
+                                  i == len(entries) - 1))
     return tasks
+
+
+def _text(name: str) -> str:
+    """A name for a Parquet string column, which must be UTF-8: the bytes of a path that are not (held as surrogate
+    escapes) written as \\xff."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace") if not name.isascii() else name
 
 
 def check_output_dir(out: str, stores: Iterable[str]) -> None:
@@ -66,6 +73,11 @@ def check_output_dir(out: str, stores: Iterable[str]) -> None:
     (``hdfs://``, ``s3a://``; Spark engine only) cannot be inside a local store and is left to Spark."""
     if "://" in out:
         return
+    try:
+        os.path.abspath(out).encode("utf-8")
+    except UnicodeEncodeError:  # a ValueError: the CLI says it as a usage error (exit 2)
+        raise ValueError(f"--out {os.fsencode(out)!r}: Parquet writing (pyarrow) needs a path of UTF-8 characters; "
+                         "choose another --out") from None
     for s in stores:
         ensure_output_outside(StoreLayout.open(s), out)
     ensure_new_directory(out)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import json
 import os
 import shutil
 import tempfile
@@ -26,7 +25,7 @@ from ..formats.constants import DEFAULT_CQ_FILE_SIZE, DEFAULT_INDEX_MAX, DEFAULT
 from ..formats.consumequeue import CQ_DTYPE, round_cq_file_size
 from ..sinks.consumequeue import ConsumeQueueSet
 from ..sinks.indexfile import IndexFileSet, slot_links
-from ..sinks.staging import Staged
+from ..sinks.staging import Staged, utf8_json
 from ..store import Store
 from ..store.broker_conf import BrokerConfigError, Setting, configured, setting
 from ..store.commitlog import CommitLog
@@ -572,7 +571,7 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
         manifest = run.to_dict()
         manifest["index_file_naming"] = INDEX_FILE_NAMING
         with open(os.path.join(out, MANIFEST), "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2, ensure_ascii=False)
+            f.write(utf8_json(manifest, indent=2))
         staged.commit()
     return run
 

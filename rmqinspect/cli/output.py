@@ -45,9 +45,17 @@ def _default(o: Any):
 def dumps(obj: Any, pretty: bool = False) -> str:
     """JSON text; NaN and Infinity are refused (ValueError, reported by ``handle_errors``): they are not JSON,
     and a consumer of ``--format json`` must always get a document it can parse."""
-    if pretty:
-        return json.dumps(obj, ensure_ascii=False, default=_default, indent=2, allow_nan=False)
-    return json.dumps(obj, ensure_ascii=False, default=_default, separators=(",", ":"), allow_nan=False)
+    kw: dict[str, Any] = {"indent": 2} if pretty else {"separators": (",", ":")}
+    text = json.dumps(obj, ensure_ascii=False, default=_default, allow_nan=False, **kw)
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # a name that is not UTF-8 (a file name's raw bytes, held as surrogate escapes): written raw they would make
+        # the output invalid UTF-8, so the document is escaped (\udcff); json.loads + os.fsencode give the bytes back
+        return json.dumps(obj, ensure_ascii=True, default=_default, allow_nan=False, **kw)
+    return text
 
 
 def is_terminal(stream=None) -> bool:

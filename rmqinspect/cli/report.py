@@ -75,12 +75,12 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
     from ..sinks.staging import Staged
 
     staged = Staged(out_path, "the HTML report", directory=False, replace=force)
-    with open(staged.path, "w", encoding="utf-8") as fh:
+    with open(staged.path, "w", encoding="utf-8", errors="backslashreplace") as fh:  # a non-UTF-8 path: escaped
         fh.write(page)
     staged.commit()
     if replaced:
         warn(f"replaced the existing {out_path} (--force)")
-    size = len(page.encode("utf-8"))
+    size = os.path.getsize(out_path)
     if size > SIZE_BUDGET:
         warn(f"the report is {size} bytes, over {SIZE_BUDGET}: every one of its "
              f"{sum(len(r.damage) for r in reports)} damaged ranges is drawn (damage is never dropped)")

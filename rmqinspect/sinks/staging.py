@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import errno
+import json
 import os
 import shutil
 import tempfile
@@ -146,3 +147,14 @@ def describe_write_error(e: OSError) -> str | None:
             name = outer.final_name(name)
         where = f"{name}: {why} while writing {kind}" + (f" (after {last[1]} bytes)" if last[1] else "")
     return where + f"; nothing was left at {_pending[0].final}"
+
+
+def utf8_json(obj, **kw) -> str:
+    """JSON text that encodes as UTF-8 whatever names it holds: a path with bytes that are not UTF-8 (held as
+    surrogate escapes) is written escaped (``\\udcff``), where raw it would make the file fail to encode."""
+    text = json.dumps(obj, ensure_ascii=False, **kw)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj, ensure_ascii=True, **kw)
+    return text
