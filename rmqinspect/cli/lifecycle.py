@@ -15,6 +15,7 @@ import sys
 import types
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+_installed: list[bool] = []
 
 
 class Interrupted(BaseException):
@@ -59,7 +60,10 @@ def _unraisable(hook):
 
 
 def install() -> None:
-    """Set the handlers (``main`` only, in the main thread: a library caller keeps its own)."""
+    """Set the handlers (``main`` only, in the main thread: a library caller keeps its own). Once per process."""
+    if _installed:
+        return
+    _installed.append(True)
     sys.unraisablehook = _unraisable(sys.unraisablehook)
     for s in INTERRUPTS:
         if signal.getsignal(s) is not signal.SIG_IGN:  # nohup / a background job's ignored SIGINT stays ignored
