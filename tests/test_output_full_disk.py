@@ -111,3 +111,18 @@ def test_a_full_file_system_on_out_is_one_line_exit_5_and_nothing_left(stores, s
     out = str(small_tmpfs / ("o.out" if name == "salvage" else "o"))
     r = run_cli(_argv(argv, stores, out))
     _check(r, out, small_tmpfs, "no space left on device")
+
+
+def test_workers_that_cannot_start_under_a_tiny_size_limit_leave_the_work_to_one_process(stores, tmp_path):
+    """Found by fuzz/world_fuzz.py (29:14): under a 1-byte file-size limit the pool's semaphores cannot be made
+    (OSError errno 0, "rmqinspect: error: Error"). The work now runs in this process, said in one warning."""
+    one = run_cli(["verify", str(stores["store"]), "--jobs", "1", "--format", "json"])
+    r = run_cli(["verify", str(stores["store"]), "--jobs", "2", "--format", "json"], preexec_fn=_limit(1))
+    assert r.returncode == 0 and r.stdout == one.stdout, r.stderr[-600:]
+    assert b"cannot start worker processes" in r.stderr and error_lines(r.stderr) == []
+    parent = tmp_path / "outs"
+    parent.mkdir()
+    out = str(parent / "o")
+    w = run_cli(["rebuild", str(stores["store"]), "--out", out, "--what", "index", "--jobs", "2"],
+                preexec_fn=_limit(1))
+    _check(w, out, parent, "file too large (file-size limit)")

@@ -317,7 +317,18 @@ def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None =
         except OSError:  # no address space or memory for them: every result goes through a file of its own
             slots = None
         _worker_slots = slots.maps if slots is not None else []
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
+    try:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
+    except OSError as e:
+        # no semaphore for the pool's queues (/dev/shm full or not writable, a file-size limit): the work is the
+        # same in this process, only slower; said once
+        from ..store.fileset_checks import notice
+
+        _worker_slots = []
+        notice([], f"cannot start worker processes ({e.strerror or type(e).__name__}): running with --jobs 1")
+        for it in items:
+            yield fn(it)
+        return
     pending: deque = deque()
     nxt = 0
 
