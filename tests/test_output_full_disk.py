@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import resource
 import subprocess
+import sys
 import uuid
 
 import pytest
@@ -126,3 +127,14 @@ def test_workers_that_cannot_start_under_a_tiny_size_limit_leave_the_work_to_one
     w = run_cli(["rebuild", str(stores["store"]), "--out", out, "--what", "index", "--jobs", "2"],
                 preexec_fn=_limit(1))
     _check(w, out, parent, "file too large (file-size limit)")
+
+
+def test_a_full_disk_under_stdout_is_one_line_exit_5_and_claims_nothing_about_the_cut_output(stores, tmp_path):
+    target = tmp_path / "answer.ndjson"
+    with open(target, "wb") as f:
+        r = subprocess.run([sys.executable, "-m", "rmqinspect", "decode-commitlog", str(stores["store"]), "--format",
+                            "ndjson"], stdout=f, stderr=subprocess.PIPE, preexec_fn=_limit(4096), timeout=120)
+    assert r.returncode == 5
+    assert error_lines(r.stderr) == ["rmqinspect: error: standard output: file too large (file-size limit) while "
+                                     "writing the answer"], r.stderr[-600:]
+    assert target.stat().st_size == 4096

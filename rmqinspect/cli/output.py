@@ -538,8 +538,10 @@ def handle_errors(fn: Callable) -> Callable:
             from ..sinks.staging import describe_write_error
 
             fname = getattr(e, "filename", None)
-            _report(e, describe_write_error(e) or f"{fname + ': ' if fname else ''}"
-                                                  f"{getattr(e, 'strerror', None) or e}", EXIT_IO)
+            full = describe_write_error(e)
+            if full is not None and full.startswith("standard output"):
+                e.rmq_output_stopped = None  # type: ignore[attr-defined]  # stdout itself is cut: no claim on it
+            _report(e, full or f"{fname + ': ' if fname else ''}{getattr(e, 'strerror', None) or e}", EXIT_IO)
         except Exception as e:  # noqa: BLE001 - the contract: no traceback reaches the user
             _report(e, *describe_unexpected(e))
         finally:

@@ -132,12 +132,14 @@ def kind_of_output(path: str) -> str:
 def describe_write_error(e: OSError) -> str | None:
     """One line for a write that failed for lack of room while an output was pending: the output file, what it
     is, how far it got, and that nothing was left; None for any other error (or when no output is pending)."""
-    if e.errno not in NO_ROOM or not _pending:
+    if e.errno not in NO_ROOM:
         return None
-    st = _pending[-1]
-    last = st.last_written()
     why = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
            errno.EFBIG: "file too large (file-size limit)"}[e.errno]
+    if not _pending:  # no output file being written: the answer itself (stdout redirected to a full disk)
+        return f"{e.filename or 'standard output'}: {why} while writing the answer"
+    st = _pending[-1]
+    last = st.last_written()
     if last is None:
         where = f"{st.final}: {why} while writing {st.what}"
     else:
