@@ -82,7 +82,7 @@ class MappedFile:
         pre-allocates every commitlog and consume-queue file with ``setLength`` (a hole unless
         ``warmMapedFileEnable``), so the unwritten rest of the newest file is usually one. Where the platform
         or file system cannot tell (or the file is a buffer), the whole range."""
-        if isinstance(self._map, bytes):
+        if isinstance(self._map, (bytes, bytearray)):  # a buffer, or a --live snapshot (the file may differ now)
             return [(lo, hi)] if hi > lo else []
         return self._file_data_ranges(lo, hi)
 
