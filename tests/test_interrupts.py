@@ -69,3 +69,40 @@ def test_a_signal_at_a_random_moment_exits_cleanly(store, tmp_path, name, argv, 
         else:
             assert left in ([], [os.path.basename(out)]) if p.returncode == -sig else left == [], (left, p.returncode)
     assert tree_hashes(store) == before
+
+
+LOST_IN_A_FINALIZER = r"""
+import os, signal, sys, time
+from rmqinspect.cli import lifecycle
+lifecycle.install()
+
+def walk():
+    try:
+        yield 1
+    finally:  # the signal arrives while a generator is being closed by its finalizer: Python "ignores" it
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100000):
+            pass
+
+g = walk()
+next(g)
+try:
+    del g  # closed here, the Interrupted raised inside is unraisable
+    end = time.monotonic() + 5
+    while time.monotonic() < end:  # the command would run on to its end
+        pass
+    print("signal lost")
+except lifecycle.Interrupted as e:
+    print("interrupted", e.name)
+"""
+
+
+def test_an_interrupt_raised_inside_a_finalizer_is_delivered_again():
+    """Found by fuzz/world_fuzz.py (30:406, 30:994): a SIGTERM landing while a generator was closed was printed as
+    'Exception ignored ...' and lost; the command ran on and exited 0. It is now raised again a moment later."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", LOST_IN_A_FINALIZER], capture_output=True, timeout=60)
+    assert r.stdout.decode().strip() == "interrupted SIGTERM", (r.stdout, r.stderr[-800:])
+    assert b"Exception ignored" not in r.stderr and b"Traceback" not in r.stderr, r.stderr[-800:]

@@ -43,20 +43,26 @@ def _raise_interrupted(signum: int, frame: types.FrameType | None) -> None:
 
 def _unraisable(hook):
     """An interrupt raised while a finalizer ran (a generator closed, ``__del__``) is "ignored" by Python, with a
-    traceback on stderr, and the command would run on with the signal lost. Said nothing of, and delivered again:
-    the next Python step outside the finalizer raises it."""
+    traceback on stderr, and the command would run on with the signal lost. Said nothing of, and delivered again
+    a moment later (a one-shot timer: raising it here, or at once, would land in the finalizer again)."""
 
     def on_unraisable(u) -> None:
         if isinstance(u.exc_value, Interrupted):
-            import _thread
-
-            for s in INTERRUPTS:
-                signal.signal(s, _raise_interrupted)
-            _thread.interrupt_main(u.exc_value.signum)  # nothing when Python no longer handles it (at exit)
+            _again[:] = [u.exc_value.signum]
+            signal.signal(signal.SIGALRM, _raise_again)
+            signal.setitimer(signal.ITIMER_REAL, 0.005)
             return
         hook(u)
 
     return on_unraisable
+
+
+_again: list[int] = []
+
+
+def _raise_again(signum: int, frame: types.FrameType | None) -> None:
+    if _again:
+        raise Interrupted(_again[0])
 
 
 def install() -> None:
@@ -70,6 +76,17 @@ def install() -> None:
             signal.signal(s, _raise_interrupted)
     if hasattr(signal, "SIGXFSZ"):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def exiting() -> None:
+    """The command is over (its output complete, or its error said): a signal now would only interrupt Python's
+    own exit (the atexit join of worker threads) with a traceback, so both are ignored from here."""
+    for s in INTERRUPTS:
+        if signal.getsignal(s) is _raise_interrupted:
+            signal.signal(s, signal.SIG_IGN)
+    if _again:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _again.clear()
 
 
 def release_frames(e: BaseException) -> None:

@@ -169,3 +169,5 @@ def main() -> None:
         discard_pending()
         click.echo(f"rmqinspect: error: interrupted by {e.name}", err=True)
         lifecycle.exit_interrupted(e)
+    finally:
+        lifecycle.exiting()
