@@ -349,6 +349,7 @@ def main() -> None:
     ap.add_argument("--findings", type=Path, default=None)
     ap.add_argument("--log", type=Path, default=None, help="one JSON line per case")
     ap.add_argument("--replay", default=None, help="SEED:CASE")
+    ap.add_argument("--event", choices=EVENTS, default=None, help="only this event")
     a = ap.parse_args()
     world = World(a.work)
     try:
@@ -360,7 +361,7 @@ def main() -> None:
         found = 0
         log = open(a.log, "a") if a.log else None
         for case in range(a.first, a.first + a.cases):
-            r = run_case(world, a.seed, case)
+            r = run_case(world, a.seed, case, a.event)
             counts[r["event"]] = counts.get(r["event"], 0) + 1
             if log:
                 log.write(json.dumps({k: v for k, v in r.items() if k != "stderr"}) + "\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -72,8 +73,17 @@ def cli_process(args: list[str], **kw) -> subprocess.Popen:
     """``rmqinspect ARGS`` as its own process in its own session (its process group is its pid: a worker left
     behind is found with killpg(pid, 0))."""
     env = dict(os.environ, RMQINSPECT_DEBUG="")
+    pre = kw.pop("preexec_fn", None)
+
+    def preexec() -> None:
+        # a job started in the background by a shell has SIGINT ignored, and a child inherits that (rmqinspect keeps
+        # an ignored SIGINT ignored, as nohup wants): give it the default, as a terminal's foreground job has
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if pre is not None:
+            pre()
+
     return subprocess.Popen([sys.executable, "-m", "rmqinspect", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True, env=env, **kw)
+                            stderr=subprocess.PIPE, start_new_session=True, env=env, preexec_fn=preexec, **kw)
 
 
 def run_cli(args: list[str], timeout: float = 120, **kw) -> subprocess.CompletedProcess:
