@@ -1,4 +1,4 @@
-from .cli.main import main
+from .cli.lifecycle import entry
 
 if __name__ == "__main__":
-    main()
+    entry()  # the signal handlers before the commands are imported (cli.lifecycle)

@@ -12,6 +12,7 @@ from ..formats.tiered_index import (COMPACT_INDEX_ITEM_SIZE, END_MAGIC, HEADER, 
                                     SLOT, compacted_file_size, item_position, slot_position)
 from ..store.errors import CorruptDataError, UnsafeOutputError
 from ..store.tiered_index import COMPACTED, TieredIndexFile
+from ..sinks.staging import Staged
 
 
 @dataclass
@@ -62,10 +63,12 @@ def compact_index_file(src: TieredIndexFile, out_dir: str) -> CompactionResult:
             item = int.from_bytes(buf[pos + COMPACT_INDEX_ITEM_SIZE:pos + INDEX_ITEM_SIZE], "big", signed=True)
         SLOT.pack_into(slots, s * 8, begin, base + len(body) - begin)
         used += 1
-    with open(out_path, "wb") as f:
+    staged = Staged(out_path, "the compacted index file", directory=False)  # sinks.staging: whole or nothing
+    with open(staged.path, "wb") as f:
         f.write(HEADER.pack(END_MAGIC, src.begin_timestamp, src.end_timestamp, src.hash_slot_count, n))
         f.write(slots)
         f.write(body)
         f.truncate(size)
+    staged.commit()
     return CompactionResult(src.path, out_path, src.hash_slots, n, used, src.mf.size, size,
                             n - len(body) // COMPACT_INDEX_ITEM_SIZE)

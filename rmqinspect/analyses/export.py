@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from ..sinks.staging import Staged
 from ..store.errors import StoreNotFoundError
 from ..store.layout import StoreLayout, ensure_new_directory, ensure_output_outside
 from .parallel import map_files
@@ -60,9 +61,15 @@ def file_tasks(stores: Sequence[str], labels: Sequence[str] | None = None, *, tx
             raise StoreNotFoundError("no commitlog files", lay.commitlog_dirs[0] if lay.commitlog_dirs else lay.root)
         per_file = txn_states_by_file(store, [start for start, _ in entries]) if txn_states else None
         for i, (start, path) in enumerate(entries):
-            tasks.append(FileTask(label, lay.root, path, start, os.stat(path).st_size, i, i == len(entries) - 1,
-                                  per_file[i] if per_file else ()))
+            tasks.append(FileTask(_text(label), _text(lay.root), path, start, os.stat(path).st_size, i,
+                                  i == len(entries) - 1, per_file[i] if per_file else ()))
     return tasks
+
+
+def _text(name: str) -> str:
+    """A name for a Parquet string column, which must be UTF-8: the bytes of a path that are not (held as surrogate
+    escapes) written as \\xff."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace") if not name.isascii() else name
 
 
 def check_output_dir(out: str, stores: Iterable[str]) -> None:
@@ -70,6 +77,11 @@ def check_output_dir(out: str, stores: Iterable[str]) -> None:
     (``hdfs://``, ``s3a://``; Spark engine only) cannot be inside a local store and is left to Spark."""
     if "://" in out:
         return
+    try:
+        os.path.abspath(out).encode("utf-8")
+    except UnicodeEncodeError:  # a ValueError: the CLI says it as a usage error (exit 2)
+        raise ValueError(f"--out {os.fsencode(out)!r}: Parquet writing (pyarrow) needs a path of UTF-8 characters; "
+                         "choose another --out") from None
     for s in stores:
         ensure_output_outside(StoreLayout.open(s), out)
     ensure_new_directory(out)
@@ -132,7 +144,10 @@ def export_local(stores: Sequence[str], out: str, *, labels: Sequence[str] | Non
     the same file for file)."""
     check_output_dir(out, stores)
     tasks = file_tasks(stores, labels, txn_states=True)
-    os.makedirs(out, exist_ok=True)
+    # written under a temporary name beside out, renamed at the end (sinks.staging): nothing at out after an
+    # error, a full disk or a signal
+    staged = Staged(out, "the Parquet dataset", directory=True)
+    final_out, out = out, staged.path
     results = []
     done = 0
     for t, r in zip(tasks, map_files(_write_task, [(n, t, out, with_body, flt) for n, t in enumerate(tasks)],
@@ -141,7 +156,8 @@ def export_local(stores: Sequence[str], out: str, *, labels: Sequence[str] | Non
         done += t.size
         if advance:
             advance(done)
-    return ExportResult("local", os.path.abspath(out), [t.store_path for t in tasks if t.index == 0], len(tasks),
+    staged.commit()
+    return ExportResult("local", os.path.abspath(final_out), [t.store_path for t in tasks if t.index == 0], len(tasks),
                         sum(r.rows for r in results), [d for r in results for d in r.damage])
 
 

@@ -80,8 +80,12 @@ class _Failure:
         self.cls = type(exc)
         self.message = str(exc.args[0]) if exc.args else str(exc)
         self.attrs = dict(getattr(exc, "__dict__", {}))
+        if isinstance(exc, OSError) and exc.errno is not None:  # a full disk in a worker (export) says which file
+            self.attrs["oserror"] = (exc.errno, exc.strerror, exc.filename)
 
     def rebuild(self) -> BaseException:
+        if issubclass(self.cls, OSError) and "oserror" in self.attrs:  # errno, strerror and filename kept
+            return self.cls(*self.attrs["oserror"])
         try:
             exc = self.cls.__new__(self.cls)
             Exception.__init__(exc, self.message)
@@ -260,6 +264,12 @@ def _worker_init() -> None:
     faulted in and zeroed page by page again for the next task; a worker keeps them in its heap instead (blocks up
     to 32 MiB from the heap, which is trimmed only past 256 MiB): about half the worker's page faults. Its peak
     memory is that of its largest task, as before. Elsewhere than glibc nothing changes."""
+    import signal
+
+    # the parent alone handles Ctrl-C and SIGTERM (cli.lifecycle): it reaches the whole process group, and a worker
+    # that died of it would print a traceback and break the pool; the parent shuts the workers down after their task
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
     try:
         import ctypes
 
@@ -307,7 +317,18 @@ def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None =
         except OSError:  # no address space or memory for them: every result goes through a file of its own
             slots = None
         _worker_slots = slots.maps if slots is not None else []
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
+    try:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
+    except OSError as e:
+        # no semaphore for the pool's queues (/dev/shm full or not writable, a file-size limit): the work is the
+        # same in this process, only slower; said once
+        from ..store.fileset_checks import notice
+
+        _worker_slots = []
+        notice([], f"cannot start worker processes ({e.strerror or type(e).__name__}): running with --jobs 1")
+        for it in items:
+            yield fn(it)
+        return
     pending: deque = deque()
     nxt = 0
 

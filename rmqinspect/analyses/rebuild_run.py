@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import json
 import os
 import shutil
 import tempfile
@@ -26,6 +25,7 @@ from ..formats.constants import DEFAULT_CQ_FILE_SIZE, DEFAULT_INDEX_MAX, DEFAULT
 from ..formats.consumequeue import CQ_DTYPE, round_cq_file_size
 from ..sinks.consumequeue import ConsumeQueueSet
 from ..sinks.indexfile import IndexFileSet, slot_links
+from ..sinks.staging import Staged, utf8_json
 from ..store import Store
 from ..store.broker_conf import BrokerConfigError, Setting, configured, setting
 from ..store.commitlog import CommitLog
@@ -520,6 +520,7 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
     every = version.index_counts_every_put
     cl = store.commitlog
     recon = None
+    final_out = out
     if dry_run:
         from .compare.rebuild_vs_store import CompareConsumeQueueSet, CompareIndexFileSet, Reconciliation
 
@@ -531,7 +532,10 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
     else:
         ensure_output_outside(store, out)
         ensure_new_directory(out)
-        os.makedirs(out, exist_ok=True)
+        # written under a temporary name beside out and renamed at the end: an error, a full disk or a signal
+        # leaves nothing at out (sinks.staging)
+        staged = Staged(out, "the rebuild output", directory=True)
+        final_out, out = out, staged.path
         cq = ConsumeQueueSet(os.path.join(out, "consumequeue"), geo.cq_file_size) if build_cq else None
         index = IndexFileSet(os.path.join(out, "index"), geo.index_slots, geo.index_max, every) \
             if build_index else None
@@ -560,14 +564,15 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
     note = None
     if dry_run and build_cq and os.path.isfile(os.path.join(store.layout.consumequeue_dir, "CURRENT")):
         note = ROCKSDB_STORE_NOTE
-    run = RebuildRun(store.root, None if dry_run else os.path.abspath(out), dry_run, geo, version.text, rep,
+    run = RebuildRun(store.root, None if dry_run else os.path.abspath(final_out), dry_run, geo, version.text, rep,
                      len(cq.queues) if cq is not None else 0, list(index.names) if index is not None else [],
                      cq_format, rocks_result, note, recon)
     if not dry_run:
         manifest = run.to_dict()
         manifest["index_file_naming"] = INDEX_FILE_NAMING
         with open(os.path.join(out, MANIFEST), "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2, ensure_ascii=False)
+            f.write(utf8_json(manifest, indent=2))
+        staged.commit()
     return run
 
 

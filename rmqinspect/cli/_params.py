@@ -332,3 +332,11 @@ def jobs_option(fn):
     return click.option("--jobs", "jobs", type=POSITIVE_INT, default=None, metavar="N",
                         help="Worker processes, one commitlog file per task (default: the number of cores; "
                              "1 = one file after another in this process). Output is the same for any N.")(fn)
+
+
+def live_option() -> click.Option:
+    """``--live`` on every command (added by cli.main, like --broker-config): read a store a running broker holds
+    (store.live), each file with pread up to its size when the command started, never through a map."""
+    return click.Option(["--live"], is_flag=True, default=False,
+                        help="Read a store a running broker holds (refused otherwise, exit 6): each file up to "
+                             "its size when the command started, read without mapping it.")

@@ -133,7 +133,7 @@ def cli(debug: bool) -> None:
 def _add_broker_config(cmd: click.Command) -> None:
     """--broker-config, --columns, --vertical and --no-truncate on every command, defined once (cli._params):
     commands never declare them."""
-    from ._params import apply_broker_config, broker_config_option, layout_options
+    from ._params import apply_broker_config, broker_config_option, layout_options, live_option
 
     if isinstance(cmd, click.Group):
         for sub in cmd.commands.values():
@@ -143,12 +143,17 @@ def _add_broker_config(cmd: click.Command) -> None:
         return
     cmd.params.append(broker_config_option())
     cmd.params.extend(o for o in layout_options() if not any(p.name == o.name for p in cmd.params))
+    cmd.params.append(live_option())
     callback = cmd.callback
 
     @functools.wraps(callback)
     def with_broker_config(*args, **kwargs):
         ctx = click.get_current_context()
+        live = kwargs.pop("live", False)
         if ctx.command is cmd:  # not when another command ctx.invoke()s this one with its own arguments
+            from ..store.live import set_live
+
+            set_live(live)
             apply_broker_config(ctx, kwargs)
         return callback(*args, **kwargs)
 
@@ -156,4 +161,16 @@ def _add_broker_config(cmd: click.Command) -> None:
 
 
 def main() -> None:
-    cli(prog_name="rmqinspect")
+    from . import lifecycle
+
+    lifecycle.install()  # SIGINT/SIGTERM -> exit 130/143 after clean-up; SIGXFSZ -> EFBIG (exit 5)
+    try:
+        cli(prog_name="rmqinspect")
+    except lifecycle.Interrupted as e:  # before or after a command ran (its own are reported by handle_errors)
+        from ..sinks.staging import discard_pending
+
+        discard_pending()
+        click.echo(f"rmqinspect: error: interrupted by {e.name}", err=True)
+        lifecycle.exit_interrupted(e)
+    finally:
+        lifecycle.exiting()

@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from ..store.errors import EXIT_CORRUPT, EXIT_IO, RmqInspectError, StoreNotFoundError
+from .lifecycle import Interrupted, release_frames
 
 FORMAT_CHOICES = ("table", "json", "ndjson")
 
@@ -45,9 +46,17 @@ def _default(o: Any):
 def dumps(obj: Any, pretty: bool = False) -> str:
     """JSON text; NaN and Infinity are refused (ValueError, reported by ``handle_errors``): they are not JSON,
     and a consumer of ``--format json`` must always get a document it can parse."""
-    if pretty:
-        return json.dumps(obj, ensure_ascii=False, default=_default, indent=2, allow_nan=False)
-    return json.dumps(obj, ensure_ascii=False, default=_default, separators=(",", ":"), allow_nan=False)
+    kw: dict[str, Any] = {"indent": 2} if pretty else {"separators": (",", ":")}
+    text = json.dumps(obj, ensure_ascii=False, default=_default, allow_nan=False, **kw)
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # a name that is not UTF-8 (a file name's raw bytes, held as surrogate escapes): written raw they would make
+        # the output invalid UTF-8, so the document is escaped (\udcff); json.loads + os.fsencode give the bytes back
+        return json.dumps(obj, ensure_ascii=True, default=_default, allow_nan=False, **kw)
+    return text
 
 
 def is_terminal(stream=None) -> bool:
@@ -139,7 +148,7 @@ def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *
             for row in rows:
                 out.write(dumps(row) + "\n")
                 n += 1
-        except Exception as e:
+        except BaseException as e:  # an interrupt too (cli.lifecycle)
             _mark_stopped(e, n, "NDJSON ends on a complete line")
             raise
         finally:
@@ -151,7 +160,7 @@ def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *
             for row in rows:
                 out.write(("\n" if n == 0 else ",\n") + dumps(row))
                 n += 1
-        except Exception as e:
+        except BaseException as e:  # an interrupt too (cli.lifecycle)
             # close the array so what was written stays one valid JSON document
             _mark_stopped(e, n, "the JSON array was closed early")
             raise
@@ -170,7 +179,7 @@ def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *
                 _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
                 first = False
                 chunk = []
-    except Exception as e:
+    except BaseException as e:  # an interrupt too (cli.lifecycle)
         if chunk:
             _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
         _mark_stopped(e, n, "the table is incomplete")
@@ -520,6 +529,8 @@ def handle_errors(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except Interrupted as e:
+            _interrupted(e)
         except RmqInspectError as e:
             _report(e, str(e), e.exit_code)
         except BrokenPipeError:
@@ -528,8 +539,13 @@ def handle_errors(fn: Callable) -> Callable:
             finally:
                 sys.exit(0)
         except OSError as e:
+            from ..sinks.staging import describe_write_error
+
             fname = getattr(e, "filename", None)
-            _report(e, f"{fname + ': ' if fname else ''}{getattr(e, 'strerror', None) or e}", EXIT_IO)
+            full = describe_write_error(e)
+            if full is not None and full.startswith("standard output"):
+                e.rmq_output_stopped = None  # type: ignore[attr-defined]  # stdout itself is cut: no claim on it
+            _report(e, full or f"{fname + ': ' if fname else ''}{getattr(e, 'strerror', None) or e}", EXIT_IO)
         except Exception as e:  # noqa: BLE001 - the contract: no traceback reaches the user
             _report(e, *describe_unexpected(e))
         finally:
@@ -541,7 +557,23 @@ def handle_errors(fn: Callable) -> Callable:
     return wrapper
 
 
+def _interrupted(e: Interrupted) -> None:
+    """A signal (cli.lifecycle): outputs not yet in place removed, worker pools shut down, one line, 128 + n."""
+    from ..sinks.staging import discard_pending, pending
+
+    release_frames(e)
+    removed = [f"{s.what} ({s.final})" for s in pending()]
+    discard_pending()
+    _safe_flush(sys.stdout)
+    error(f"interrupted by {e.name}: stopped before the end{_stopped(e)}"
+          + (f"; removed {', '.join(removed)}, unfinished" if removed else ""))
+    sys.exit(e.exit_code)
+
+
 def _report(e: BaseException, message: str, code: int) -> None:
+    from ..sinks.staging import discard_pending
+
+    discard_pending()  # an output being written is removed, never left looking complete
     if debug_enabled():
         import traceback
 

@@ -315,9 +315,13 @@ def salvage_cmd(store, out_path, broker_version, body, max_body_bytes, jobs, fmt
                                              jobs=jobs))
     rep = salvage(st, plan.truncate_offset, queue_next_offsets=plan.consume_queue_max_offsets, jobs=jobs)
     if out_path is not None:
-        with open(out_path, "w", encoding="utf-8") as fh:
+        from ..sinks.staging import Staged
+
+        staged = Staged(out_path, "the salvaged messages (NDJSON)", directory=False, replace=True)
+        with open(staged.path, "w", encoding="utf-8") as fh:
             for m in rep.messages:
                 fh.write(dumps(m.to_dict(body, max_body_bytes)) + "\n")
+        staged.commit()
     doc = rep.to_dict()
     doc["broker_version"] = plan.version.to_dict()
     if out_path:

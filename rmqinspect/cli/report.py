@@ -74,17 +74,15 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
                       replicas=_replica_view(opened, list(stores)))
     page = render_html(data)
     replaced = os.path.exists(out_path)
-    tmp = f"{out_path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(page)
-        os.replace(tmp, out_path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    from ..sinks.staging import Staged
+
+    staged = Staged(out_path, "the HTML report", directory=False, replace=force)
+    with open(staged.path, "w", encoding="utf-8", errors="backslashreplace") as fh:  # a non-UTF-8 path: escaped
+        fh.write(page)
+    staged.commit()
     if replaced:
         warn(f"replaced the existing {out_path} (--force)")
-    size = len(page.encode("utf-8"))
+    size = os.path.getsize(out_path)
     if size > SIZE_BUDGET:
         warn(f"the report is {size} bytes, over {SIZE_BUDGET}: every one of its "
              f"{sum(len(r.damage) for r in reports)} damaged ranges is drawn (damage is never dropped)")

@@ -112,12 +112,20 @@ def compact_index(path, out_dir, hash_slots, max_items, broker_version, fmt):
     parent = os.path.dirname(root)
     ensure_output_outside(parent if os.path.isdir(os.path.join(parent, "commitlog")) else root, out_dir)
     files = _open_tiered(path, hash_slots, max_items)
+    from ..sinks.staging import Staged
+    from ..store.layout import ensure_new_directory
+
+    ensure_new_directory(out_dir)
+    staged = Staged(out_dir, "the compacted index files", directory=True)  # all of them or none (sinks.staging)
     rows = []
     for f in files:
         if f.layout == COMPACTED:
             warn(f"{f.path}: already compacted, skipped")
             continue
-        rows.append(compact_index_file(f, out_dir).to_dict())
+        row = compact_index_file(f, staged.path).to_dict()
+        row["output"] = staged.final_name(row["output"])
+        rows.append(row)
+    staged.commit()
     emit(rows, fmt, ("source", "output", "hash_slots", "items", "slots_used", "source_size", "output_size"))
 
 

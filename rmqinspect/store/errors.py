@@ -21,8 +21,10 @@ EXIT_CODES_HELP = """Exit codes:
   2  usage error
   3  not found: path, store layout, offset outside the store, key
   4  corrupt data at the requested place (bad magic, torn record, absurd length, bad properties)
-  5  I/O error while reading
-  6  refused: output would write into the inspected store or escape the output directory"""
+  5  I/O error: reading refused (permissions, I/O error), or writing an output (full disk, quota, size limit)
+  6  refused: output would write into the inspected store or escape the output directory, or a running
+     broker holds the store (its lock file) and --live was not given
+130  interrupted by SIGINT (143: SIGTERM); outputs not yet complete are removed"""
 
 
 class RmqInspectError(Exception):

@@ -10,6 +10,7 @@ from ..formats.dledger import CHECKPOINT_FILE, CURRTERM_FILE, DATA_DIR, INDEX_DI
 from .broker_conf import configured
 from .errors import StoreNotFoundError, UnsafeOutputError
 from .fileset_checks import check_commitlog_dir
+from .live import check_store_lock
 
 # exactly 20 ASCII digits (``\d`` would also take Arabic-Indic digits, which int() accepts), and a Java long:
 # UtilAll.offset2FileName writes %020d of a long, so anything else is no broker's file
@@ -214,6 +215,12 @@ class StoreLayout:
         path = os.path.normpath(os.fspath(path))
         if not os.path.exists(path):
             raise StoreNotFoundError("no such file or directory", path)
+        lay = cls._open(path)
+        check_store_lock(lay.root)  # a running broker's store is refused unless --live (store.live)
+        return lay
+
+    @classmethod
+    def _open(cls, path: str) -> StoreLayout:
         if os.path.isfile(path):
             name = os.path.basename(path)
             parent = _parent(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import mmap
 import os
 
+from . import live
 from .errors import StoreIOError
 from .layout import is_dledger_data_dir
 
@@ -22,10 +23,10 @@ class MappedFile:
         # dledger-<selfId>/data directory, where DLedger creates every one of them
         self.dledger = is_dledger_data_dir(os.path.dirname(path) or ".") if dledger is None else dledger
         try:
-            self.size = os.stat(path).st_size
+            self.size = live.size_at_start(path, os.stat(path).st_size)
         except OSError as e:
             raise StoreIOError(f"cannot stat: {e.strerror}", path) from e
-        self._map: mmap.mmap | bytes | None = None
+        self._map: mmap.mmap | bytes | bytearray | None = None
 
     @classmethod
     def of_buffer(cls, buf, start: int = 0, name: str = "<buffer>", dledger: bool = False) -> MappedFile:
@@ -48,6 +49,8 @@ class MappedFile:
         if self._map is None:
             if self.size == 0:
                 self._map = b""
+            elif live.is_live():
+                self._map = self._snapshot()
             else:
                 try:
                     with open(self.path, "rb") as f:
@@ -60,16 +63,33 @@ class MappedFile:
                     pass
         return self._map
 
+    def _snapshot(self) -> bytearray:
+        """--live: the file read, not mapped, up to its size at the start (store.live)."""
+        try:
+            buf, have = live.read_snapshot(self.path, self.size, self._file_data_ranges(0, self.size))
+        except OSError as e:
+            raise StoreIOError(f"cannot read: {e.strerror}", self.path) from e
+        if have < self.size:
+            from .fileset_checks import notice
+
+            notice([], f"{self.path}: shrank from {self.size} to {have} bytes while the command ran (--live); "
+                   f"bytes {have}..{self.size} read as zeros")
+        return buf
+
     def data_ranges(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """The parts of [lo, hi) that are not holes of a sparse file (``SEEK_DATA``/``SEEK_HOLE``): a hole
         reads as zeros by definition, so a search for the last non-zero byte need not read it. The broker
         pre-allocates every commitlog and consume-queue file with ``setLength`` (a hole unless
         ``warmMapedFileEnable``), so the unwritten rest of the newest file is usually one. Where the platform
         or file system cannot tell (or the file is a buffer), the whole range."""
+        if isinstance(self._map, (bytes, bytearray)):  # a buffer, or a --live snapshot (the file may differ now)
+            return [(lo, hi)] if hi > lo else []
+        return self._file_data_ranges(lo, hi)
+
+    def _file_data_ranges(self, lo: int, hi: int) -> list[tuple[int, int]]:
         whole = [(lo, hi)] if hi > lo else []
         seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
-        if hi <= lo or seek_data is None or seek_hole is None or isinstance(self._map, bytes) \
-                or not os.path.isfile(self.path):
+        if hi <= lo or seek_data is None or seek_hole is None or not os.path.isfile(self.path):
             return whole
         out = []
         try:
