@@ -395,6 +395,24 @@ def _split_properties(buf, R):
     return flags, pairs[:, 0], strings(pairs[:, 1], nb), strings(pairs[:, 2], vb)
 
 
+def schedule_tags_codes(rows, topics, sts, tcodes, n: int):
+    """SCHEDULE_TOPIC_XXXX records with a DELAY level (``rows``: (index, properties)): their tagsCode is the
+    delivery time, written into ``tcodes``; the mask of those whose level the delay table does not know (tagsCode 0,
+    shown as null), or None."""
+    import numpy as np
+
+    tcode_mask = None
+    for i, props in rows:
+        try:
+            tcodes[i] = dispatch_tags_code(topics[i], props, int(sts[i]))[0]
+        except DelayLevelError:
+            tcodes[i] = 0
+            if tcode_mask is None:
+                tcode_mask = np.zeros(n, dtype=bool)
+            tcode_mask[i] = True
+    return tcode_mask
+
+
 class RowDecoder:
     """Arrow RecordBatches from runs of scanned records of one mapped commitlog file."""
 
@@ -495,20 +513,12 @@ class RowDecoder:
         koffs = cum[parts.offsets.to_numpy()]
         keys_col = pa.ListArray.from_arrays(pa.array(koffs, type=pa.int32()), flat.filter(pa.array(keep)))
         # SCHEDULE_TOPIC_XXXX with a DELAY level: the delivery time, as the per-record loop computes it
-        tcode_mask = None
         delay_at, _ = value_of(PROPERTY_DELAY_TIME_LEVEL)
-        for i in np.flatnonzero(delay_at >= 0).tolist():
-            if topics[i] != RMQ_SYS_SCHEDULE_TOPIC:
-                continue
-            pp, pl = int(R["properties_pos"][i]), int(R["properties_len"][i])
-            props = parse_properties_checked(buf[pp:pp + pl])[0]
-            try:
-                tcodes[i] = dispatch_tags_code(topics[i], props, int(sts[i]))[0]
-            except DelayLevelError:
-                tcodes[i] = 0
-                if tcode_mask is None:
-                    tcode_mask = np.zeros(n, dtype=bool)
-                tcode_mask[i] = True
+        tcode_mask = schedule_tags_codes(
+            ((i, parse_properties_checked(buf[int(R["properties_pos"][i]):int(R["properties_pos"][i])
+                                              + int(R["properties_len"][i])])[0])
+             for i in np.flatnonzero(delay_at >= 0).tolist() if topics[i] == RMQ_SYS_SCHEDULE_TOPIC),
+            topics, sts, tcodes, n)
         # problems, in decode_slot's order: __CRC32#, malformed properties, body CRC
         crc_at, _ = value_of(PROPERTY_CRC32)
         todo = np.flatnonzero((crc_at >= 0) | ((flags & 2) != 0) | (crc_col == 0))
@@ -613,17 +623,9 @@ class RowDecoder:
             kl = [split_keys(d.get(PROPERTY_KEYS)) for d in dicts]
             kflat = [x for ks in kl for x in ks]
             koffs = np.cumsum([0] + [len(ks) for ks in kl], dtype=np.int64).astype(np.int32)
-            tcode_mask = None
-            for i, props in ((i, d) for i, d in enumerate(dicts) if PROPERTY_DELAY_TIME_LEVEL in d):
-                if topics[i] != RMQ_SYS_SCHEDULE_TOPIC:
-                    continue
-                try:
-                    tcodes[i] = dispatch_tags_code(topics[i], props, int(sts[i]))[0]
-                except DelayLevelError:
-                    tcodes[i] = 0
-                    if tcode_mask is None:
-                        tcode_mask = np.zeros(n, dtype=bool)
-                    tcode_mask[i] = True
+            tcode_mask = schedule_tags_codes(
+                ((i, d) for i, d in enumerate(dicts)
+                 if PROPERTY_DELAY_TIME_LEVEL in d and topics[i] == RMQ_SYS_SCHEDULE_TOPIC), topics, sts, tcodes, n)
 
         i64, i32 = pa.int64(), pa.int32()
 

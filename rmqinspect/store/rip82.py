@@ -23,6 +23,7 @@ from ..formats.rip82 import (
 )
 from .errors import CorruptDataError, StoreNotFoundError
 from .layout import is_rocksdb_dir
+from .rocksdb_snapshot import SnapshotReader
 
 RIP82_DIR = "RocksDBMessageStore"
 
@@ -32,7 +33,7 @@ def rip82_dir(root: str) -> str | None:
     return p if is_rocksdb_dir(p) else None
 
 
-class RIP82Store:
+class RIP82Store(SnapshotReader):
     """Read-only view of RocksDBMessageStore/: records of each column family, malformed ones counted."""
 
     def __init__(self, path: str):
@@ -54,21 +55,6 @@ class RIP82Store:
         except Exception as e:  # rocksdict raises plain Exceptions for corrupt/unsupported databases
             shutil.rmtree(self.snapshot_dir, ignore_errors=True)
             raise CorruptDataError(f"RocksDB refused to open the snapshot: {e}", path) from e
-
-    def __enter__(self) -> RIP82Store:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        db = getattr(self, "_db", None)
-        if db is not None:
-            try:
-                db.close()
-            finally:
-                self._db = None  # type: ignore[assignment]
-        shutil.rmtree(self.snapshot_dir, ignore_errors=True)
 
     def _items(self, cf: str):
         if cf == CF_INDEX:

@@ -37,6 +37,7 @@ from ..formats.rocksdb_cq import (
 from .consumequeue import ConsumeQueue, list_queues, pre_blank_mask
 from .errors import CorruptDataError, StoreIOError, StoreNotFoundError
 from .layout import is_rocksdb_dir
+from .rocksdb_snapshot import SnapshotReader
 
 # numpy view of many 28-byte CQ values joined together: the per-row fast path.
 ROCKS_CQ_DTYPE = CQ_VALUE_DTYPE
@@ -82,7 +83,7 @@ class RocksQueueId:
     queue_id: int
 
 
-class RocksDBConsumeQueueStore:
+class RocksDBConsumeQueueStore(SnapshotReader):
     """A read-only view of a RocksDB consume-queue database through a private snapshot."""
 
     def __init__(self, consumequeue_dir: str):
@@ -102,21 +103,6 @@ class RocksDBConsumeQueueStore:
             shutil.rmtree(self.snapshot_dir, ignore_errors=True)
             raise CorruptDataError(f"RocksDB refused to open the snapshot: {e}", consumequeue_dir) from e
         self._offset_table: OffsetTable | None = None
-
-    def __enter__(self) -> RocksDBConsumeQueueStore:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        db = getattr(self, "_db", None)
-        if db is not None:
-            try:
-                db.close()
-            finally:
-                self._db = None
-        shutil.rmtree(self.snapshot_dir, ignore_errors=True)
 
     # -- CQ table --------------------------------------------------------------------------------
     def queue_ids(self) -> list[RocksQueueId]:

@@ -139,8 +139,13 @@ def queue_max_physic_offset(cq: ConsumeQueue, version: BrokerVersion, budget: in
 def small_queue_max_phys(store: Store, version: BrokerVersion | None = None) -> int | None:
     """max over the file queues of ConsumeQueue.recover's maxPhysicOffset (-1 without a queue), where start()'s
     ReputMessageService begins after a normal recovery; None past SMALL_QUEUE_ENTRIES (the plan answers)."""
-    bv = assume_version(store, version).version
-    queues = [ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(store.layout.consumequeue_dir)]
+    return queues_max_physic_offset(store.layout.consumequeue_dir, assume_version(store, version).version)
+
+
+def queues_max_physic_offset(cq_dir: str, bv: BrokerVersion) -> int | None:
+    """maxPhyOffsetOfConsumeQueue over the file queues in ``cq_dir`` (-1 without a queue); None once more than
+    SMALL_QUEUE_ENTRIES entries would have to be read."""
+    queues = [ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(cq_dir)]
     budget = SMALL_QUEUE_ENTRIES
     max_phy = -1
     try:
@@ -184,20 +189,11 @@ def small_recovery_scan(store: Store, check_crc: bool = True, index_safe: bool =
             return None
         combine = load_combine_side(store)
     normal = not store.abort_present
-    max_phy = -1
+    max_phy: int | None = -1
     if normal and bv.is_5x:  # the 5.x start-file rule and dispatch-from offset read maxPhyOffsetOfConsumeQueue
-        queues = [ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(cq_dir)]
-        budget = SMALL_QUEUE_ENTRIES
-        try:
-            for cq in queues:
-                phys, read = queue_max_physic_offset(cq, bv, budget)
-                budget -= read
-                if budget < 0:
-                    return None
-                max_phy = max(max_phy, phys)
-        finally:
-            for cq in queues:
-                cq.close()
+        max_phy = queues_max_physic_offset(cq_dir, bv)
+        if max_phy is None:
+            return None
     rec = Recovery(store, options, va, normal, False, QueueSet(), max_phy_cq=max_phy, combine=combine)
     idx, _ = choose_start_file(rec)
     left = SMALL_SCAN_RECORDS
