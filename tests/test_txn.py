@@ -308,3 +308,25 @@ def test_report_has_a_transactions_section_only_when_the_store_has_transactions(
     w.append(MessageSpec("OrderTopic", 0, b"x", b"", store_timestamp=T0))
     w.close()
     assert collect_store_report(Store.open(str(tmp_path / "plain"))).transactions is None
+
+
+def test_txn_checks_the_rip82_trans_rows_against_the_commit_log(tmp_path):
+    """RocksDBMessageStore/'s trans column family (5.4.0+, modelled) lists open halves: the txn command says which
+    the commit log also shows open, which it shows ended, and which name no half."""
+    from rmqinspect.writer.layouts import TransRecord, write_rip82_store
+
+    root = tmp_path / "s"
+    h = write_every_verdict(root)
+    size = {k: Store.open(str(root)).commitlog.read_message(v.physical_offset).total_size for k, v in h.items()}
+    write_rip82_store(str(root), trans=[
+        TransRecord(h["O"].physical_offset, "RMQ_SYS_TRANS_HALF_TOPIC", "UKO", 3, size["O"]),  # open in the log
+        TransRecord(h["C"].physical_offset, "RMQ_SYS_TRANS_HALF_TOPIC", "UKC", 0, size["C"]),  # committed
+        TransRecord(h["R"].physical_offset, "RMQ_SYS_TRANS_HALF_TOPIC", "NOPE", 0, size["R"]),  # wrong row
+    ])
+    before = tree_hashes(root)
+    r = CliRunner().invoke(cli, ["txn", str(root), "--format", "json"])
+    assert "3 open half(s), 1 open in the commit log too" in r.stderr
+    assert f"trans row at {h['C'].physical_offset} (UNIQ_KEY UKC) still lists it open; the commit log says " \
+           "committed" in r.stderr
+    assert f"trans row at {h['R'].physical_offset} (UNIQ_KEY NOPE): no half" in r.stderr
+    assert tree_hashes(root) == before

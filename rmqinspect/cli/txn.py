@@ -105,6 +105,7 @@ def txn(store, topic, key, msg_id, states, since, until, summary_only, no_restar
         n = emit(rows(), fmt, TABLE_COLUMNS)
         if fmt == "table" and len(scan):
             _print_summary(total, by_topic)
+    _rip82_trans_notes(st, scan)
     problems = False
     for kind, count in scan.notes.counts.items():
         problems |= kind in DAMAGE_NOTES and count > 0
@@ -131,3 +132,36 @@ def _print_summary(total: dict[str, int], by_topic) -> None:
 
 
 COMMANDS = [txn]
+
+
+def _rip82_trans_notes(st, scan) -> None:
+    """5.4.0+ (RIP-82) keeps the half messages no op has deleted yet in RocksDBMessageStore/'s trans column family:
+    each row against the commit log's verdict of the transaction it names (a row whose transaction the log shows
+    ended is an op the broker had not yet applied to RocksDB; a row naming no half is a broken row)."""
+    from ..analyses.rip82 import open_rip82_transactions
+
+    got = open_rip82_transactions(st)
+    if got is None:
+        return
+    rows, modelled = got
+    if not rows:
+        note(f"RocksDBMessageStore/ trans column family: no open half ({modelled})")
+        return
+    by_offset = {}
+    for t in scan.transactions(scan.select()):
+        for off in [t.physical_offset, *t.copies]:
+            by_offset[off] = t.state
+    agree = [r for r in rows if r.matches and by_offset.get(r.offset_py) == "open"]
+    note(f"RocksDBMessageStore/ trans column family ({modelled}): {len(rows)} open half(s), {len(agree)} open in the "
+         "commit log too")
+    for r in rows:
+        state = by_offset.get(r.offset_py)
+        if not r.matches:
+            warn(f"RocksDBMessageStore/ trans row at {r.offset_py} (UNIQ_KEY {r.uniq_key}): no half of "
+                 f"{r.size_py} bytes with that UNIQ_KEY there ({r.record})")
+        elif state is None:
+            warn(f"RocksDBMessageStore/ trans row at {r.offset_py} (UNIQ_KEY {r.uniq_key}): the commit log holds no "
+                 "transaction there")
+        elif state != "open":
+            note(f"RocksDBMessageStore/ trans row at {r.offset_py} (UNIQ_KEY {r.uniq_key}) still lists it open; the "
+                 f"commit log says {state} (the op had not reached RocksDB)")
