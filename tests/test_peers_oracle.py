@@ -41,6 +41,15 @@ def _expected_rows(lst: list[dict]) -> list[tuple]:
              m["uniqKey"], m["inConsumeQueue"]) for m in lst]
 
 
+def _assert_loss_window(w, lw: dict, in_cq_expected: int, in_cq: int) -> None:
+    """A loss window equal to the comparison's: range, bytes, messages, per queue, row by row."""
+    assert (w.from_offset, w.to_offset, w.bytes, w.messages) == (lw["fromOffset"], lw["toOffset"], lw["bytes"],
+                                                                 lw["messages"])
+    assert w.per_queue == lw["perTopicQueue"]
+    assert w.in_consume_queue == in_cq_expected == in_cq
+    assert _window_rows(w) == _expected_rows(lw["list"])
+
+
 def test_classic_lag_common_prefix_and_loss_window_equal_the_broker_reads():
     exp = load_replica_expected(CLASSIC)["comparison"]
     rep = _report(CLASSIC, ("master", "slave"))
@@ -50,12 +59,7 @@ def test_classic_lag_common_prefix_and_loss_window_equal_the_broker_reads():
     assert pair.common_prefix_end == exp["commonPrefixEndOffset"] == 1214828
     assert pair.common_prefix_messages == exp["commonPrefixMessages"]
     lw = exp["lossWindow"]
-    w = pair.only_on_a
-    assert (w.from_offset, w.to_offset, w.bytes, w.messages) == (lw["fromOffset"], lw["toOffset"], lw["bytes"],
-                                                                 lw["messages"])
-    assert w.per_queue == lw["perTopicQueue"]
-    assert w.in_consume_queue == lw["inConsumeQueueOfMaster"] == 99
-    assert _window_rows(w) == _expected_rows(lw["list"])
+    _assert_loss_window(pair.only_on_a, lw, lw["inConsumeQueueOfMaster"], 99)
     assert pair.only_on_b.messages == len(exp["onlyOnSlave"]) == 0
     assert rep.newest == "master"
     slave = next(t for t in rep.truncations if t.replica == "slave")
@@ -91,14 +95,9 @@ def test_failover_old_master_loss_window_truncation_and_stale_records_equal_the_
     assert mo.common_prefix_messages == om["commonPrefixMessages"] == 700
     assert mo.consistent_point == 884448
     lw = om["lossWindow"]
-    w = mo.only_on_b
-    assert (w.from_offset, w.to_offset, w.bytes, w.messages) == (lw["fromOffset"], lw["toOffset"], lw["bytes"],
-                                                                 lw["messages"])
-    assert w.per_queue == lw["perTopicQueue"]
-    assert w.in_consume_queue == lw["inConsumeQueueOfOldmasterbefore"] == 0
-    assert _window_rows(w) == _expected_rows(lw["list"])
+    _assert_loss_window(mo.only_on_b, lw, lw["inConsumeQueueOfOldmasterbefore"], 0)
     assert _window_rows(mo.only_on_a) == _expected_rows(om["onlyOnMaster"])
-    assert {r.epoch for r in w.rows} == {1} and {r.epoch for r in mo.only_on_a.rows} == {2}
+    assert {r.epoch for r in mo.only_on_b.rows} == {1} and {r.epoch for r in mo.only_on_a.rows} == {2}
     # the newest confirmed data, and what each replica cuts when it rejoins it
     assert rep.newest == rep.master == "master"
     tr = {t.replica: t for t in rep.truncations}
