@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+import tomllib
 
 import pytest
 
@@ -32,7 +33,13 @@ def test_readme_is_short_and_starts_with_the_two_set_up_commands():
     lines = README.splitlines()
     assert len(lines) < 200
     blocks = re.findall(r"```bash\n(.*?)\n```", README, re.S)
-    assert "pip install -e ." in blocks[0] and f"rmqinspect summary {SAMPLE_STORE.relative_to(REPO)}" in blocks[0]
+    assert f"rmqinspect summary {SAMPLE_STORE.relative_to(REPO)}" in blocks[0]
+    # the first command installs the extras the README advertises: the report (plotly) and the Spark pipeline
+    extras = re.search(r"pip install -e '\.\[([a-z,]+)\]'", blocks[0])
+    assert extras and {"report", "spark"} <= set(extras.group(1).split(","))
+    with open(REPO / "pyproject.toml", "rb") as f:
+        declared = tomllib.load(f)["project"]["optional-dependencies"]
+    assert set(extras.group(1).split(",")) <= set(declared)
     assert "pip install -e '.[test]'" in blocks[1] and "python -m pytest" in blocks[1]
     # nothing but the title and one sentence before the set-up commands
     assert README.index("```bash") < README.index("\n## ")
