@@ -229,3 +229,24 @@ def test_lookup_view_is_the_plans_on_every_story(stories):
             quick = recovery_view(st, cache=False)
             full = view_of_plan(plan_recovery(st, RecoveryOptions(with_salvage=False, keep_redispatch=False)))
         assert quick == full, s.name
+
+
+@pytest.mark.parametrize("zero_tail", [0, 1, 700, 5000])
+def test_data_end_on_disk_is_after_the_last_non_zero_byte(tmp_path, zero_tail):
+    """The backward search for where the commit log's data ends (recover's bytes cut) equals the last non-zero
+    byte of the files, whether the tail record is whole or partly zeroed."""
+    from rmqinspect.analyses.recovery.plan import data_end_on_disk
+    from rmqinspect.store import Store
+    from support.crash_stories import clean
+
+    root = tmp_path / "s"
+    clean(str(root))
+    files = sorted((root / "commitlog").iterdir())
+    last = max((p for p in files if any(p.read_bytes())), key=lambda p: p.name)
+    data = bytearray(last.read_bytes())
+    end = len(data.rstrip(b"\0"))
+    if zero_tail:
+        data[max(end - zero_tail, 0):end] = bytes(min(zero_tail, end))
+        last.write_bytes(bytes(data))
+    want = next(int(p.name) + len(p.read_bytes().rstrip(b"\0")) for p in reversed(files) if any(p.read_bytes()))
+    assert data_end_on_disk(Store.open(str(root))) == want

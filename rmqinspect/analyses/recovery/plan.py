@@ -525,15 +525,21 @@ def data_end_on_disk(store: Store, t: int | None = None, lost: dict | None = Non
         elif all(not any(bytes(f.buffer[max(t - f.start, 0):max(t - f.start, 0) + 4096]))
                  for f in files if f.start + f.size > t):
             return t
-    step = 1 << 20
+    # backwards over zero pages without copying them (a pre-allocated 1 GiB tail: ~0.1 s where a bytes copy per
+    # MiB took 1.6 s): 64 MiB windows tested with numpy, the window that holds data narrowed per MiB
+    big, small = 64 << 20, 1 << 20
     for f in reversed(files):
         buf = f.buffer
         end = len(buf)
         while end > 0:
-            a = max(0, end - step)
-            s = bytes(buf[a:end]).rstrip(b"\0")
-            if s:
-                return f.start + a + len(s)
+            a = max(0, end - big)
+            if np.frombuffer(buf, dtype=np.uint8, count=end - a, offset=a).any():
+                while end > a:
+                    b = max(a, end - small)
+                    s = bytes(buf[b:end]).rstrip(b"\0")
+                    if s:
+                        return f.start + b + len(s)
+                    end = b
             end = a
     return files[0].start
 
