@@ -3,7 +3,7 @@
 Commands are registered in ``COMMANDS`` below: one line per command, ``name: (module, short help)``. The module
 (in this package) is imported only when that command runs, so ``--help``, ``--version`` and a cheap command never
 pay for numpy, pyarrow or RocksDB (a script looping over keys pays start-up each time). The module exposes
-``COMMANDS`` (a list of click commands) holding the command of that name; tests/test_incident_cli.py checks that
+``COMMANDS`` (a list of click commands) holding the command of that name; tests/test_cli_contracts.py checks that
 this table and the modules agree (every command listed, short help in step).
 """
 

@@ -1,5 +1,5 @@
 """Every recorded broker query of every oracle scenario, with no geometry flag and with a broker.conf built
-from the scenario's storeConfig (issue 11): the on-disk answer equals the broker's where the recorded state
+from the scenario's storeConfig: the on-disk answer equals the broker's where the recorded state
 is the on-disk one, and the hits whose fate after restart is survives/redispatched equal what the broker
 returned after recovering the directory (crash scenarios included)."""
 

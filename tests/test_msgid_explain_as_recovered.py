@@ -1,4 +1,4 @@
-"""`msgid --as-recovered` and `explain-missing --as-recovered` (issue 11) on the crash-torn-tail stores: the
+"""`msgid --as-recovered` and `explain-missing --as-recovered` on the crash-torn-tail stores: the
 broker's answer after it recovered the directory (expected.json's queries and messages, read through RocketMQ
 after load/start) equals ours, with no flags and with the scenario's broker.conf; without the flag each answer
 carries its fate after restart."""

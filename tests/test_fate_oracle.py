@@ -1,4 +1,4 @@
-"""`fate` (issue 13) on the oracle: the consume-queue entry after a restart and whether the record survives it are
+"""`fate` on the oracle: the consume-queue entry after a restart and whether the record survives it are
 the broker's after-recovery state in expected.json (RocketMQ started on a copy of the store)."""
 
 from __future__ import annotations

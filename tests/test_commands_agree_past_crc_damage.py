@@ -1,4 +1,4 @@
-"""The inconsistencies of issue 11's "What was seen", each pinned: decode-commitlog's crc_ok for an empty
+"""Commands agree with each other past damage, each pinned: decode-commitlog's crc_ok for an empty
 body, summary counting what decode-commitlog / verify count past a CRC-damaged record."""
 
 from __future__ import annotations

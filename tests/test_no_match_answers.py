@@ -1,7 +1,7 @@
-"""Issue 13, "no match": every command that filters by topic, queue, key or offset answers an empty result the
+"""No match: every command that filters by topic, queue, key or offset answers an empty result the
 same way: one sentence on stderr (with the nearest topic names when the topic is not in the store) and exit 3.
-The commands here were the stragglers; decode-commitlog, cq, index-lookup and fate are in test_incident_cli.py
-and test_incident_fate.py."""
+The commands here were the stragglers; decode-commitlog, cq, index-lookup and fate are in test_cli_contracts.py
+and test_fate_oracle.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Issue 13, "what was seen": one CLI test per numbered item, each failing before the change."""
+"""The CLI contracts a new user met: one test per behaviour (exit codes, messages, formats), each failing
+before its fix."""
 
 from __future__ import annotations
 

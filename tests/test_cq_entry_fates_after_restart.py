@@ -1,4 +1,4 @@
-"""Consume-queue entries after restart (issue 11): each on-disk entry's fate (survives / replaced /
+"""Consume-queue entries after restart: each on-disk entry's fate (survives / replaced /
 beyond_truncation / dropped) agrees with expected.json's consumeQueues (the broker's queues after it recovered
 the directory) on every scenario, and `cq --as-recovered` on the RocksDB consume queue equals the broker's
 queues entry for entry, with no flags and with the scenario's broker.conf."""
