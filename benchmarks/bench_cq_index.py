@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from rmqinspect.analyses.lookup import IndexService, query_offset  # noqa: E402
+from rmqinspect.analyses.lookup.query import IndexService, query_offset
 from rmqinspect.formats.constants import DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS  # noqa: E402
 from rmqinspect.formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE  # noqa: E402
 from rmqinspect.formats.indexfile import INDEX_HEADER, INDEX_ITEM_DTYPE, index_file_size  # noqa: E402

@@ -23,7 +23,7 @@ import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rmqinspect.analyses.lookup import recovery_view  # noqa: E402
+from rmqinspect.analyses.lookup.fates import recovery_view
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery  # noqa: E402
 from rmqinspect.formats.commitlog import encode_properties  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402

@@ -80,7 +80,7 @@ def phase(name: str, root: str, out: str) -> dict:
             nbytes += n
             f.close()
     elif name == "verify":
-        from rmqinspect.store.commitlog import MESSAGE
+        from rmqinspect.store.walk.kinds import MESSAGE
 
         end = 0
         for slot in cl.scan(check_crc=True):

@@ -27,14 +27,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rmqinspect.formats.commitlog import CommitLogRecord  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402
-from rmqinspect.store.commitlog import (  # noqa: E402
-    MESSAGE,
-    RecordRun,
-    decode_slot,
-    fast_available,
-    scan_buffer,
-    walk_file,
-)
+from rmqinspect.store.walk.file import walk_file
+from rmqinspect.store.walk.kinds import MESSAGE
+from rmqinspect.store.walk.records import RecordRun, decode_slot, fast_available, scan_buffer
 from rmqinspect.writer.commitlog import CommitLogWriter  # noqa: E402
 from rmqinspect.writer.sample import benchmark_messages  # noqa: E402
 

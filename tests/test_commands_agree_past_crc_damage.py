@@ -140,7 +140,7 @@ def test_index_lookup_as_recovered_drops_what_the_broker_will_not_return(tmp_pat
 def test_index_lookup_without_the_recovery_model_gives_no_fate(tmp_path, monkeypatch):
     """--no-fate skips the recovery model: the hit is listed, its fate and truncation mark are unknown (null), not
     "survives". The same when the model cannot run (a warning says so); --as-recovered needs the model."""
-    from rmqinspect.analyses.lookup import RecoveryView
+    from rmqinspect.analyses.lookup.fates import RecoveryView
     from rmqinspect.cli import lookup as cli_lookup
     from rmqinspect.store.errors import CorruptDataError
     from rmqinspect.writer.store import StoreWriter

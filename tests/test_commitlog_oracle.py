@@ -5,7 +5,7 @@ import hashlib
 import pytest
 
 from rmqinspect.store import Store
-from rmqinspect.store.commitlog import BLANK, MESSAGE
+from rmqinspect.store.walk.kinds import BLANK, MESSAGE
 from support.dledger_ref import expected_walk
 
 FIELD_MAP = {

@@ -17,9 +17,18 @@ from support import require_oracle
 from support.dledger_ref import expected_walk, reference_entries
 from support.recover_fixtures import build_store
 from rmqinspect.store import Store, scanner
-from rmqinspect.store.commitlog import (
-    BLANK, CRC_MISMATCH, END, FILE_END, GAP, HALF, MESSAGE, RECORD_DTYPE, RECORD_FIELDS, Gap, Kind, Record,
-    RecordHeader, RecordRun, _topic_and_properties, scan_buffer, unpack_header, walk_file,
+from rmqinspect.store.walk.file import walk_file
+from rmqinspect.store.walk.kinds import BLANK, CRC_MISMATCH, END, FILE_END, GAP, HALF, MESSAGE, Kind
+from rmqinspect.store.walk.records import (
+    RECORD_DTYPE,
+    RECORD_FIELDS,
+    Gap,
+    Record,
+    RecordHeader,
+    RecordRun,
+    _topic_and_properties,
+    scan_buffer,
+    unpack_header,
 )
 from rmqinspect.store.mapped import MappedFile
 
@@ -331,7 +340,7 @@ def test_compiled_equals_python_on_damaged_stores(tmp_path, damage):
 def test_a_runs_rows_without_numpy_are_its_array(compiled, scenario):
     """RecordRun.row_tuples / column read the scanner's rows without numpy (the compiled scanner's bytes, the
     pure-Python scanner's lists, a DLedger entry walk's arrays): the same values as the numpy array, every field."""
-    from rmqinspect.store.commitlog import RECORD_FIELDS, RecordRun
+    from rmqinspect.store.walk.records import RECORD_FIELDS, RecordRun
 
     st = Store.open(str(require_oracle(scenario) / "store"))
     runs = 0

@@ -82,7 +82,7 @@ def test_truncate_after_cuts_data_and_index(tmp_path):
 
 
 def _flat(events) -> list:
-    from rmqinspect.store.commitlog import RecordRun
+    from rmqinspect.store.walk.records import RecordRun
 
     out = []
     for ev in events:
@@ -97,7 +97,7 @@ def test_compiled_and_python_entry_walks_agree_on_damage(tmp_path):
     """A body byte flipped (CRC), a record TOTALSIZE that is not the entry's bodySize (HALF, the walk goes on at
     the next entry), a broken entry header (ILLEGAL, the file ends there): both scanners report the same."""
     from rmqinspect.store import scanner
-    from rmqinspect.store.commitlog import walk_file
+    from rmqinspect.store.walk.file import walk_file
 
     w = DLedgerWriter(str(tmp_path / "s" / "dledger-n0"), 1 << 16, 32 * 256)
     for i in range(40):

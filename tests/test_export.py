@@ -13,7 +13,7 @@ from rmqinspect.analyses.export import file_tasks
 from rmqinspect.analyses.rows import COLUMNS, FileResult, RowFilter, columns_markdown, topic_partition
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
-from rmqinspect.store.commitlog import MESSAGE
+from rmqinspect.store.walk.kinds import MESSAGE
 from support import rows_reference, tree_hashes
 from support.export_rows import assert_rows_equal_expected, sorted_rows
 from support.msgstores import common_specs, spec, write_store

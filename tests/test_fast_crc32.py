@@ -146,7 +146,7 @@ def test_every_path_gives_the_stored_body_crc_of_every_oracle_record():
     """Every record of every oracle commit log: its body CRC (the broker's, stored in the record) and its whole-record
     CRC, by every library and every scanner path, equal zlib's."""
     from rmqinspect.store import Store
-    from rmqinspect.store.commitlog import MESSAGE
+    from rmqinspect.store.walk.kinds import MESSAGE
     from support import ORACLE, oracle_scenarios
 
     scenarios = oracle_scenarios()

@@ -3,7 +3,8 @@ construct schema does. (The compiled scanner against the pure-Python one: tests/
 
 from rmqinspect.formats.commitlog import CommitLogRecord, HEADER_STRUCT_NAMES
 from rmqinspect.store import Store
-from rmqinspect.store.commitlog import MESSAGE, _topic_and_properties
+from rmqinspect.store.walk.kinds import MESSAGE
+from rmqinspect.store.walk.records import _topic_and_properties
 
 
 def test_struct_fast_path_equals_construct_schema(scenario):

@@ -9,7 +9,7 @@ import os
 
 from click.testing import CliRunner
 
-from rmqinspect.analyses.lookup import IndexService, query_message
+from rmqinspect.analyses.lookup.query import IndexService, query_message
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.indexfile import (

@@ -12,7 +12,7 @@ import json
 
 from click.testing import CliRunner
 
-from rmqinspect.analyses.lookup import IndexService, query_message
+from rmqinspect.analyses.lookup.query import IndexService, query_message
 from rmqinspect.cli.main import cli
 from rmqinspect.formats.javahash import index_key_hash, java_string_hash
 from rmqinspect.store import Store

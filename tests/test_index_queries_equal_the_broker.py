@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from rmqinspect.analyses.lookup import IndexService, mark_fates, query_message, recovery_view
+from rmqinspect.analyses.lookup.fates import mark_fates, recovery_view
+from rmqinspect.analyses.lookup.query import IndexService, query_message
 from rmqinspect.store import Store
 from rmqinspect.store.broker_conf import broker_conf_in_effect, read_broker_conf
 from support import ALL_SCENARIOS, load_expected, require_oracle

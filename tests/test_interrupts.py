@@ -1,6 +1,6 @@
 """Ctrl-C and SIGTERM at random moments in every long command, with --jobs 1 and --jobs 2: exit 130 / 143 (or
 the command's own code when it had finished), JSON and NDJSON on stdout still valid, no worker process left, no
-temporary file and no output that looks complete (cli.lifecycle, sinks.staging, analyses.parallel)."""
+temporary file and no output that looks complete (cli.lifecycle, sinks.staging, store.walk.parallel)."""
 
 from __future__ import annotations
 

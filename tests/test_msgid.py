@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from rmqinspect.analyses.lookup import decode_msg_id
+from rmqinspect.analyses.lookup.msgid import decode_msg_id
 from rmqinspect.cli.main import cli
 from support import load_expected, require_oracle, tree_hashes
 

@@ -11,7 +11,10 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from rmqinspect.analyses.lookup import IndexService, explain_missing, find_msg_id, recovery_view
+from rmqinspect.analyses.lookup.explain import explain_missing
+from rmqinspect.analyses.lookup.fates import recovery_view
+from rmqinspect.analyses.lookup.msgid import find_msg_id
+from rmqinspect.analyses.lookup.query import IndexService
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
 from rmqinspect.store.broker_conf import broker_conf_in_effect, read_broker_conf

@@ -1,4 +1,4 @@
-"""The local parallel engine (analyses/parallel.py): every command that walks the commit log gives, with worker
+"""The local parallel engine (store/walk/parallel.py): every command that walks the commit log gives, with worker
 processes (jobs 2), byte for byte what it gives with jobs 1 (one file after another in this process), on every
 oracle store the product reads and on writer-made stores damaged in the first, a middle and the last file, and
 with a middle file missing; and again with the files split into many chunks (RMQINSPECT_CHUNK_BYTES forced
@@ -16,19 +16,21 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmqinspect.analyses import parallel, rebuild_run
-from rmqinspect.analyses import salvage as salvage_mod
+from rmqinspect.analyses import rebuild_run
 from rmqinspect.analyses.export import export_local
 from rmqinspect.analyses.rebuild import RebuildOptions
 from rmqinspect.analyses.rebuild_run import rebuild
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
 from rmqinspect.analyses.recovery import scan as recovery_scan
-from rmqinspect.analyses.salvage import chunk_tasks, record_chunks, salvage, walk_tasks
+from rmqinspect.analyses.salvage import salvage
 from rmqinspect.analyses.summary import summarize
 from rmqinspect.analyses.verify import ALL_CHECKS, verify
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
 from rmqinspect.store.errors import CorruptDataError
+from rmqinspect.store.walk import parallel
+from rmqinspect.store.walk import resync as salvage_mod
+from rmqinspect.store.walk.resync import chunk_tasks, record_chunks, walk_tasks
 from support import ALL_SCENARIOS, ORACLE, ORACLE_MISSING, require_oracle, tree_bytes, tree_hashes
 from support.recover_fixtures import build_store
 

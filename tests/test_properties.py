@@ -35,13 +35,15 @@ from rmqinspect.store import scanner
 from rmqinspect.store.batch import BatchConsumeQueue, decode_inner_batch
 from rmqinspect.store.brokerconfig import read_broker_config
 from rmqinspect.store.checkpoint import read_checkpoint
-from rmqinspect.store.commitlog import CommitLog, RecordRun, decode_slot, open_commitlog, walk_file
+from rmqinspect.store.commitlog import CommitLog, open_commitlog
 from rmqinspect.store.consumequeue import ConsumeQueue
 from rmqinspect.store.errors import RmqInspectError
 from rmqinspect.store.indexfile import IndexFile, lookup_key_string
 from rmqinspect.store.mapped import MappedFile
 from rmqinspect.store.tiered_index import TieredIndexFile
 from rmqinspect.store.timer import TimerLog
+from rmqinspect.store.walk.file import walk_file
+from rmqinspect.store.walk.records import RecordRun, decode_slot
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.writer.tiered_index import TieredIndexWriter
 from rmqinspect.writer.timer import TimerStoreWriter

@@ -17,8 +17,10 @@ from rmqinspect.formats.properties import dispatch_properties, encode_properties
 from rmqinspect.sinks.consumequeue import ConsumeQueueSet
 from rmqinspect.sinks.indexfile import IndexFileSet
 from rmqinspect.store import Store, scanner
-from rmqinspect.store import commitlog as clmod
-from rmqinspect.store.commitlog import MESSAGE, RecordRun, walk_file
+from rmqinspect.store.walk import records as clmod
+from rmqinspect.store.walk.file import walk_file
+from rmqinspect.store.walk.kinds import MESSAGE
+from rmqinspect.store.walk.records import RecordRun
 from rmqinspect.writer.commitlog import MessageSpec
 from rmqinspect.writer.store import StoreWriter
 from support import ALL_SCENARIOS, require_oracle

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 from rmqinspect.analyses import rebuild_run
-from rmqinspect.analyses.parallel import CHUNK_ENV
 from rmqinspect.analyses.rebuild import RebuildOptions
 from rmqinspect.analyses.rebuild_run import rebuild
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.consumequeue import CQ_DTYPE
 from rmqinspect.sinks.indexfile import slot_links
 from rmqinspect.store import Store
+from rmqinspect.store.walk.parallel import CHUNK_ENV
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support import tree_bytes
 
@@ -132,7 +132,7 @@ def test_slot_links_match_a_stable_sort(slots):
 _FAULTS_IN_A_WORKER = r"""
 import resource, sys
 import numpy as np
-from rmqinspect.analyses import parallel
+from rmqinspect.store.walk import parallel
 
 def task(_):
     out = []

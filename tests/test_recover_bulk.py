@@ -11,8 +11,9 @@ import pytest
 from rmqinspect.analyses.recovery import BrokerVersion, ConsumeQueueModel, RecoveryOptions, plan_recovery
 from rmqinspect.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqinspect.store import Store
-from rmqinspect.store.commitlog import MESSAGE, RecordRun
 from rmqinspect.store.consumequeue import ConsumeQueue
+from rmqinspect.store.walk.kinds import MESSAGE
+from rmqinspect.store.walk.records import RecordRun
 from support import require_oracle
 from support.recover_fixtures import build_store
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmqinspect.analyses import lookup
+from rmqinspect.analyses.lookup import fates as lookup
 from rmqinspect.analyses.recovery import small
 from rmqinspect.analyses.recovery.plan import (
     RecoveryOptions,

@@ -11,7 +11,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from rmqinspect.analyses.lookup import IndexService, query_as_recovered, recovery_view
+from rmqinspect.analyses.lookup.fates import query_as_recovered, recovery_view
+from rmqinspect.analyses.lookup.query import IndexService
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
 from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
@@ -65,7 +66,7 @@ def test_cli_index_lookup_as_recovered_keeps_collisions_out_and_never_writes(sce
 def test_lookup_view_is_the_plans(scenario):
     """A key look-up's view of the restart (recovery.small's scan for a small store) is the plan's: same cut, same
     dispatched ranges, same surviving endPhyOffset, whether the plan dispatches into its queue models or not."""
-    from rmqinspect.analyses.lookup import view_of_plan
+    from rmqinspect.analyses.lookup.fates import view_of_plan
     from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
 
     path = require_oracle(scenario)

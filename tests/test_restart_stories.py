@@ -12,7 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from rmqinspect.analyses.fate import AFTER_RESTART_FATES, message_fate
-from rmqinspect.analyses.lookup import IndexService, find_index_items, query_as_recovered, recovery_view
+from rmqinspect.analyses.lookup.explain import find_index_items
+from rmqinspect.analyses.lookup.fates import query_as_recovered, recovery_view
+from rmqinspect.analyses.lookup.query import IndexService
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
 from rmqinspect.analyses.recovery.index import index_after_load
 from rmqinspect.cli.main import cli
@@ -222,7 +224,7 @@ def test_after_restart_fate_words_are_documented():
 
 
 def test_lookup_view_is_the_plans_on_every_story(stories):
-    from rmqinspect.analyses.lookup import view_of_plan
+    from rmqinspect.analyses.lookup.fates import view_of_plan
 
     for s in stories.values():
         with Store.open(s.root) as st:

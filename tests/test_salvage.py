@@ -6,9 +6,9 @@ import os
 
 from click.testing import CliRunner
 
-from rmqinspect.analyses.salvage import find_next_valid, walk_with_resync
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
+from rmqinspect.store.walk.resync import find_next_valid, walk_with_resync
 from support import require_oracle, tree_hashes
 from support.recover_fixtures import build_store
 

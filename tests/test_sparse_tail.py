@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from rmqinspect.analyses.salvage import walk_with_resync
 from rmqinspect.analyses.verify import verify
 from rmqinspect.store import Store
 from rmqinspect.store.mapped import MappedFile
+from rmqinspect.store.walk.resync import walk_with_resync
 from support import tree_hashes
 from support.recover_fixtures import build_store
 

@@ -35,7 +35,7 @@ print("\\nMODULES " + json.dumps(sorted(sys.modules)))
 
 INDEX_ONLY = """
 import json, sys
-from rmqinspect.analyses.lookup import IndexService, query_offset
+from rmqinspect.analyses.lookup.query import IndexService, query_offset
 svc = IndexService({index_dir!r})
 res = query_offset(svc, "OrderTopic", "ord-14", 64, 0, (1 << 63) - 1)
 assert res.offsets == [1964], res.offsets
@@ -44,8 +44,8 @@ print("\\nMODULES " + json.dumps(sorted(sys.modules)))
 """
 
 # the recovery's report side, which a look-up's fate (truncation offset, re-dispatch range) does not need
-REPORT_MODULES = ("rmqinspect.analyses.salvage", "rmqinspect.analyses.recovery.dledger", "rmqinspect.analyses.verify",
-                  "rmqinspect.report", "rmqinspect.analyses.report_data")
+REPORT_MODULES = ("rmqinspect.analyses.salvage", "rmqinspect.store.walk.resync", "rmqinspect.analyses.recovery.dledger",
+                  "rmqinspect.analyses.verify", "rmqinspect.report", "rmqinspect.analyses.report_data")
 
 
 def _modules(code: str) -> tuple[set[str], str]:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from rmqinspect.analyses.verify import verify
 from rmqinspect.formats.commitlog import store_timestamp_position
 from rmqinspect.store import Store
-from rmqinspect.store.commitlog import RecordRun
+from rmqinspect.store.walk.records import RecordRun
 from support import ALL_SCENARIOS, require_oracle
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from rmqinspect.analyses.summary import summarize
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.store import Store, scanner
-from rmqinspect.store.commitlog import RecordRun
+from rmqinspect.store.walk.records import RecordRun
 from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 
 NEEDLE = "__CRC32#"

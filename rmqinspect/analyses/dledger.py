@@ -22,7 +22,8 @@ import numpy as np
 from ..formats.commitlog import PHYSICAL_OFFSET_POSITION
 from ..formats.dledger import BODY_OFFSET, INDEX_UNIT_SIZE
 from ..store import Store
-from ..store.dledger import DLedgerLog, Entry, entry_events
+from ..store.dledger import DLedgerLog
+from ..store.walk.entries import Entry, entry_events
 
 _ENTRY_DTYPE = np.dtype([("index", np.int64), ("term", np.int64), ("pos", np.int64), ("size", np.int64),
                          ("crc", np.int64), ("file", np.int64), ("position", np.int64)])

@@ -46,7 +46,7 @@ class OverlayField:
 def enclosing_record(commitlog, offset: int) -> EnclosingRecord | None:
     """The record the broker's walk of ``offset``'s file meets at or before ``offset`` and that spans it; None when
     the walk stops (damage, end of data) before reaching it."""
-    from ..store.commitlog import Gap, RecordRun
+    from ..store.walk.records import Gap, RecordRun
 
     f, _ = commitlog.locate(offset)
     for ev in commitlog.walk(f.start, None, check_crc=False, stop_at_end=True, follow_blank=False):

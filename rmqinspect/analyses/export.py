@@ -18,7 +18,7 @@ from typing import Iterable, Sequence
 from ..sinks.staging import Staged
 from ..store.errors import StoreNotFoundError
 from ..store.layout import StoreLayout, ensure_new_directory, ensure_output_outside
-from .parallel import map_files
+from ..store.walk.parallel import map_files
 from .rows import (
     PARTITION_COLUMNS,
     FileDamage,
@@ -140,7 +140,7 @@ def export_local(stores: Sequence[str], out: str, *, labels: Sequence[str] | Non
                  flt: RowFilter | None = None, advance=None, jobs: int | None = None) -> ExportResult:
     """Write the Parquet dataset with pyarrow (hive partitions topic_partition/store_date), one commitlog file
     per task: ``jobs`` 1 (the library default, ``parallel.resolve_jobs``) in this process, one file after another;
-    more through ``analyses.parallel`` (every task writes its own ``part-<number>-*`` files, so the dataset is
+    more through ``store.walk.parallel`` (every task writes its own ``part-<number>-*`` files, so the dataset is
     the same file for file)."""
     check_output_dir(out, stores)
     tasks = file_tasks(stores, labels, txn_states=True)

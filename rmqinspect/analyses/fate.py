@@ -33,7 +33,7 @@ from .dispatch import (
     goes_to_index,
     index_keys,
 )
-from .lookup import find_index_items
+from .lookup.explain import find_index_items
 
 
 @dataclass

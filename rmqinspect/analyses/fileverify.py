@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..store.commitlog import BLANK, CRC_MISMATCH, END, FILE_END, HALF, ILLEGAL, RecordRun, walk_file
 from ..store.mapped import MappedFile
+from ..store.walk.file import walk_file
+from ..store.walk.kinds import BLANK, CRC_MISMATCH, END, FILE_END, HALF, ILLEGAL
+from ..store.walk.records import RecordRun
 from .rows import FileTask
 
 _ZERO_CHUNK = 1 << 22

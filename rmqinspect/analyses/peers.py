@@ -28,16 +28,17 @@ from ..formats.epoch import EpochEntry, derive_end_offsets, find_consistent_poin
 from ..store import Store
 from ..store.broker_conf import BrokerConf
 from ..store.brokerconfig import read_broker_config
-from ..store.commitlog import BLANK, Record, RecordRun
 from ..store.epoch import EpochFile, HaIdentity, ha_identity, read_epoch_checkpoint
 from ..store.errors import OffsetOutOfStoreError
+from ..store.walk.kinds import BLANK
+from ..store.walk.records import Record, RecordRun
+from ..store.walk.resync import Good, validate_at, walk_with_resync
 from .recovery.controller import (
     LoadFailure,
     compensate_for_ha,
     effective_confirm_offset,
 )
 from .recovery.plan import RecoveryOptions, RecoveryPlan, plan_recovery
-from .salvage import Good, validate_at, walk_with_resync
 
 COMPARE_CHUNK = 1 << 20
 LIST_LIMIT = 10_000  # messages listed per window (all are counted)
@@ -403,7 +404,7 @@ def open_replica(store: Store, label: str, conf: BrokerConf | None = None, *, wi
 def _stale_records(store: Store, end: int, entries: list[EpochEntry]) -> tuple[list[MessageRow], tuple | None]:
     """CRC-valid records a byte scan finds past the recovered end (resynchronising on magic codes): bytes a
     truncation reset only in memory or a torn tail left; the broker never serves them."""
-    from ..store.commitlog import decode_slot
+    from ..store.walk.records import decode_slot
 
     rows: list[MessageRow] = []
     last_end = None

@@ -31,7 +31,8 @@ from ..formats.constants import (
 )
 from ..formats.javahash import index_key_hashes, tags_code
 from ..formats.properties import dispatch_properties
-from ..store.commitlog import BLANK, FILE_END, HALF, ILLEGAL, RECORD_DTYPE, Gap, RecordRun
+from ..store.walk.kinds import BLANK, FILE_END, HALF, ILLEGAL
+from ..store.walk.records import RECORD_DTYPE, Gap, RecordRun
 from ..store.scanner import compiled
 from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
 

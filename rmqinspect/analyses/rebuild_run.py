@@ -35,10 +35,10 @@ from ..store.layout import ensure_new_directory, ensure_output_outside, is_offse
 from ..store.mapped import MappedFile
 from ..store.scanner import describe as describe_scanner
 from ..store.version import BrokerVersion
+from ..store.walk.parallel import map_files, resolve_jobs
+from ..store.walk.resync import record_chunks
 from .dispatch import DEFAULT_DELAY_TABLE, DelayTable
-from .parallel import map_files, resolve_jobs
 from .rebuild import RebuildOptions, RebuildReport, dispatch_commitlog, queue_groups
-from .salvage import record_chunks
 
 if TYPE_CHECKING:
     from .compare.rebuild_vs_store import Reconciliation

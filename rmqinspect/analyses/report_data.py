@@ -23,17 +23,18 @@ import numpy as np
 from ..store import Store
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.broker_conf import configured
-from ..store.commitlog import RecordRun, prove_file_size
+from ..store.commitlog import prove_file_size
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.errors import RmqInspectError
 from ..store.indexfile import IndexFile
 from ..store.rocksdb_cq import ConsumeQueues
 from ..store.version import BrokerVersion
+from ..store.walk.records import RecordRun
+from ..store.walk.resync import walk_batches
 from .compare.cq_vs_commitlog import queue_bounds
 from .offsets import LostWindowReport, lost_window
 from .recovery import RecoveryOptions, RecoveryPlan, plan_recovery
 from .rows import topic_ids
-from .salvage import walk_batches
 from .summary import StoreSummary, summarize
 from .txn import TxnSection, report_section
 from .verify import VerifyReport, read_bytes, verify

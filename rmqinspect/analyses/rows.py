@@ -11,7 +11,7 @@ MESSAGE, exactly what ``CommitLog.messages`` decodes, a body-CRC mismatch includ
 or illegal records are reported as ``FileDamage`` and the scan goes on past a HALF record like the dispatcher,
 and stops at an ILLEGAL one.
 
-The decoder works on the record runs of ``store.commitlog.walk_file`` (``RECORD_DTYPE`` records, from the
+The decoder works on the record runs of ``store.walk.file.walk_file`` (``RECORD_DTYPE`` records, from the
 compiled or the pure-Python scanner alike): numeric columns are sliced or gathered with numpy from those records
 and the mapped file, and only what is text by nature (properties, keys, problems, topic) goes through per-record
 Python.
@@ -60,10 +60,12 @@ from ..formats.properties import (
     parse_properties_checked,
     property_crc_problem,
 )
-from ..store.commitlog import RECORD_FIELDS, Kind, RecordRun, walk_file
 from ..store.mapped import MappedFile
 from ..store.message import split_keys
 from ..store.scanner import compiled
+from ..store.walk.file import walk_file
+from ..store.walk.kinds import Kind
+from ..store.walk.records import RECORD_FIELDS, RecordRun
 from .dispatch import DelayLevelError, dispatch_tags_code
 
 # --- the columns ----------------------------------------------------------------------------------
@@ -699,7 +701,7 @@ class RowDecoder:
                                                                                        strs(pkeys), strs(pvals)),
             "body_size": pa.array(np.maximum(blen, 0).astype(np.int32), i32),
             "body_crc": pa.array(body_crc, i64),
-            # unchecked by the scan = an empty body: crc32 of nothing is 0 (store.commitlog.decode_slot)
+            # unchecked by the scan = an empty body: crc32 of nothing is 0 (store.walk.records.decode_slot)
             "crc_ok": pa.array(np.where(crc_col < 0, body_crc == 0, crc_col == 1), pa.bool_()),
             "record_crc32": pa.array(np.array(rcrc, dtype=np.int64), i64),
             "problems": str_list(proffs, probs),

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from ..formats.constants import MESSAGE_MAGIC_CODE_V1, TRANSACTION_MASK, SysFlag, TransactionType
 from ..store import Store
 from ..formats.commitlog import body_position
-from ..store.commitlog import RecordRun, topic_and_properties, unpack_header
+from ..store.walk.records import RecordRun, topic_and_properties, unpack_header
 from ..store.scanner import compiled
 from ..store.detect import detect_store
 from .rebuild import queue_groups
 from .rows import topic_ids
-from .salvage import CRC, HALF_RECORD, TORN_TAIL, walk_batches
+from ..store.walk.kinds import DamageKind
+from ..store.walk.resync import walk_batches
 
 
 @dataclass
@@ -237,7 +238,7 @@ def summarize(store: Store, progress: Callable[[int], None] | None = None,
         if fs.damage is None:
             fs.damage, fs.damage_at = f"{d.cause or d.kind}: {d.reason}", d.start
         f = by_name[d.file]
-        if d.kind in (CRC, HALF_RECORD) and d.position is not None:
+        if d.kind in (DamageKind.CRC, DamageKind.HALF) and d.position is not None:
             # a record with records after it whose body CRC (or inner lengths) fail: counted, as decode-commitlog
             # counts it (a torn tail is not: nothing valid follows, decode-commitlog stops before it)
             try:
@@ -259,7 +260,8 @@ def summarize(store: Store, progress: Callable[[int], None] | None = None,
     notes = list(cl.notes)
     for d in damage:
         notes.append(f"{d['kind']} at {d['start']} .. {d['end']} ({d['file']}): {d['reason']}; "
-                     + ("nothing valid after it" if d["kind"] == TORN_TAIL else "counting resumed at " + str(d["end"])))
+                     + ("nothing valid after it" if d["kind"] == DamageKind.TORN_TAIL
+                        else "counting resumed at " + str(d["end"])))
     topics: dict[str, dict] = {}
     for q in queues.values():
         t = topics.setdefault(q.topic, {"messages": 0, "bytes": 0, "queues": 0})

@@ -63,10 +63,11 @@ from ..formats.constants import (
 from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
 from ..formats.properties import parse_properties
 from ..store import Store
-from ..store.commitlog import DAMAGE_KINDS, Gap, PageReleaser, Record, RecordRun
 from ..store.consumequeue import ConsumeQueue
 from ..store.errors import RmqInspectError
 from ..store.message import split_keys
+from ..store.walk.kinds import DAMAGE_KINDS
+from ..store.walk.records import Gap, PageReleaser, Record, RecordRun
 from .rows import topic_ids
 
 

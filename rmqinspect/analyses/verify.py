@@ -28,7 +28,7 @@ from ..formats.consumequeue import BCQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from ..formats.javahash import build_index_key, index_key_hash
 from ..formats.properties import check_property_crc, crc32_trailer_rows, crc32_trailer_value
 from ..store import Store
-from ..store.commitlog import RecordRun
+from ..store.walk.records import RecordRun
 from ..store.consumequeue import list_queues, pre_blank_mask
 from ..store.errors import RmqInspectError
 from ..store.batch import BatchConsumeQueue, list_batch_queues
@@ -37,7 +37,8 @@ from ..store.rocksdb_cq import ConsumeQueues, is_rocksdb_dir
 from .dispatch import goes_to_consume_queue, index_keys
 from .rebuild import dispatch_fields
 from .rows import topic_ids
-from .salvage import Damage, walk_batches
+from ..store.walk.kinds import Damage
+from ..store.walk.resync import walk_batches
 
 ALL_CHECKS = ("structure", "crc", "cq", "index", "checkpoint")
 

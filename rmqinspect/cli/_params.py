@@ -326,7 +326,7 @@ def max_body_option(fn):
 
 
 def jobs_option(fn):
-    """``--jobs N``: worker processes of the local parallel engine (analyses.parallel), one commitlog file per
+    """``--jobs N``: worker processes of the local parallel engine (store.walk.parallel), one commitlog file per
     task; default the number of cores (``RMQINSPECT_JOBS`` overrides); 1 runs the files one after another in
     this process. The output is the same for every N."""
     return click.option("--jobs", "jobs", type=POSITIVE_INT, default=None, metavar="N",

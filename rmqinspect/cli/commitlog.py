@@ -6,12 +6,12 @@ import sys
 
 import click
 
-from ..analyses.parallel import default_jobs
 from ..analyses.rows import RowFilter
 from ..analyses.summary import summarize
 from ..store import Store
-from ..store.commitlog import Gap
 from ..store.errors import EXIT_CORRUPT, EXIT_PROBLEMS, CorruptDataError
+from ..store.walk.parallel import default_jobs
+from ..store.walk.records import Gap
 from ._params import (
     NON_NEGATIVE_LONG,
     OFFSET,

@@ -226,7 +226,7 @@ class _EntryFates:
     @classmethod
     def of(cls, st, d, topic, queue_id, cq_file_size, version=None) -> _EntryFates | None:
         """None when the queue is read from another directory (--cq-dir) or the recovery cannot be modelled."""
-        from ..analyses.lookup import recovery_view
+        from ..analyses.lookup.fates import recovery_view
         from ..store.errors import RmqInspectError
 
         if os.path.abspath(d) != os.path.abspath(st.layout.consumequeue_dir):

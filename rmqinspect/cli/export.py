@@ -64,7 +64,7 @@ def export(stores, out, engine, master, with_body, topics, since, until, labels,
             except ImportError as e:
                 raise EngineUnavailableError("pyarrow is not installed: pip install 'rmqinspect[parquet]'") from e
             from ..analyses.export import export_local, file_tasks
-            from ..analyses.parallel import default_jobs
+            from ..store.walk.parallel import default_jobs
 
             total = sum(t.size for t in file_tasks(stores, labels or None))
             with progress(total, "exporting", fmt == "table") as advance:

@@ -39,15 +39,9 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
       rmqinspect fate STORE --msgid AC10FE0100417FFFAAAA00A1F7780549 --offsets consumerOffset.json
     """
     from ..analyses.fate import message_fate
-    from ..analyses.lookup import (
-        DEFAULT_MAX_MSGS_NUM_BATCH,
-        JAVA_LONG_MAX,
-        IndexService,
-        find_msg_id,
-        query_message,
-        reindexed_hits,
-        view_of_plan,
-    )
+    from ..analyses.lookup.fates import reindexed_hits, view_of_plan
+    from ..analyses.lookup.msgid import find_msg_id
+    from ..analyses.lookup.query import DEFAULT_MAX_MSGS_NUM_BATCH, JAVA_LONG_MAX, IndexService, query_message
     from ..analyses.offsets import read_consumer_offsets
     from ..analyses.recovery import RecoveryOptions, plan_recovery
     from ..store import Store

@@ -2,7 +2,7 @@
 
 SIGINT (Ctrl-C) and SIGTERM raise ``Interrupted`` in the main thread, between two Python steps, so every
 ``finally`` runs: a JSON array is closed, outputs not yet renamed into place are removed (``sinks.staging``),
-worker processes are shut down (``analyses.parallel``); the command then exits 128 + the signal number (130,
+worker processes are shut down (``store.walk.parallel``); the command then exits 128 + the signal number (130,
 143), the shells' convention. The first signal makes both ignored, so a second Ctrl-C cannot cut the clean-up
 short. SIGXFSZ (a file-size limit, ``ulimit -f``) is ignored, so the write fails with EFBIG and is reported
 like a full disk (exit 5) instead of killing the process with a core dump.

@@ -9,20 +9,10 @@ import string
 
 import click
 
-from ..analyses.lookup import (
-    DEFAULT_MAX_MSGS_NUM_BATCH,
-    JAVA_LONG_MAX,
-    IndexService,
-    MsgIdReport,
-    decode_msg_id,
-    explain_missing,
-    find_msg_id,
-    mark_fates,
-    query_message,
-    recovery_view,
-    reindexed_hits,
-    restore_as_recovered,
-)
+from ..analyses.lookup.explain import explain_missing
+from ..analyses.lookup.fates import mark_fates, recovery_view, reindexed_hits, restore_as_recovered
+from ..analyses.lookup.msgid import MsgIdReport, decode_msg_id, find_msg_id
+from ..analyses.lookup.query import DEFAULT_MAX_MSGS_NUM_BATCH, JAVA_LONG_MAX, IndexService, query_message
 from ..store import Store
 from ..store.errors import RmqInspectError, StoreNotFoundError
 from ..store.rip82 import RIP82_DIR, rip82_dir

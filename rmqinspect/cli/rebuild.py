@@ -10,7 +10,7 @@ import click
 from ..analyses.rebuild_run import PROBLEM_STOPS, rebuild
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
-from ..analyses.parallel import default_jobs
+from ..store.walk.parallel import default_jobs
 from ._params import CQ_FILE_SIZE, check_index_geometry, INDEX_MAX, INDEX_SLOTS, NON_NEGATIVE_LONG, OFFSET, broker_version_option_for, jobs_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, note, print_kv, progress, warn
 

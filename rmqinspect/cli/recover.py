@@ -8,12 +8,12 @@ import sys
 import click
 
 from ..analyses.offsets import lost_window
-from ..analyses.parallel import default_jobs
 from ..analyses.recovery import RecoveryOptions, plan_recovery
 from ..analyses.salvage import salvage
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE
 from ..store.layout import ensure_output_outside
+from ..store.walk.parallel import default_jobs
 from ._params import (
     CQ_FILE_SIZE,
     RELEASE_RULES_HELP,

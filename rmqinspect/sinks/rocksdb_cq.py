@@ -21,9 +21,9 @@ from ..formats.rocksdb_cq import (
     encode_offset_value,
     offset_key,
 )
-from ..store.commitlog import unpack_header
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.layout import ensure_new_directory
+from ..store.walk.records import unpack_header
 
 # rocksdict keeps its own settings next to the database; RocketMQ does not need it and it is not RocksDB's.
 _ROCKSDICT_CONFIG = "rocksdict-config.json"

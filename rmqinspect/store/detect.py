@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass, field
 from ..formats.checkpoint import CHECKPOINT_TABLE
 from ..formats.constants import SysFlag
 from ..formats.properties import has_crc32_trailer
-from .commitlog import RUN_BATCH, RecordRun
 from .errors import RmqInspectError
 from .layout import is_rocksdb_dir, rocksdb_files
 from .version import BrokerVersion
+from .walk.records import RUN_BATCH, RecordRun
 
 SCAN_RECORDS = 5000  # records examined for V2 magic / __CRC32# / inner batch (bounded cost on huge stores)
 # those checks read a run's columns as lists (a few thousand records need no numpy)

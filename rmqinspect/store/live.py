@@ -12,7 +12,7 @@ unless ``--live`` is given; in live mode every file is read with ``pread`` (neve
 when the command first looked at it, so the answer is the store as it was at that point, never past it.
 
 The mode is process-wide (like the broker.conf in effect, ``broker_conf``): the CLI sets it from ``--live`` for
-the one command it runs, and the forked workers of ``analyses.parallel`` inherit it and the recorded sizes.
+the one command it runs, and the forked workers of ``store.walk.parallel`` inherit it and the recorded sizes.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ class Message:
     problems: list[str] = field(default_factory=list)
     # 5.x ``__CRC32#`` whole-record CRC (FORMATS.md §1.8): None when the property is absent
     property_crc_ok: bool | None = None
-    # DLedger mode: the entry around the record (index, term, pos, ...; store.dledger.Entry.header_dict)
+    # DLedger mode: the entry around the record (index, term, pos, ...; store.walk.entries.Entry.header_dict)
     dledger: dict | None = None
 
     # --- derived ---------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ class RecordingSink:
 def reference_dispatch_rows(commitlog):
     """Independent path: the record scan + full Message decode + analyses.dispatch rules."""
     from rmqinspect.analyses.dispatch import dispatch_tags_code, goes_to_consume_queue
-    from rmqinspect.store.commitlog import HALF, MESSAGE, decode_slot
+    from rmqinspect.store.walk.kinds import HALF, MESSAGE
+    from rmqinspect.store.walk.records import decode_slot
 
     rows, halves = [], []
     for slot in commitlog.scan(check_crc=False):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import struct
 
-from rmqinspect.store.commitlog import BLANK, END, FILE_END, scan_buffer
+from rmqinspect.store.walk.kinds import BLANK, END, FILE_END
+from rmqinspect.store.walk.records import scan_buffer
 
 
 def is_dledger(exp: dict) -> bool:

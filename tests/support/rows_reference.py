@@ -20,8 +20,9 @@ from rmqinspect.analyses.rows import (
     store_date,
     topic_partition,
 )
-from rmqinspect.store.commitlog import BLANK, CRC_MISMATCH, END, HALF, ILLEGAL, MESSAGE, decode_slot, scan_buffer
 from rmqinspect.store.mapped import MappedFile
+from rmqinspect.store.walk.kinds import BLANK, CRC_MISMATCH, END, HALF, ILLEGAL, MESSAGE
+from rmqinspect.store.walk.records import decode_slot, scan_buffer
 from support.dledger_ref import entry_record_tuples
 
 

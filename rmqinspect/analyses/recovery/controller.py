@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 from ...formats.constants import MESSAGE_MAGIC_CODE_V1
 from ...store import Store
-from ...store.commitlog import BLANK, MESSAGE, Gap, topic_and_properties
 from ...store.epoch import EPOCH_FILE
+from ...store.walk.kinds import BLANK, MESSAGE
+from ...store.walk.records import Gap, topic_and_properties
 
 RULE_COMPENSATE = ("ConsumeQueueStore.compensateForHA (recoverOffsetTable, at load) walks the records after the "
                    "confirm offset and accepts only MESSAGE_MAGIC_CODE (V1) and blanks: any other magic code throws "
@@ -130,7 +131,7 @@ def controller_findings(store: Store, data_end: int) -> list[Finding]:
     from ...formats.epoch import derive_end_offsets
     from ...store.epoch import read_epoch_checkpoint
     from ...store.errors import OffsetOutOfStoreError
-    from ..salvage import validate_at
+    from ...store.walk.resync import validate_at
 
     confirm = detect_confirm_offset(store)
     if confirm < 0:

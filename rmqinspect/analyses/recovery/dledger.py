@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from ...formats.dledger import RECOVER_FROM_FILES_FROM_END
 from ...store import Store
-from ...store.dledger import DLedgerLog, Entry, entry_events, entry_header_problem
+from ...store.dledger import DLedgerLog
+from ...store.walk.entries import Entry, entry_events, entry_header_problem
 
 
 @dataclass

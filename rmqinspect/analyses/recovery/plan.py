@@ -26,8 +26,9 @@ import numpy as np
 
 from ...formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
 from ...store import Store
-from ...store.commitlog import ILLEGAL, RecordRun
 from ...store.consumequeue import ConsumeQueue, list_queues
+from ...store.walk.kinds import ILLEGAL
+from ...store.walk.records import RecordRun
 from ..dispatch import DelayTable
 from .batch import BatchQueueModel, batch_queue_topics, load_batch_queues
 from .combine import (

@@ -21,11 +21,13 @@ from ...formats.commitlog import (
 )
 from ...formats.constants import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
 from ...store import Store
-from ...store.commitlog import BLANK, END, FILE_END, RECORD_FIELDS, RecordRun, walk_file
 from ...store.mapped import MappedFile
 from ...store.version import BrokerVersion
+from ...store.walk.file import walk_file
+from ...store.walk.kinds import BLANK, END, FILE_END
+from ...store.walk.parallel import map_files, resolve_jobs
+from ...store.walk.records import RECORD_FIELDS, RecordRun
 from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
-from ..parallel import map_files, resolve_jobs
 from .version import VersionAssumption
 
 if TYPE_CHECKING:
@@ -602,7 +604,7 @@ def _chunked_file_walk(f, results: _ChunkResults, check_crc: bool, accept_v2: bo
 def record_chunks(f, start: int, *, accept_v2: bool = True, step: int | None = None) -> list[int]:
     """``salvage.record_chunks``, imported when a multi-process scan first splits a file: a key look-up's recovery
     scan runs in one process and should not import the salvage."""
-    from ..salvage import record_chunks as chunks
+    from ...store.walk.resync import record_chunks as chunks
 
     return chunks(f, start, accept_v2=accept_v2, step=step)
 

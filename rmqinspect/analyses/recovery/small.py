@@ -22,11 +22,12 @@ from ...formats.constants import (
 from ...formats.consumequeue import CQ_ENTRY, CQ_STORE_UNIT_SIZE, mapped_cq_file_size
 from ...formats.properties import has_crc32_trailer, parse_properties
 from ...store import Store
-from ...store.commitlog import ILLEGAL, RECORD_FIELDS, RecordRun
 from ...store.consumequeue import ConsumeQueue, list_queues
 from ...store.detect import SEPARATE_ROCKSDB_CQ_DIRS
 from ...store.layout import is_rocksdb_dir
 from ...store.version import BrokerVersion
+from ...store.walk.kinds import ILLEGAL
+from ...store.walk.records import RECORD_FIELDS, RecordRun
 from ..dispatch import DelayLevelError, DelayTable, dispatch_tags_code
 from .scan import QueueSet, Recovery, RecoveryOptions, Scan, choose_start_file, scan_records
 from .version import assume_version

@@ -300,7 +300,7 @@ def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None =
         return
     from concurrent.futures import ProcessPoolExecutor
 
-    from ..store.broker_conf import InBrokerConf
+    from ...store.broker_conf import InBrokerConf
 
     # the broker.conf in effect here is in effect in the workers too, whatever the start method
     fn = InBrokerConf(fn)
@@ -322,7 +322,7 @@ def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None =
     except OSError as e:
         # no semaphore for the pool's queues (/dev/shm full or not writable, a file-size limit): the work is the
         # same in this process, only slower; said once
-        from ..store.fileset_checks import notice
+        from ...store.fileset_checks import notice
 
         _worker_slots = []
         notice([], f"cannot start worker processes ({e.strerror or type(e).__name__}): running with --jobs 1")

@@ -8,7 +8,9 @@ the record adding up to TOTALSIZE, the body CRC, and the stored PHYSICALOFFSET e
 position (a record copied from elsewhere, or stale bytes of an older generation, fail that test).
 Queue-offset monotonicity per queue is checked on what is salvaged.
 
-``walk_with_resync`` is shared with ``verify``; ``salvage`` applies it after the recovery's truncation point.
+This is the walk's resynchronising policy over the reader's events (``walk.file.walk_file``): ``walk_batches``
+yields typed events only, ``RecordRun`` / ``Good`` / ``Damage`` (``walk.kinds``' one vocabulary). ``verify``,
+``summary`` and ``report`` consume it; ``analyses.salvage`` applies it after the recovery's truncation point.
 """
 
 from __future__ import annotations
@@ -16,68 +18,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..formats.constants import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
-from ..store import Store
-from ..store.commitlog import (
-    BLANK,
-    CRC_MISMATCH,
-    END,
-    FILE_END,
-    HALF,
-    ILLEGAL,
-    MESSAGE,
-    MIN_RECORD_SIZE,
-    RecordHeader,
-    RecordRun,
-    decode_slot,
-    scan_buffer,
-    unpack_header,
-    walk_file,
-)
-from ..store.mapped import MappedFile
-from .dispatch import goes_to_consume_queue
+from ...formats.constants import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
+from .. import Store
+from ..mapped import MappedFile
+from .file import walk_file
+from .kinds import BLANK, DAMAGE_OF_KIND, END, FILE_END, MESSAGE, Damage, DamageKind
 from .parallel import chunk_bytes, map_files, resolve_jobs
+from .records import MIN_RECORD_SIZE, RecordHeader, RecordRun, scan_buffer, unpack_header
 
 _V1B = MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)
 _V2B = MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
 _BLB = BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
-
-# Region kinds (what a damaged range looks like).
-TORN_TAIL = "torn_tail"  # the last damaged record(s): nothing valid follows anywhere
-ZERO_PAGE = "zero_page"  # zero-filled bytes with valid data (or a required blank record) after them
-CRC = "crc_mismatch"  # structurally sound record whose body CRC differs
-HALF_RECORD = "half"  # lengths inside the record disagree with TOTALSIZE
-STALE = "stale_data"  # a structurally valid record whose stored PHYSICALOFFSET is not where it lies
-GARBAGE = "illegal"  # bad magic / absurd length / unreadable bytes
-MISSING_FILE = "missing_file"  # a commit-log file is absent from the sequence
-NOT_CONTIGUOUS = "file_names"  # overlapping / misaligned file names
-
-
-@dataclass
-class Damage:
-    kind: str
-    start: int  # physical offset, inclusive
-    end: int  # physical offset, exclusive
-    file: str | None
-    position: int | None
-    reason: str
-    cause: str = ""  # for torn_tail: the kind of the first damaged bytes
-
-    @property
-    def size(self) -> int:
-        return self.end - self.start
-
-    def to_dict(self) -> dict:
-        d = {"kind": self.kind, "start": self.start, "end": self.end, "size": self.size, "file": self.file,
-             "position": self.position, "reason": self.reason}
-        if self.cause:
-            d["cause"] = self.cause
-        return d
-
 
 @dataclass(slots=True)
 class Good:
@@ -187,10 +142,6 @@ def find_next_valid(f: MappedFile, frm: int, check_crc: bool, accept_v2: bool,
         nxt[n] = buf.find(n, h + 1, search_end)
 
 
-def _classify(kind: str, reason: str) -> str:
-    return {CRC_MISMATCH: CRC, HALF: HALF_RECORD, END: ZERO_PAGE, ILLEGAL: GARBAGE}.get(kind, GARBAGE)
-
-
 # Records per walked run (verify's per-run numpy work is amortised over large runs).
 _RUN_BATCH = 1 << 16
 # A chunk walk's first run, before any record size is known (file_events' stops).
@@ -206,7 +157,7 @@ def walk_with_resync(store_or_files, start: int | None = None, *, check_crc: boo
     The final damaged range(s) with nothing valid after them are re-labelled ``torn_tail``.
     """
     for item in walk_batches(store_or_files, start, check_crc=check_crc, accept_v2=accept_v2, file_size=file_size):
-        if type(item) is RecordRun:
+        if isinstance(item, RecordRun):
             f = item.file
             buf = f.buffer
             base = f.start
@@ -229,7 +180,7 @@ def walk_batches(store_or_files, start: int | None = None, *, check_crc: bool = 
     The walk is made of one walk per file (``file_events``) joined by ``ResyncJoin`` (the damage held back
     until a valid record follows, the torn tail at the end). ``convert(item, *convert_args)`` turns every
     ``RecordRun``/``Good`` into what is yielded instead, inside the file's own walk: with ``jobs`` > 1 the files
-    are walked by worker processes (``analyses.parallel``), ``convert`` must then be a module-level function
+    are walked by worker processes (``store.walk.parallel``), ``convert`` must then be a module-level function
     returning picklable data (the records' maps stay in the worker)."""
     cl = store_or_files.commitlog if isinstance(store_or_files, Store) else store_or_files
     tasks = walk_tasks(cl, start, check_crc=check_crc, accept_v2=accept_v2, file_size=file_size, convert=convert,
@@ -298,9 +249,9 @@ class ResyncJoin:
     def finish(self) -> list[Damage]:
         # nothing valid after these: the torn tail
         for d in self.pending:
-            if d.kind in (CRC, HALF_RECORD, GARBAGE, STALE):
+            if d.kind in (DamageKind.CRC, DamageKind.HALF, DamageKind.GARBAGE, DamageKind.STALE):
                 d.cause = d.kind
-                d.kind = TORN_TAIL
+                d.kind = DamageKind.TORN_TAIL
         out, self.pending = self.pending, []
         return out
 
@@ -330,7 +281,7 @@ def walk_tasks(cl, start: int | None = None, *, check_crc: bool = True, accept_v
     if start is None:
         start = files[0].start
     paths = tuple((f.start, f.path) for f in files)
-    tasks = []
+    tasks: list[WalkTask] = []
     for i, f in enumerate(files):
         if f.start + f.size <= start:
             continue
@@ -464,11 +415,11 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
     records far past it)."""
     if prev is not None:
         if f.start > prev.start + fsize:
-            yield Held(APPEND, Damage(MISSING_FILE, prev.start + fsize, f.start, None, None,
+            yield Held(APPEND, Damage(DamageKind.MISSING_FILE, prev.start + fsize, f.start, None, None,
                                       f"no commit-log file covers [{prev.start + fsize}, {f.start}) "
                                       f"({(f.start - prev.start - fsize) // fsize or 1} file(s) missing)"))
         elif f.start < prev.start + fsize:
-            yield Held(APPEND, Damage(NOT_CONTIGUOUS, f.start, prev.start + fsize, f.name, 0,
+            yield Held(APPEND, Damage(DamageKind.NOT_CONTIGUOUS, f.start, prev.start + fsize, f.name, 0,
                                       f"{f.name} overlaps {prev.name}"))
     buf = f.buffer
     stop_set = set(stops)
@@ -487,7 +438,7 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
         # walked pages are dropped from the map as the walk goes (PageReleaser): RSS stays flat in the file size
         for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=run_batch,
                             release_pages=True):
-            if type(ev) is RecordRun:
+            if isinstance(ev, RecordRun):
                 if stop_arr.size:
                     first = _first_at(ev.records["position"], stop_arr)
                     if first >= 0:  # the walk reaches a later chunk's start: this chunk's walk ends there
@@ -504,7 +455,7 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                     bad = r[int(stale[0])]
                     p, size = int(bad["position"]), int(bad["total_size"])
                     claimed = int(bad["physical_offset_field"])
-                    dmg = Damage(STALE, f.start + p, f.start + p + size, f.name, p,
+                    dmg = Damage(DamageKind.STALE, f.start + p, f.start + p + size, f.name, p,
                                  f"record claims PHYSICALOFFSET {claimed} but lies at {f.start + p}")
                     resync_from = p + 1
                     break
@@ -529,31 +480,33 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                 nxt = find_next_valid(f, p, check_crc, accept_v2, data_end) if data_end > p else None
                 if nxt is None:
                     if data_end > p:
-                        yield Held(APPEND, Damage(GARBAGE, f.start + p, f.start + data_end, f.name, p,
+                        yield Held(APPEND, Damage(DamageKind.GARBAGE, f.start + p, f.start + data_end, f.name, p,
                                                   "zero-filled space followed by unreadable bytes"))
                     elif p < f.size and has_data_after():
-                        yield Held(APPEND, Damage(ZERO_PAGE, f.start + p, f.start + f.size, f.name, p,
+                        yield Held(APPEND, Damage(DamageKind.ZERO_PAGE, f.start + p, f.start + f.size, f.name, p,
                                                   "zeros up to the end of the file where a blank end-of-file "
                                                   "record should be, and later files hold data"))
                     pos = f.size
                     dmg = None
                     break
-                yield Held(APPEND, Damage(ZERO_PAGE, f.start + p, nxt.offset, f.name, p,
+                yield Held(APPEND, Damage(DamageKind.ZERO_PAGE, f.start + p, nxt.offset, f.name, p,
                                           f"{nxt.offset - f.start - p} zero bytes inside the data"))
                 pos = nxt.position
                 break
-            dmg = Damage(_classify(kind, reason), f.start + p, f.start + p, f.name, p, reason)
+            dmg = Damage(DAMAGE_OF_KIND.get(kind, DamageKind.GARBAGE), f.start + p, f.start + p, f.name, p, reason)
             resync_from = p + 1
             break
         else:
             pos = f.size
         if dmg is not None:
-            if dmg.kind in (CRC, HALF_RECORD):
-                known_end = dmg.position + _record_size(buf, dmg.position, f.size)
-            elif dmg.kind == STALE:
+            at = dmg.position
+            assert at is not None and resync_from is not None  # both set with every dmg above
+            if dmg.kind in (DamageKind.CRC, DamageKind.HALF):
+                known_end = at + _record_size(buf, at, f.size)
+            elif dmg.kind == DamageKind.STALE:
                 known_end = dmg.end - f.start
             else:
-                known_end = dmg.position + 1
+                known_end = at + 1
             nxt = find_next_valid(f, resync_from, check_crc, accept_v2)
             if nxt is not None:
                 dmg.end = nxt.offset
@@ -561,11 +514,12 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                 yield Held(ADD, dmg)
                 pos = nxt.position
                 continue
-            data_end = max(_data_end(f, dmg.position, f.size), known_end)
+            data_end = max(_data_end(f, at, f.size), known_end)
             dmg.end = f.start + data_end
             yield Held(ADD, dmg)
             if data_end < f.size and has_data_after():
-                yield Held(APPEND, Damage(ZERO_PAGE, f.start + data_end, f.start + f.size, f.name, data_end,
+                yield Held(APPEND, Damage(DamageKind.ZERO_PAGE, f.start + data_end, f.start + f.size, f.name,
+                                          data_end,
                                           "no blank end-of-file record after the damage, later files hold data"))
             pos = f.size
     if landed is not None:
@@ -591,12 +545,12 @@ def _zero_page_check(buf, base: int, d: Damage) -> None:
         d.cause = d.kind
         d.reason = (f"{int(runs[k])} zero bytes at position {lo + int(edges[2 * k])} inside the data "
                     f"(first record: {d.reason})")
-        d.kind = ZERO_PAGE
+        d.kind = DamageKind.ZERO_PAGE
 
 
 def _add(pending: list[Damage], d: Damage) -> None:
     """Adjacent ranges of the same kind become one (a run of stale records is one region)."""
-    if pending and pending[-1].kind == d.kind and pending[-1].end == d.start and d.kind == STALE:
+    if pending and pending[-1].kind == d.kind and pending[-1].end == d.start and d.kind == DamageKind.STALE:
         pending[-1].end = d.end
         return
     pending.append(d)
@@ -607,75 +561,3 @@ def _record_size(buf, pos: int, limit: int) -> int:
         return limit - pos
     total = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
     return total if 0 < total <= limit - pos else limit - pos
-
-
-@dataclass
-class SalvageReport:
-    truncate_offset: int
-    regions: list[Damage]
-    messages: list = field(default_factory=list)  # store.message.Message, intact records past T
-    suspects: list[dict] = field(default_factory=list)  # intact records failing queue-offset monotonicity
-    bytes_discarded: int = 0
-
-    def lost_summary(self, damaged_records: int = 0) -> dict:
-        per_topic: dict[str, int] = {}
-        for m in self.messages:
-            per_topic[m.topic] = per_topic.get(m.topic, 0) + 1
-        return {"count": len(self.messages) + damaged_records, "intact": len(self.messages),
-                "damaged": damaged_records, "bytes": self.bytes_discarded,
-                "intact_bytes": sum(m.total_size for m in self.messages), "per_topic": per_topic}
-
-    def to_dict(self) -> dict:
-        return {"truncate_offset": self.truncate_offset, "regions": [r.to_dict() for r in self.regions],
-                "intact_messages": len(self.messages), "suspects": self.suspects,
-                "messages_lost": self.lost_summary(self.damaged_records())}
-
-    def damaged_records(self) -> int:
-        return sum(1 for r in self.regions if r.kind in (TORN_TAIL, CRC, HALF_RECORD, STALE)
-                   and (r.cause or r.kind) != GARBAGE)
-
-
-def _decode_run(item, *_) -> list | None:
-    """``walk_batches``' converter for ``salvage``: the decoded messages of a run (None for a blank record)."""
-    if type(item) is not RecordRun:
-        return None
-    f = item.file
-    buf = f.buffer
-    r = item.records
-    return [decode_slot(buf, f.start, p, unpack_header(buf, p), bpos, None if c < 0 else c == 1, f.path)
-            for p, bpos, c in zip(r["position"].tolist(), r["body_pos"].tolist(), r["crc_ok"].tolist())]
-
-
-def salvage(store: Store, truncate_offset: int, *, accept_v2: bool = True,
-            queue_next_offsets: dict[str, int] | None = None, jobs: int | None = None) -> SalvageReport:
-    """Intact records at or after ``truncate_offset`` (what the broker would discard) and the damaged
-    regions between them. ``queue_next_offsets`` ("topic/queueId" -> next logical offset after recovery)
-    seeds the queue-offset monotonicity check. The records are decoded inside each file's walk (worker
-    processes with ``jobs`` > 1, default ``parallel.resolve_jobs``); the check runs in file order."""
-    cl = store.commitlog
-    nxt_q = dict(queue_next_offsets or {})
-    rep = SalvageReport(truncate_offset, [])
-    discarded = 0
-    for item in walk_batches(cl, truncate_offset, check_crc=True, accept_v2=accept_v2, jobs=jobs,
-                             convert=_decode_run):
-        if isinstance(item, Damage):
-            rep.regions.append(item)
-            if item.kind != MISSING_FILE:
-                discarded += item.size
-            continue
-        for msg in item or ():
-            discarded += msg.total_size
-            if goes_to_consume_queue(msg.sys_flag):
-                key = f"{msg.topic}/{msg.queue_id}"
-                expect = nxt_q.get(key)
-                if expect is not None and msg.queue_offset < expect:
-                    rep.suspects.append({"physical_offset": msg.physical_offset, "queue": key,
-                                         "queue_offset": msg.queue_offset,
-                                         "reason": f"queue offset {msg.queue_offset} is below the queue's next "
-                                                   f"offset {expect}: an older generation of this queue (stale "
-                                                   "data)"})
-                    continue
-                nxt_q[key] = msg.queue_offset + 1
-            rep.messages.append(msg)
-    rep.bytes_discarded = discarded
-    return rep
