@@ -24,22 +24,13 @@ from ..formats.dledger import BODY_OFFSET, INDEX_UNIT_SIZE
 from ..store import Store
 from ..store.dledger import DLedgerLog
 from ..store.walk.entries import Entry, entry_events
+from ..store.walk.kinds import Damage, DamageKind, EntryKind
 
 _ENTRY_DTYPE = np.dtype([("index", np.int64), ("term", np.int64), ("pos", np.int64), ("size", np.int64),
                          ("crc", np.int64), ("file", np.int64), ("position", np.int64)])
 
 
-@dataclass
-class EntryProblem:
-    kind: str  # dledger_entry | dledger_index | dledger_term | dledger_index_unit | dledger_blank | dledger_record
-    start: int
-    end: int
-    file: str | None  # path of the data file (index directory, currterm file) as the store was opened
-    position: int | None
-    reason: str
-
-
-def entry_problems(log: DLedgerLog, counts: dict[str, int] | None = None) -> Iterator[EntryProblem]:
+def entry_problems(log: DLedgerLog, counts: dict[str, int] | None = None) -> Iterator[Damage]:
     """Every DLedger entry rule broken in the member's data and index files, in file order; ``counts`` (when
     given) receives the number of entries checked under ``dledger_entries``."""
     files = log.data_files
@@ -48,26 +39,26 @@ def entry_problems(log: DLedgerLog, counts: dict[str, int] | None = None) -> Ite
     stopped = False  # a header DLedger rejects: what follows is not its log
     for f in files:
         evs = list(entry_events(f))
-        if ended_in is not None and any(ev.kind == "entry" for ev in evs):
-            first = next(ev for ev in evs if ev.kind == "entry")
-            yield EntryProblem("dledger_entry", first.offset, f.end, f.path, first.position,
+        if ended_in is not None and any(ev.kind == EntryKind.ENTRY for ev in evs):
+            first = next(ev for ev in evs if ev.kind == EntryKind.ENTRY)
+            yield Damage(DamageKind.DLEDGER_ENTRY, first.offset, f.end, f.path, first.position,
                                f"entries after the end of the data in {ended_in}: DLedger's recovery never "
                                "reaches them")
         buf = f.buffer
         for ev in evs:
-            if ev.kind == "bad":
+            if ev.kind == EntryKind.BAD:
                 stopped = True
-                yield EntryProblem("dledger_entry", ev.offset, f.end, f.path, ev.position,
+                yield Damage(DamageKind.DLEDGER_ENTRY, ev.offset, f.end, f.path, ev.position,
                                    f"{ev.reason}; DLedger's recovery stops here")
-            elif ev.kind == "blank":
+            elif ev.kind == EntryKind.BLANK:
                 left = f.size - ev.position
                 if ev.size != left:
-                    yield EntryProblem("dledger_blank", ev.offset, f.end, f.path, ev.position,
+                    yield Damage(DamageKind.DLEDGER_BLANK, ev.offset, f.end, f.path, ev.position,
                                        f"blank record declares {ev.size} bytes, {left} are left in the file")
-            elif ev.kind == "file_end":
-                yield EntryProblem("dledger_entry", ev.offset, ev.offset, f.path, ev.position,
+            elif ev.kind == EntryKind.FILE_END:
+                yield Damage(DamageKind.DLEDGER_ENTRY, ev.offset, ev.offset, f.path, ev.position,
                                    "the file ends without a blank record (an entry always leaves 8 bytes)")
-            elif ev.kind == "end":
+            elif ev.kind == EntryKind.END:
                 pass  # where the data stops (checked below: nothing may follow in later files)
             else:
                 e = ev.entry
@@ -75,17 +66,17 @@ def entry_problems(log: DLedgerLog, counts: dict[str, int] | None = None) -> Ite
                 if counts is not None:
                     counts["dledger_entries"] = counts.get("dledger_entries", 0) + 1
                 if last is not None and e.index != last.index + 1:
-                    yield EntryProblem("dledger_index", e.offset, e.end, f.path, e.position,
+                    yield Damage(DamageKind.DLEDGER_INDEX, e.offset, e.end, f.path, e.position,
                                        f"entry index {e.index} after {last.index} (not consecutive)")
                 if last is not None and e.term < last.term:
-                    yield EntryProblem("dledger_term", e.offset, e.end, f.path, e.position,
+                    yield Damage(DamageKind.DLEDGER_TERM, e.offset, e.end, f.path, e.position,
                                        f"entry term {e.term} < previous entry's term {last.term}")
                 u = log.index.unit(e.index)
                 if u is None:
-                    yield EntryProblem("dledger_index_unit", e.offset, e.end, f.path, e.position,
+                    yield Damage(DamageKind.DLEDGER_INDEX_UNIT, e.offset, e.end, f.path, e.position,
                                        f"no index unit for entry {e.index} (index files too short)")
                 elif (u.magic, u.pos, u.size, u.index, u.term) != (e.magic, e.offset, e.size, e.index, e.term):
-                    yield EntryProblem("dledger_index_unit", e.offset, e.end, f.path, e.position,
+                    yield Damage(DamageKind.DLEDGER_INDEX_UNIT, e.offset, e.end, f.path, e.position,
                                        f"index unit (magic {u.magic}, pos {u.pos}, size {u.size}, index {u.index}, "
                                        f"term {u.term}) does not match the entry (magic {e.magic}, pos {e.offset}, "
                                        f"size {e.size}, index {e.index}, term {e.term}); DLedger rewrites the index "
@@ -96,24 +87,24 @@ def entry_problems(log: DLedgerLog, counts: dict[str, int] | None = None) -> Ite
                     phys = int.from_bytes(buf[m + PHYSICAL_OFFSET_POSITION:m + PHYSICAL_OFFSET_POSITION + 8], "big",
                                           signed=True)
                     if total != e.body_size:
-                        yield EntryProblem("dledger_record", e.physical_offset, e.end, f.path, m,
+                        yield Damage(DamageKind.DLEDGER_RECORD, e.physical_offset, e.end, f.path, m,
                                            f"record TOTALSIZE {total} != entry bodySize {e.body_size}")
                     if phys != e.physical_offset:
-                        yield EntryProblem("dledger_record", e.physical_offset, e.end, f.path, m,
+                        yield Damage(DamageKind.DLEDGER_RECORD, e.physical_offset, e.end, f.path, m,
                                            f"record PHYSICALOFFSET {phys} != entry pos + 48 = {e.physical_offset}")
                 last = e
-        if ended_in is None and evs and evs[-1].kind != "blank":
+        if ended_in is None and evs and evs[-1].kind != EntryKind.BLANK:
             ended_in = f.name
     if last is not None and not stopped:
         u = log.index.unit(last.index + 1)
         if u is not None and (u.magic or u.size or u.pos):
             at = (last.index + 1) * INDEX_UNIT_SIZE
-            yield EntryProblem("dledger_index_unit", at, at + INDEX_UNIT_SIZE, log.member.index_dir, at,
+            yield Damage(DamageKind.DLEDGER_INDEX_UNIT, at, at + INDEX_UNIT_SIZE, log.member.index_dir, at,
                                f"index unit after the last entry {last.index} is not zero (index {u.index}, term "
                                f"{u.term}): left from a longer log; recovery truncates it")
         ct = log.currterm
         if ct.curr_term is not None and ct.curr_term < last.term:
-            yield EntryProblem("dledger_term", last.offset, last.end, log.member.currterm_path, None,
+            yield Damage(DamageKind.DLEDGER_TERM, last.offset, last.end, log.member.currterm_path, None,
                                f"currterm {ct.curr_term} < the last entry's term {last.term}")
 
 
@@ -175,12 +166,12 @@ def _entry_table(log: DLedgerLog) -> tuple[np.ndarray, str]:
     stop = ""
     files = {id(f): n for n, f in enumerate(log.data_files)}
     for ev in log.events():
-        if ev.kind == "entry" and ev.entry is not None:
+        if ev.kind == EntryKind.ENTRY and ev.entry is not None:
             e = ev.entry
             buf = e.file.buffer
             rows.append((e.index, e.term, e.offset, e.size, zlib.crc32(buf[e.position:e.position + e.size]),
                          files[id(e.file)], e.position))
-        elif ev.kind != "blank":
+        elif ev.kind != EntryKind.BLANK:
             stop = f"{ev.kind} at {ev.offset}" + (f": {ev.reason}" if ev.reason else "")
     return np.array(rows, dtype=_ENTRY_DTYPE), stop
 
@@ -291,4 +282,4 @@ def _describe(i: int, rows, labels, logs) -> Divergence:
     return Divergence(i, how, detail, per)
 
 
-__all__ = ["EntryProblem", "entry_problems", "PeerState", "Divergence", "PeersReport", "compare_peers"]
+__all__ = ["entry_problems", "PeerState", "Divergence", "PeersReport", "compare_peers"]

@@ -16,6 +16,7 @@ from ..formats.commitlog import (
     TOPIC_LENGTH_CODES,
 )
 from ..formats.constants import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
+from ..store.walk.kinds import Kind
 
 
 @dataclass
@@ -24,7 +25,7 @@ class EnclosingRecord:
 
     start: int
     size: int
-    kind: str  # message | blank | the walk's damage kind
+    kind: Kind  # the walk's kind of the slot
     reason: str = ""
 
     def to_dict(self) -> dict:
@@ -57,12 +58,13 @@ def enclosing_record(commitlog, offset: int) -> EnclosingRecord | None:
             pos = offset - ev.file.start
             i = int(r["position"].searchsorted(pos, side="right")) - 1
             if i >= 0 and int(r["position"][i]) + int(r["total_size"][i]) > pos:
-                return EnclosingRecord(ev.file.start + int(r["position"][i]), int(r["total_size"][i]), "message")
+                return EnclosingRecord(ev.file.start + int(r["position"][i]), int(r["total_size"][i]),
+                                       Kind.MESSAGE)
             if ev.file.start + int(r["position"][-1]) > offset:
                 return None
             continue
         if ev.offset <= offset < ev.offset + max(ev.size, 1):
-            return EnclosingRecord(ev.offset, ev.size, str(ev.kind), ev.reason)
+            return EnclosingRecord(ev.offset, ev.size, ev.kind, ev.reason)
         if ev.offset > offset:
             return None
     return None

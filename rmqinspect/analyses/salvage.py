@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ..store import Store
 from ..store.walk.kinds import Damage, DamageKind
 from ..store.walk.records import RecordRun, decode_slot, unpack_header
-from ..store.walk.resync import walk_batches
+from ..store.walk.resync import BlankRecord, walk_batches
 from .dispatch import goes_to_consume_queue
 
 
@@ -39,10 +39,8 @@ class SalvageReport:
                    and (r.cause or r.kind) != DamageKind.GARBAGE)
 
 
-def _decode_run(item, *_) -> list | None:
-    """``walk_batches``' converter for ``salvage``: the decoded messages of a run (None for a blank record)."""
-    if type(item) is not RecordRun:
-        return None
+def _decode_run(item: RecordRun, *_) -> list:
+    """``walk_batches``' converter for ``salvage``: the decoded messages of a run."""
     f = item.file
     buf = f.buffer
     r = item.records
@@ -67,7 +65,9 @@ def salvage(store: Store, truncate_offset: int, *, accept_v2: bool = True,
             if item.kind != DamageKind.MISSING_FILE:
                 discarded += item.size
             continue
-        for msg in item or ():
+        if isinstance(item, BlankRecord):
+            continue
+        for msg in item:
             discarded += msg.total_size
             if goes_to_consume_queue(msg.sys_flag):
                 key = f"{msg.topic}/{msg.queue_id}"

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from ..formats.constants import MESSAGE_MAGIC_CODE_V1, TRANSACTION_MASK, SysFlag, TransactionType
 from ..store import Store
 from ..formats.commitlog import body_position
-from ..store.walk.records import RecordRun, topic_and_properties, unpack_header
+from ..store.walk.records import topic_and_properties, unpack_header
 from ..store.scanner import compiled
 from ..store.detect import detect_store
 from .rebuild import queue_groups
 from .rows import topic_ids
 from ..store.walk.kinds import DamageKind
-from ..store.walk.resync import walk_batches
+from ..store.walk.resync import BlankRecord, walk_batches
 
 
 @dataclass
@@ -96,10 +96,7 @@ _CRC_PROPERTY = b"__CRC32#"
 
 
 def _count_run(ev, *_):
-    """``walk_batches``' converter for ``summarize``: the counts of a run, or (file name, offset, size) of a
-    blank end-of-file record."""
-    if type(ev) is not RecordRun:
-        return (ev.file.name, ev.offset, ev.size)
+    """``walk_batches``' converter for ``summarize``: the counts of a run."""
     import numpy as np
 
     buf = ev.file.buffer
@@ -225,10 +222,10 @@ def summarize(store: Store, progress: Callable[[int], None] | None = None,
             if progress:
                 progress(ev.end - cl.min_offset)
             continue
-        if type(ev) is tuple:  # a blank end-of-file record
-            fs = files[ev[0]]
-            fs.blank_at, fs.blank_size = ev[1], ev[2]
-            fs.data_end = ev[1]
+        if type(ev) is BlankRecord:
+            fs = files[ev.file]
+            fs.blank_at, fs.blank_size = ev.offset, ev.size
+            fs.data_end = ev.offset
             continue
         d = ev
         damage.append(d.to_dict())

@@ -38,7 +38,7 @@ from .dispatch import goes_to_consume_queue, index_keys
 from .rebuild import dispatch_fields
 from .rows import topic_ids
 from ..store.walk.kinds import Damage
-from ..store.walk.resync import walk_batches
+from ..store.walk.resync import BlankRecord, walk_batches
 
 ALL_CHECKS = ("structure", "crc", "cq", "index", "checkpoint")
 
@@ -251,8 +251,6 @@ class _RunChecked:
 
 def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index: bool = False):
     """``walk_batches``' converter for ``verify``: the per-run work that needs the file's bytes."""
-    if type(item) is not RecordRun:
-        return None  # a blank end-of-file record
     r = item.records
     f = item.file
     buf = f.buffer
@@ -371,8 +369,8 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
                             item.reason + (f" ({item.cause})" if item.cause and item.cause not in item.reason else "")),
                     merge=False)
             continue
-        if item is None:
-            continue  # a blank end-of-file record
+        if type(item) is BlankRecord:
+            continue
         n_msgs += item.records
         if read_progress is not None:
             read_progress(min(max(item.start + item.end - cl.min_offset, 0), span))

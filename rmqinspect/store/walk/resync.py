@@ -48,6 +48,26 @@ class Good:
     crc_ok: bool | None
 
 
+@dataclass(frozen=True, slots=True)
+class BlankRecord:
+    """A blank end-of-file record as a converted walk (``walk_batches(convert=...)``) reports it: where, without
+    the file's map (it crosses processes)."""
+
+    file: str  # the file's name
+    offset: int
+    size: int
+
+
+def _converted(ev, convert: Callable, convert_args: tuple):
+    """A per-file walk event as a converted walk hands it on: a run through ``convert``, a blank record as a
+    ``BlankRecord``, the held damage as it is (for ``ResyncJoin``)."""
+    if type(ev) is RecordRun:
+        return convert(ev, *convert_args)
+    if type(ev) is Good:  # file_events' only Good: the blank end-of-file record
+        return BlankRecord(ev.file.name, ev.offset, ev.size)
+    return ev
+
+
 def _data_end(f: MappedFile, lo: int, hi: int) -> int:
     """Position after the last non-zero byte of ``f`` in [lo, hi) (lo if all zero), scanning backwards in
     chunks (a pre-allocated 1 GiB file is mostly zeros: ``any()`` per chunk runs at memory speed) over the
@@ -171,15 +191,17 @@ def walk_with_resync(store_or_files, start: int | None = None, *, check_crc: boo
 
 def walk_batches(store_or_files, start: int | None = None, *, check_crc: bool = True, accept_v2: bool = True,
                  file_size: int | None = None, jobs: int | None = 1, convert=None,
-                 convert_args: tuple = ()) -> Iterator[RecordRun | Good | Damage]:
+                 convert_args: tuple = ()) -> Iterator:
     """``walk_with_resync`` with the valid records in bulk: the ``RecordRun``s of ``walk_file`` (every
     record's stored PHYSICALOFFSET equals file start + position), ``Good`` only for blank end-of-file
     records, ``Damage`` as in ``walk_with_resync``. The resync policy is this module's: the walk reports
     the first damage of a stretch, ``find_next_valid`` finds where valid records start again.
 
     The walk is made of one walk per file (``file_events``) joined by ``ResyncJoin`` (the damage held back
-    until a valid record follows, the torn tail at the end). ``convert(item, *convert_args)`` turns every
-    ``RecordRun``/``Good`` into what is yielded instead, inside the file's own walk: with ``jobs`` > 1 the files
+    until a valid record follows, the torn tail at the end). ``convert(run, *convert_args)`` turns every
+    ``RecordRun`` into what is yielded instead, inside the file's own walk, and a blank end-of-file record then
+    comes as a ``BlankRecord`` (a converted walk yields converted runs, ``BlankRecord`` and ``Damage`` only): with
+    ``jobs`` > 1 the files
     are walked by worker processes (``store.walk.parallel``), ``convert`` must then be a module-level function
     returning picklable data (the records' maps stay in the worker)."""
     cl = store_or_files.commitlog if isinstance(store_or_files, Store) else store_or_files
@@ -197,9 +219,7 @@ def walk_batches(store_or_files, start: int | None = None, *, check_crc: bool = 
             for ev in file_events(files[t.index], t.pos, t.file_size, t.check_crc, t.accept_v2,
                                   files[t.index - 1] if t.check_previous else None,
                                   functools.partial(_has_data_after, files, t.index)):
-                if convert is not None and type(ev) is not Held:
-                    ev = convert(ev, *convert_args)
-                yield from join.feed(ev)
+                yield from join.feed(ev if convert is None else _converted(ev, convert, convert_args))
     yield from join.finish()
 
 
@@ -375,9 +395,7 @@ def run_walk_task(task: WalkTask) -> tuple[int, int, int, list]:
         for ev in file_events(mapped(task.index), task.pos, task.file_size, task.check_crc, task.accept_v2,
                               mapped(task.index - 1) if task.check_previous else None, has_after,
                               stops=task.stops, landed=landed):
-            if type(ev) is not Held:
-                ev = task.convert(ev, *task.convert_args) if task.convert is not None else ev
-            out.append(ev)
+            out.append(ev if task.convert is None else _converted(ev, task.convert, task.convert_args))
         return task.index, task.pos, landed[0], out
     finally:
         for f in own.values():
