@@ -6,6 +6,10 @@ with the package's own entry point (rmqinspect/__main__.py) above them all. A mo
 and the layers below it. ``writer`` (fixture and benchmark writers) may import everything but cli/spark, and
 nothing else in the package may import it. A name starting with ``_`` is private to its module (a private module,
 ``_fastscan`` or ``_params``, to its package): importing one from elsewhere fails this test.
+
+No module import cycle either, whatever the layer: every import counts, the ones inside a function (a lazy import
+is still a dependency) and under ``if TYPE_CHECKING`` alike, and ``from package import name`` depends on the
+package (its ``__init__`` runs and its namespace is read) as well as on the submodule ``name`` when it is one.
 """
 
 from __future__ import annotations
@@ -105,6 +109,81 @@ def _violations():
             if name is not None and _private(name) and target != module:
                 out.append(where + " (private name used outside its module)")
     return out
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (see the module docstring for what counts)."""
+    mods = {m: (p, pk) for m, p, pk in _modules()}
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for module, (path, is_package) in mods.items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        froms = {node.lineno for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        for target, name, line in _imports(module, path, is_package):
+            # `from P import sub` comes back as the module P.sub: P is imported too
+            targets = [target, target.rpartition(".")[0]] if name is None and line in froms else [target]
+            graph[module].update(t for t in targets if t in mods and t != module)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_module_import_cycle():
+    """Each cycle is listed with its modules: cut it by moving what both sides need into a module of its own, or
+    the caller that needs both one level up (docs/architecture.md)."""
+    assert _cycles(_import_graph()) == []
+
+
+@pytest.mark.parametrize("files", [
+    # a function-level import closing the loop
+    {"store/a.py": "from .b import B\nA = 1\n", "store/b.py": "def f():\n    from .a import A\n    return A\nB = 1\n"},
+    # a package that imports its submodule, which reads the package's namespace
+    {"store/__init__.py": "def f():\n    from .c import C\n    return C\n", "store/c.py": "from . import m\nC = 1\n",
+     "store/m.py": "M = 1\n"},
+])
+def test_the_cycle_checker_catches_lazy_and_package_cycles(tmp_path, monkeypatch, files):
+    """The cycle check itself can fail: a planted cycle in a fake package is reported."""
+    pkg = tmp_path / PKG
+    (pkg / "store").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "store" / "__init__.py").write_text("")
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    monkeypatch.setitem(globals(), "ROOT", str(pkg))
+    assert len(_cycles(_import_graph())) == 1
 
 
 def test_imports_point_down_and_private_names_stay_home():

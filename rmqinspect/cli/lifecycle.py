@@ -99,15 +99,3 @@ def release_frames(e: BaseException) -> None:
 
 def exit_interrupted(e: Interrupted) -> None:
     sys.exit(e.exit_code)
-
-
-def entry() -> None:
-    """``python -m rmqinspect``: the handlers first, then the commands are imported (a signal while they are is
-    one line and 130/143 like any other, never a traceback)."""
-    install()
-    try:
-        from .main import main
-    except Interrupted as e:
-        sys.stderr.write(f"rmqinspect: error: interrupted by {e.name}\n")
-        exit_interrupted(e)
-    main()

@@ -21,7 +21,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from ..analyses.report_data import LAYOUT_KINDS, ReportData, StoreReport
-from . import figures
+from .figures import commitlog_map, consumer_chart, index_charts, off_axis_marks, queue_chart, replica_map, traffic
 
 MAX_FINDING_ROWS = 500  # findings listed as HTML rows; all of them are in the data island and on the charts
 
@@ -144,7 +144,7 @@ def _replica_section(page: _Page, d: dict) -> str:
                    + [("note", _e(n)) for n in d["notes"]]))
     out.append("<p class='hint'>Each copy is a bar on one physical-offset axis: confirmed data, the unconfirmed "
                "tail, CRC-valid records past the end; ▼ marks a truncation point.</p>"
-               + page.chart("replicas-map", figures.replica_map(d)))
+               + page.chart("replicas-map", replica_map(d)))
     out.append(_table(["replica", "mode", "role", "min offset", "end", "messages", "confirm", "epochs", "will start",
                        "records past the end"],
                       [[_e(r["label"]), _e(r["ha"]["mode"]), _e(r["ha"]["role"] or "?"), r["min_offset"],
@@ -181,19 +181,19 @@ def _store_sections(page: _Page, i: int, r: StoreReport) -> str:
     out.append(f"<h3 id='{s}-header'>1. The store</h3>" + _header(r))
     out.append("<h3>2. Commit-log map</h3><p class='hint'>Each file is a bar on one physical-offset axis; damage "
                "is marked ▼ at its start. Hover for exact offsets; drag to zoom, double-click to reset.</p>"
-               + page.chart(f"{s}-map", figures.commitlog_map(r)) + _segments_table(r))
-    off = figures.off_axis_marks(r)
+               + page.chart(f"{s}-map", commitlog_map(r)) + _segments_table(r))
+    off = off_axis_marks(r)
     extra = (f"<p class='hint'>Left off the time axis (far from every record's store time): "
              f"{_e('; '.join(f'{k} {_iso(v)}' for k, v in off))}</p>" if off else "")
     if r.traffic.excluded:
         extra += (f"<p class='hint'>{r.traffic.excluded} record(s) left off: their STORETIMESTAMP is a damaged "
                   "field (verify store_time_outlier).</p>")
-    out.append("<h3>3. Traffic over store time</h3>" + page.chart(f"{s}-traffic", figures.traffic(r)) + extra)
-    qfig, hidden = figures.queue_chart(r)
+    out.append("<h3>3. Traffic over store time</h3>" + page.chart(f"{s}-traffic", traffic(r)) + extra)
+    qfig, hidden = queue_chart(r)
     note = (f"<p class='hint'>{hidden} quiet queue(s) (nothing cut, re-dispatched or flagged) are only in the "
             "table.</p>" if hidden else "")
     out.append("<h3>4. Consume queues</h3>" + page.chart(f"{s}-queues", qfig) + note + _queue_table(s, r))
-    cfig = figures.consumer_chart(r)
+    cfig = consumer_chart(r)
     if cfig is None:
         why = "; ".join(r.consumers.problems) if r.consumers else "no config/consumerOffset.json (give --offsets FILE)"
         out.append(f"<h3>5. Consumers</h3><p class='hint'>No consumer offsets: {_e(why)}</p>")
@@ -201,7 +201,7 @@ def _store_sections(page: _Page, i: int, r: StoreReport) -> str:
         out.append(f"<h3>5. Consumers</h3><p class='hint'>Offsets from {_e(r.consumers.source)}"
                    f"{' (.bak)' if r.consumers.used_backup else ''}.</p>" + page.chart(f"{s}-consumers", cfig)
                    + _consumer_table(r))
-    ifig = figures.index_charts(r)
+    ifig = index_charts(r)
     out.append(f"<h3 id='{s}-index-h'>6. Index health</h3>" + (page.chart(f"{s}-index", ifig) if ifig else
                                                                "<p class='hint'>No index files.</p>") + _index_table(r))
     out.append(f"<h3 id='{s}-findings'>7. Findings</h3>" + _findings(s, r))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import mmap
 import os
 
-from . import live
 from .errors import StoreIOError
 from .layout import is_dledger_data_dir
+from .live import is_live, read_snapshot, size_at_start
 
 
 class MappedFile:
@@ -23,7 +23,7 @@ class MappedFile:
         # dledger-<selfId>/data directory, where DLedger creates every one of them
         self.dledger = is_dledger_data_dir(os.path.dirname(path) or ".") if dledger is None else dledger
         try:
-            self.size = live.size_at_start(path, os.stat(path).st_size)
+            self.size = size_at_start(path, os.stat(path).st_size)
         except OSError as e:
             raise StoreIOError(f"cannot stat: {e.strerror}", path) from e
         self._map: mmap.mmap | bytes | bytearray | None = None
@@ -49,7 +49,7 @@ class MappedFile:
         if self._map is None:
             if self.size == 0:
                 self._map = b""
-            elif live.is_live():
+            elif is_live():
                 self._map = self._snapshot()
             else:
                 try:
@@ -66,7 +66,7 @@ class MappedFile:
     def _snapshot(self) -> bytearray:
         """--live: the file read, not mapped, up to its size at the start (store.live)."""
         try:
-            buf, have = live.read_snapshot(self.path, self.size, self._file_data_ranges(0, self.size))
+            buf, have = read_snapshot(self.path, self.size, self._file_data_ranges(0, self.size))
         except OSError as e:
             raise StoreIOError(f"cannot read: {e.strerror}", self.path) from e
         if have < self.size:

@@ -54,7 +54,8 @@ def _from_zip():
 
 def _load():
     try:
-        from . import _fastscan
+        # the submodule by its full name: `from . import` would read this package's namespace (an import cycle)
+        import rmqinspect.store._fastscan as _fastscan
 
         return _fastscan, ""
     except ImportError as e:

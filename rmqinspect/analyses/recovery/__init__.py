@@ -13,6 +13,8 @@ the index files dropped on an abnormal start, and the per-queue max offsets afte
 - ``redispatch``: DispatchRequests built in bulk from the walk's record runs;
 - ``plan``: the steps, in the broker's order (its two commit-log walks are ``store.commitlog``'s), and
   ``plan_recovery``;
+- ``dledger``: DLedger's own recovery, step 1 of a DLedger store's plan (``plan.plan_dledger_recovery``);
+- ``queueset``: the consume queues while recovery runs, which every step shares;
 - ``scan``: the shared state, the start-file rules and the commit-log scan's control flow (no numpy);
 - ``small``: that scan over row tuples for a small store (a key look-up's fates without numpy).
 """

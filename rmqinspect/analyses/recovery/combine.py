@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from ...store import Store
 from ...store.broker_conf import configured
 from ...store.version import BrokerVersion
+from .queueset import QueueSet
 from .rocksdb import (
     RocksDBQueueModel,
     RocksDBQueues,
@@ -34,7 +35,6 @@ from .rocksdb import (
     rocksdb_cq_dir,
     truncate_rocksdb_queues,
 )
-from .scan import QueueSet
 
 FILE_CQ = "default"  # StoreType.DEFAULT
 ROCKSDB_CQ = "defaultRocksDB"  # StoreType.DEFAULT_ROCKSDB

@@ -598,8 +598,6 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
 
         options = replace(options, confirm_offset=detect_confirm_offset(store))
     if store.layout.dledger is not None:  # DLedger mode: DLedger's own recovery first (recovery.dledger)
-        from .dledger import plan_dledger_recovery
-
         return plan_dledger_recovery(store, options)
     rec = load_consume_queues(store, options)
     idx, start_reason = choose_start_file(rec)
@@ -648,6 +646,55 @@ def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> Recov
     if options.with_salvage:
         messages_lost(store, plan, rec.options.jobs)
     plan.data_end_on_disk = data_end_on_disk(store, t, plan.messages_lost if options.with_salvage else None)
+    return plan
+
+
+def plan_dledger_recovery(store: Store, options):
+    """``plan_recovery`` for a DLedger-mode store: DLedger's recovery, then RocketMQ's consume-queue
+    truncation, start()'s reput and the index files, in one ``RecoveryPlan`` (``plan.dledger`` holds step 1;
+    ``truncate_offset`` is where DLedger cuts the data, its data end: nothing before it is lost, whatever the
+    committed position; ``max_offset_after_load`` / ``max_offset_after_start`` are the broker's max offsets)."""
+    from .dledger import dledger_recover  # DLedger's own recovery, step 1 (numpy-free plans need not load it)
+
+    rec = load_consume_queues(store, options)
+    dl = dledger_recover(store)
+    rec.notes.extend(dl.notes)
+    files = rec.files
+    cut = truncate_commitlog(files, store.commitlog.file_size, dl.data_end)
+    cq_truncated = truncate_dirty_logic_files(rec, dl.data_end)
+    max_offsets = {m.rec.key: m.rec.max_offset for m in rec.queues.models}
+    reput_from, after_start = reput_after_start(rec, dl.max_offset_after_start, -1)
+    dropped, kept = index_files_loaded(rec)
+    if dropped:
+        rec.notes.append("DLedger recovery re-dispatches nothing: the messages of the dropped index file(s) stay "
+                         "in the log and the consume queues but cannot be found by key")
+    ia = index_load(rec)
+    models = rec.queues.models
+    plan = RecoveryPlan(
+        store=store.root, mode="normal" if rec.normal else "abnormal",
+        version=replace(rec.version, dledger=True),
+        check_crc=False, start_file=dl.start_file, start_reason=f"DLedger: {dl.start_reason}",
+        truncate_offset=dl.data_end, stop_kind=dl.stop_kind, stop_reason=dl.stop_reason,
+        stop_file=dl.stop_file, stop_position=dl.stop_position, max_phy_offset_of_consume_queue=rec.max_phy_cq,
+        consume_queue_truncated=cq_truncated, commitlog_files_deleted=cut.deleted,
+        commitlog_file_truncated=cut.truncated, commitlog_files_after=cut.after,
+        queues=[m.rec for m in models], consume_queue_max_offsets=max_offsets,
+        consume_queue_max_offsets_before=rec.max_offsets_before, redispatch=[],
+        index_files_dropped=dropped, index_files_kept=kept, scanned_bytes=max(dl.data_end - files[0].start, 0)
+        if files else 0, messages_scanned=dl.entries_accepted, notes=rec.notes,
+        consume_queue_max_offsets_after_start=after_start, reput_from_offset=reput_from,
+        queue_models={m.rec.key: m for m in models},
+        max_offset_after_load=dl.max_offset_after_load, max_offset_after_start=dl.max_offset_after_start,
+        # DLedger re-dispatches nothing during recovery: start()'s reput dispatches up to the data end
+        dispatched=dispatched_ranges(None, None, reput_from if reput_from is not None else (
+            reput_from_offset(rec, -1) if files else None), dl.max_offset_after_start),
+        index_end_phy_offset=ia.end_phy_offset, index_begin_timestamp=ia.begin_timestamp,
+    )
+    plan.dledger = dl
+    if options.with_salvage:
+        # what is lost lies past the data end DLedger keeps (committed or not: a leader commits it again)
+        messages_lost(store, plan)
+    plan.data_end_on_disk = data_end_on_disk(store, dl.data_end, plan.messages_lost if options.with_salvage else None)
     return plan
 
 

@@ -11,7 +11,7 @@ from ...formats.constants import DEFAULT_CQ_FILE_SIZE
 from ...formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, mapped_cq_file_size
 from ...store.consumequeue import ConsumeQueue
 from ...store.version import BrokerVersion
-from .scan import QueueSet
+from .queueset import QueueSet
 
 
 @dataclass

@@ -28,6 +28,7 @@ from ...store.walk.kinds import BLANK, END, FILE_END
 from ...store.walk.parallel import map_files, resolve_jobs
 from ...store.walk.records import RECORD_FIELDS, RecordRun
 from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
+from .queueset import QueueSet
 from .version import VersionAssumption
 
 if TYPE_CHECKING:
@@ -71,28 +72,6 @@ class RecoveryOptions:
     confirm_offset: int | None = None
     # progress(offset): called with the commit-log offset the scan has reached, after every run of records
     progress: Callable[[int], None] | None = field(default=None, compare=False, repr=False)
-
-
-class QueueSet:
-    """Every consume queue of the store while recovery runs (file or RocksDB models), in the order they were
-    loaded or created, and by (topic, queueId)."""
-
-    def __init__(self, models: list | None = None):
-        self.models: list = []
-        self.by_key: dict = {}
-        for m in models or ():
-            self.add(m)
-
-    def add(self, model):
-        self.models.append(model)
-        self.by_key[(model.cq.topic, model.cq.queue_id)] = model
-        return model
-
-    def find(self, topic: str, queue_id: int):
-        return self.by_key.get((topic, queue_id))
-
-    def sorted(self) -> list:
-        return sorted(self.models, key=lambda m: (m.cq.topic, m.cq.queue_id))
 
 
 @dataclass

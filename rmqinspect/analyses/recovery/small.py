@@ -29,7 +29,8 @@ from ...store.version import BrokerVersion
 from ...store.walk.kinds import ILLEGAL
 from ...store.walk.records import RECORD_FIELDS, RecordRun
 from ..dispatch import DelayLevelError, DelayTable, dispatch_tags_code
-from .scan import QueueSet, Recovery, RecoveryOptions, Scan, choose_start_file, scan_records
+from .queueset import QueueSet
+from .scan import Recovery, RecoveryOptions, Scan, choose_start_file, scan_records
 from .version import assume_version
 
 # The commit-log bytes up to which a look-up's recovery scan runs here, and the consume-queue entries ConsumeQueue.
