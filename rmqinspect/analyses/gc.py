@@ -129,11 +129,9 @@ def _mtime_ms(path: str) -> int:
     return int(os.stat(path).st_mtime * 1000)
 
 
-def plan_gc(store, s: GcSettings, queues=None) -> GcPlan:
-    """``queues``: readers with the ConsumeQueue interface (default: file CQ of the store)."""
-    cl = store.commitlog
-    ratio = s.disk_ratio if s.disk_ratio is not None else disk_used_ratio(cl.files[0].path if cl.files else
-                                                                          store.root)
+def _triggers(ratio: float, s: GcSettings) -> tuple[list[str], bool]:
+    """CommitLog.CleanCommitLogService.isSpaceToDelete / isTimeToDelete / manual: why deletion runs, and
+    whether the disk asks to clean immediately."""
     max_used = min(max(s.disk_max_used_space_ratio, 10), 95) / 100
     if s.broker_major == 4:
         forcibly, warning = s.clean_forcibly_ratio, s.warning_ratio
@@ -155,25 +153,27 @@ def plan_gc(store, s: GcSettings, queues=None) -> GcPlan:
         triggers.append(f"local hour is in deleteWhen {s.delete_when!r}")
     if s.manual:
         triggers.append("manual delete requested")
-    clean_at_once = s.clean_file_forcibly_enable and clean_immediately
-    before = cl.min_offset if cl.files else 0
-    plan = GcPlan(bool(triggers), triggers, ratio, clean_immediately, clean_at_once, before, before)
+    return triggers, clean_immediately
+
+
+def _plan_commitlog_files(plan: GcPlan, files: list, s: GcSettings) -> None:
+    """deleteExpiredFileByTime: oldest first, the newest never, at most deleteFileBatchMax, stopping at the first
+    file kept."""
     reserved_ms = int(s.file_reserved_hours * HOUR_MS)
-    files = sorted(cl.files, key=lambda f: f.start)
     chosen = 0
-    stopped = not triggers
+    stopped = not plan.triggers
     for i, f in enumerate(files):
         mt = _mtime_ms(f.path)
         if i == len(files) - 1:
             plan.files.append(FilePlan("commitlog", f.path, False, "newest file is never deleted", mtime_ms=mt))
             continue
         if stopped:
-            why = "no deletion trigger (not deleteWhen hour, disk below thresholds)" if not triggers else \
+            why = "no deletion trigger (not deleteWhen hour, disk below thresholds)" if not plan.triggers else \
                 "kept: an older file was not deleted / batch limit reached"
             plan.files.append(FilePlan("commitlog", f.path, False, why, mtime_ms=mt))
             continue
         expired = s.now_ms >= mt + reserved_ms
-        if expired or clean_at_once:
+        if expired or plan.clean_at_once:
             reason = (f"expired: mtime + {s.file_reserved_hours:g} h <= now" if expired else
                       "forced by disk ratio (cleanFileForciblyEnable, age ignored)")
             plan.files.append(FilePlan("commitlog", f.path, True, reason, mtime_ms=mt))
@@ -185,14 +185,11 @@ def plan_gc(store, s: GcSettings, queues=None) -> GcPlan:
             plan.files.append(FilePlan("commitlog", f.path, False, f"not expired ({hours_left:.1f} h left); the "
                                        "scan stops at the first younger file", mtime_ms=mt))
             stopped = True
-    remaining = [f for f, p in zip(files, plan.files) if not p.delete]
-    new_min = remaining[0].start if remaining else before
-    plan.commitlog_min_offset_after = new_min
-    if new_min <= before:
-        plan.notes.append("commitlog min offset unchanged: CleanConsumeQueueService does nothing")
-    # consume queues
-    if queues is None:
-        queues = [ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(store.layout.consumequeue_dir)]
+
+
+def _plan_consume_queues(plan: GcPlan, queues, before: int, new_min: int) -> dict:
+    """CleanConsumeQueueService: the queue files whose last entry is below the new min offset, and every queue's
+    min offset before and after; (topic, queueId) -> (queue, old min, new min, max) for the losses."""
     mins = {}
     rocks_moved = 0
     for q in queues:
@@ -221,26 +218,32 @@ def plan_gc(store, s: GcSettings, queues=None) -> GcPlan:
     if rocks_moved:
         plan.notes.append(f"RocksDB consume queue: no files are deleted; rows below {new_min} in {rocks_moved} "
                           "queue(s) are dropped by the compaction filter and their min offsets move")
-    # index files
-    idx_dir = store.layout.index_dir
-    if os.path.isdir(idx_dir) and new_min > before:
-        names = sorted(n for n in os.listdir(idx_dir) if n.isascii() and n.isdigit())
-        go = True
-        for j, n in enumerate(names):
-            p = os.path.join(idx_dir, n)
-            with open(p, "rb") as fh:
-                raw = fh.read(INDEX_HEADER.size)
-            if len(raw) < INDEX_HEADER.size:
-                plan.files.append(FilePlan("index", p, False, "header truncated"))
-                go = False
-                continue
-            end_phy = INDEX_HEADER.unpack(raw)[INDEX_HEADER_TABLE.index("end_phy_offset")]
-            if go and j < len(names) - 1 and end_phy < new_min:
-                plan.files.append(FilePlan("index", p, True, f"endPhyOffset {end_phy} < new commitlog min offset "
-                                           f"{new_min}", last_physical_offset=end_phy))
-            else:
-                go = False
-    # consumer groups
+    return mins
+
+
+def _plan_index_files(plan: GcPlan, idx_dir: str, new_min: int) -> None:
+    """IndexService.deleteExpiredFile: the index files (never the newest) whose endPhyOffset is below the new
+    min offset, oldest first, stopping at the first one kept."""
+    names = sorted(n for n in os.listdir(idx_dir) if n.isascii() and n.isdigit())
+    go = True
+    for j, n in enumerate(names):
+        p = os.path.join(idx_dir, n)
+        with open(p, "rb") as fh:
+            raw = fh.read(INDEX_HEADER.size)
+        if len(raw) < INDEX_HEADER.size:
+            plan.files.append(FilePlan("index", p, False, "header truncated"))
+            go = False
+            continue
+        end_phy = INDEX_HEADER.unpack(raw)[INDEX_HEADER_TABLE.index("end_phy_offset")]
+        if go and j < len(names) - 1 and end_phy < new_min:
+            plan.files.append(FilePlan("index", p, True, f"endPhyOffset {end_phy} < new commitlog min offset "
+                                       f"{new_min}", last_physical_offset=end_phy))
+        else:
+            go = False
+
+
+def _plan_losses(plan: GcPlan, store, s: GcSettings, mins: dict) -> None:
+    """Per consumer group and queue: the messages between its committed offset and the queue's new min offset."""
     ld = load_config_file(os.path.dirname(s.offsets_file) or ".", os.path.basename(s.offsets_file)) \
         if s.offsets_file else load_config_file(store.layout.config_dir, "consumerOffset.json")
     if ld.source == "bak":
@@ -257,4 +260,28 @@ def plan_gc(store, s: GcSettings, queues=None) -> GcPlan:
             lost = list(q.entries(start, new_lo - start))
             plan.losses.append(Loss(r["topic"], r["group"], r["queue_id"], r["offset"], old_lo, new_lo, len(lost),
                                     lost[0][1] if lost else None, lost[-1][1] if lost else None))
+
+
+def plan_gc(store, s: GcSettings, queues=None) -> GcPlan:
+    """``queues``: readers with the ConsumeQueue interface (default: file CQ of the store)."""
+    cl = store.commitlog
+    ratio = s.disk_ratio if s.disk_ratio is not None else disk_used_ratio(cl.files[0].path if cl.files else
+                                                                          store.root)
+    triggers, clean_immediately = _triggers(ratio, s)
+    clean_at_once = s.clean_file_forcibly_enable and clean_immediately
+    before = cl.min_offset if cl.files else 0
+    plan = GcPlan(bool(triggers), triggers, ratio, clean_immediately, clean_at_once, before, before)
+    files = sorted(cl.files, key=lambda f: f.start)
+    _plan_commitlog_files(plan, files, s)
+    remaining = [f for f, p in zip(files, plan.files) if not p.delete]
+    new_min = remaining[0].start if remaining else before
+    plan.commitlog_min_offset_after = new_min
+    if new_min <= before:
+        plan.notes.append("commitlog min offset unchanged: CleanConsumeQueueService does nothing")
+    if queues is None:
+        queues = [ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(store.layout.consumequeue_dir)]
+    mins = _plan_consume_queues(plan, queues, before, new_min)
+    if os.path.isdir(store.layout.index_dir) and new_min > before:
+        _plan_index_files(plan, store.layout.index_dir, new_min)
+    _plan_losses(plan, store, s, mins)
     return plan

@@ -14,7 +14,7 @@ from ..store.scanner import compiled
 from ..store.detect import detect_store
 from .rebuild import queue_groups
 from .rows import topic_ids
-from ..store.walk.kinds import DamageKind
+from ..store.walk.kinds import Damage, DamageKind
 from ..store.walk.resync import BlankRecord, walk_batches
 
 
@@ -139,86 +139,119 @@ def _count_run(ev, *_):
                      int(np.count_nonzero(r["magic_version"] != 1)), int(np.count_nonzero(sf & _IPV6)), prop, queues)
 
 
+@dataclass
+class _Totals:
+    """What ``summarize`` adds up over the walk: per file, per queue and for the store, one ``RunCounts`` at a time
+    (a run of valid records, or one damaged record the count takes in)."""
+
+    files: dict[str, FileSummary]
+    min_offset: int
+    queues: dict[tuple[str, int], QueueSummary] = field(default_factory=dict)
+    first_ts: int | None = None
+    last_ts: int | None = None
+    messages: int = 0
+    message_bytes: int = 0
+    max_phys: int = 0
+    v2: int = 0
+    v6: int = 0
+    prop_crc: int = 0
+
+    def add(self, rc: RunCounts) -> None:
+        fs = self.files[rc.name]
+        fs.records += rc.records
+        fs.bytes_in_records += rc.bytes
+        fs.data_end = rc.end
+        if fs.first_store_timestamp is None:
+            fs.first_store_timestamp = rc.first_ts
+        fs.last_store_timestamp = rc.last_ts
+        self.first_ts = rc.min_ts if self.first_ts is None or rc.min_ts < self.first_ts else self.first_ts
+        self.last_ts = rc.max_ts if self.last_ts is None or rc.max_ts > self.last_ts else self.last_ts
+        self.messages += rc.records
+        self.message_bytes += rc.bytes
+        self.max_phys = max(self.max_phys, rc.end)
+        self.v2 += rc.v2
+        self.v6 += rc.v6
+        self.prop_crc += rc.prop_crc
+        for key, n, size, lo, hi in rc.queues:
+            q = self.queues.get(key)
+            if q is None:
+                q = self.queues[key] = QueueSummary(*key)
+            q.messages += n
+            q.bytes += size
+            if lo is not None:
+                q.min_queue_offset = lo if q.min_queue_offset is None else min(q.min_queue_offset, lo)
+                q.max_queue_offset = hi if q.max_queue_offset is None else max(q.max_queue_offset, hi)
+
+
+def _damaged_record_counts(f, d: Damage) -> RunCounts | None:
+    """The counts of the record a CRC/HALF damage starts with, when it has records after it: counted, as
+    decode-commitlog counts it (a torn tail is not: nothing valid follows, decode-commitlog stops before it);
+    None when its fields are unreadable (the range stays damage, nothing counted)."""
+    if d.kind not in (DamageKind.CRC, DamageKind.HALF) or d.position is None:
+        return None
+    try:
+        hdr = unpack_header(f.buffer, d.position)
+        topic, props = topic_and_properties(f.buffer, hdr, d.position + body_position(hdr.sys_flag))
+    except Exception:
+        return None
+    ts, size, sf, qo = hdr.store_timestamp, hdr.total_size, hdr.sys_flag, hdr.queue_offset
+    in_queue = sf & TRANSACTION_MASK not in _NOT_IN_QUEUE
+    return RunCounts(f.name, 1, size, d.start + size, ts, ts, ts, ts, int(hdr.magic_code != MESSAGE_MAGIC_CODE_V1),
+                     int(bool(sf & _IPV6)), int(_CRC_PROPERTY in props),
+                     [((topic, hdr.queue_id), 1, size, qo if in_queue else None, qo if in_queue else None)])
+
+
+def _close_files(files: dict[str, FileSummary]) -> None:
+    """A file without a blank record: where its data ends, and the zero tail after it (unless damage is there)."""
+    for fs in files.values():
+        end = fs.start_offset + fs.size
+        if fs.blank_at is None:
+            data_end = fs.data_end if fs.data_end is not None else fs.start_offset
+            if data_end < end and (fs.damage_at is None or fs.damage_at < data_end):
+                fs.zero_tail_at, fs.zero_tail_size = data_end, end - data_end
+            if fs.data_end is None:
+                fs.data_end = data_end
+
+
+def _version_hints(store: Store, t: _Totals) -> list[str]:
+    """What the records and the store's files say about the release that wrote them."""
+    hints = []
+    cp = store.checkpoint
+    if t.v2:
+        hints.append(f"{t.v2} V2 records (RocketMQ 5.1.0+)")
+    if t.v6:
+        hints.append(f"{t.v6} records with IPv6 hosts (RocketMQ 4.6.0+)")
+    if t.prop_crc:
+        hints.append(f"{t.prop_crc} records with __CRC32# property (RocketMQ 5.2.0+)")
+    if store.dledger is not None:  # DLedger mode: messages inside DLedger entries
+        hints.append(f"DLedger mode: member {store.dledger.self_id}, data in {store.layout.dledger.dir}")
+    if cp is not None:
+        hints.append(f"checkpoint uses {cp.used_length} bytes"
+                     + (" (4.x layout)" if cp.used_length <= 24 else " (5.x layout)"))
+    for extra in ("abort.bak", "compaction", "timerlog", "timerwheel", "batchconsumequeue", "tiered_index_file"):
+        if os.path.exists(os.path.join(store.root, extra)):
+            hints.append(f"{extra} present (RocketMQ 5.x)")
+    if os.path.exists(os.path.join(store.layout.consumequeue_dir, "CURRENT")):
+        hints.append("consumequeue/ holds a RocksDB database (RocketMQ 5.2.0+ RocksDB consume queue)")
+    return hints
+
+
 def summarize(store: Store, progress: Callable[[int], None] | None = None,
               broker_version: str | None = None, jobs: int | None = None) -> StoreSummary:
     """What is in ``store``. The commit-log walk runs one file per task: ``jobs`` (default
     ``parallel.resolve_jobs``) > 1 walks and counts the files in worker processes; the summary is the same."""
     cl = store.commitlog
     files: dict[str, FileSummary] = {f.name: FileSummary(f.name, f.start, f.size) for f in cl.files}
-    queues: dict[tuple[str, int], QueueSummary] = {}
-    first_ts = last_ts = None
-    messages = message_bytes = 0
-    max_phys = cl.min_offset
-    v2 = v6 = prop_crc = 0
-    ipv6 = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6)
-    # PREPARED/ROLLBACK records carry queue offset 0, not a position in the queue
-    not_in_queue = (int(TransactionType.PREPARED), int(TransactionType.ROLLBACK))
-
-    def record(fs: FileSummary, offset: int, size: int, ts: int, magic_version: int, sys_flag: int, queue_id: int,
-               queue_offset: int, topic: str, props: bytes) -> None:
-        nonlocal first_ts, last_ts, messages, message_bytes, max_phys, v2, v6, prop_crc
-        end = offset + size
-        fs.records += 1
-        fs.bytes_in_records += size
-        fs.data_end = end
-        if fs.first_store_timestamp is None:
-            fs.first_store_timestamp = ts
-        fs.last_store_timestamp = ts
-        first_ts = ts if first_ts is None or ts < first_ts else first_ts
-        last_ts = ts if last_ts is None or ts > last_ts else last_ts
-        messages += 1
-        message_bytes += size
-        max_phys = max(max_phys, end)
-        if magic_version != 1:
-            v2 += 1
-        if sys_flag & ipv6:
-            v6 += 1
-        if b"__CRC32#" in props:
-            prop_crc += 1
-        key = (topic, queue_id)
-        q = queues.get(key)
-        if q is None:
-            q = queues[key] = QueueSummary(topic, queue_id)
-        q.messages += 1
-        q.bytes += size
-        if sys_flag & TRANSACTION_MASK not in not_in_queue:
-            q.min_queue_offset = queue_offset if q.min_queue_offset is None else min(q.min_queue_offset, queue_offset)
-            q.max_queue_offset = queue_offset if q.max_queue_offset is None else max(q.max_queue_offset, queue_offset)
-        if progress and messages % 4096 == 0:
-            progress(end - cl.min_offset)
-
+    t = _Totals(files, cl.min_offset, max_phys=cl.min_offset)
     # The same records decode-commitlog, export and verify see: every structurally sound record, those whose
     # body CRC fails included (flagged, as the broker would refuse them on recovery), and past any damage the
-    # walk resynchronises on the next valid record (analyses.salvage) instead of giving up the rest of the file.
+    # walk resynchronises on the next valid record (store.walk.resync) instead of giving up the rest of the file.
     # Runs of valid records are counted inside the file's walk (a worker process with jobs > 1, _count_run).
     by_name = {f.name: f for f in cl.files}
     damage: list[dict] = []
     for ev in walk_batches(cl, jobs=jobs, convert=_count_run):
         if type(ev) is RunCounts:
-            fs = files[ev.name]
-            fs.records += ev.records
-            fs.bytes_in_records += ev.bytes
-            fs.data_end = ev.end
-            if fs.first_store_timestamp is None:
-                fs.first_store_timestamp = ev.first_ts
-            fs.last_store_timestamp = ev.last_ts
-            first_ts = ev.min_ts if first_ts is None or ev.min_ts < first_ts else first_ts
-            last_ts = ev.max_ts if last_ts is None or ev.max_ts > last_ts else last_ts
-            messages += ev.records
-            message_bytes += ev.bytes
-            max_phys = max(max_phys, ev.end)
-            v2 += ev.v2
-            v6 += ev.v6
-            prop_crc += ev.prop_crc
-            for key, n, size, lo, hi in ev.queues:
-                q = queues.get(key)
-                if q is None:
-                    q = queues[key] = QueueSummary(*key)
-                q.messages += n
-                q.bytes += size
-                if lo is not None:
-                    q.min_queue_offset = lo if q.min_queue_offset is None else min(q.min_queue_offset, lo)
-                    q.max_queue_offset = hi if q.max_queue_offset is None else max(q.max_queue_offset, hi)
+            t.add(ev)
             if progress:
                 progress(ev.end - cl.min_offset)
             continue
@@ -234,62 +267,30 @@ def summarize(store: Store, progress: Callable[[int], None] | None = None,
         fs = files[d.file]
         if fs.damage is None:
             fs.damage, fs.damage_at = f"{d.cause or d.kind}: {d.reason}", d.start
-        f = by_name[d.file]
-        if d.kind in (DamageKind.CRC, DamageKind.HALF) and d.position is not None:
-            # a record with records after it whose body CRC (or inner lengths) fail: counted, as decode-commitlog
-            # counts it (a torn tail is not: nothing valid follows, decode-commitlog stops before it)
-            try:
-                hdr = unpack_header(f.buffer, d.position)
-                topic, props = topic_and_properties(f.buffer, hdr, d.position + body_position(hdr.sys_flag))
-            except Exception:  # unreadable fields: the range stays damage, nothing counted
-                continue
-            record(fs, d.start, hdr.total_size, hdr.store_timestamp,
-                   1 if hdr.magic_code == MESSAGE_MAGIC_CODE_V1 else 2, hdr.sys_flag, hdr.queue_id,
-                   hdr.queue_offset, topic, props)
-    for fs in files.values():
-        end = fs.start_offset + fs.size
-        if fs.blank_at is None:
-            data_end = fs.data_end if fs.data_end is not None else fs.start_offset
-            if data_end < end and (fs.damage_at is None or fs.damage_at < data_end):
-                fs.zero_tail_at, fs.zero_tail_size = data_end, end - data_end
-            if fs.data_end is None:
-                fs.data_end = data_end
+        counted = _damaged_record_counts(by_name[d.file], d)
+        if counted is not None:
+            t.add(counted)
+    _close_files(files)
     notes = list(cl.notes)
-    for d in damage:
-        notes.append(f"{d['kind']} at {d['start']} .. {d['end']} ({d['file']}): {d['reason']}; "
-                     + ("nothing valid after it" if d["kind"] == DamageKind.TORN_TAIL
-                        else "counting resumed at " + str(d["end"])))
+    for dd in damage:
+        notes.append(f"{dd['kind']} at {dd['start']} .. {dd['end']} ({dd['file']}): {dd['reason']}; "
+                     + ("nothing valid after it" if dd["kind"] == DamageKind.TORN_TAIL
+                        else "counting resumed at " + str(dd["end"])))
     topics: dict[str, dict] = {}
-    for q in queues.values():
-        t = topics.setdefault(q.topic, {"messages": 0, "bytes": 0, "queues": 0})
-        t["messages"] += q.messages
-        t["bytes"] += q.bytes
-        t["queues"] += 1
-    hints = []
-    cp = store.checkpoint
-    if v2:
-        hints.append(f"{v2} V2 records (RocketMQ 5.1.0+)")
-    if v6:
-        hints.append(f"{v6} records with IPv6 hosts (RocketMQ 4.6.0+)")
-    if prop_crc:
-        hints.append(f"{prop_crc} records with __CRC32# property (RocketMQ 5.2.0+)")
-    if store.dledger is not None:  # DLedger mode (issue 14): messages inside DLedger entries
-        hints.append(f"DLedger mode: member {store.dledger.self_id}, data in {store.layout.dledger.dir}")
-    if cp is not None:
-        hints.append(f"checkpoint uses {cp.used_length} bytes"
-                     + (" (4.x layout)" if cp.used_length <= 24 else " (5.x layout)"))
+    for q in t.queues.values():
+        tp = topics.setdefault(q.topic, {"messages": 0, "bytes": 0, "queues": 0})
+        tp["messages"] += q.messages
+        tp["bytes"] += q.bytes
+        tp["queues"] += 1
+    hints = _version_hints(store, t)
     abort_content = None
     if store.abort_present:
         with open(store.layout.abort_path, "rb") as f:
             abort_content = f.read(64).decode("ascii", "replace")
-    for extra in ("abort.bak", "compaction", "timerlog", "timerwheel", "batchconsumequeue", "tiered_index_file"):
-        if os.path.exists(os.path.join(store.root, extra)):
-            hints.append(f"{extra} present (RocketMQ 5.x)")
-    if os.path.exists(os.path.join(store.layout.consumequeue_dir, "CURRENT")):
-        hints.append("consumequeue/ holds a RocksDB database (RocketMQ 5.2.0+ RocksDB consume queue)")
     if progress:
         progress(cl.end_offset - cl.min_offset)
     det = detect_store(store, broker_version)
+    cp = store.checkpoint
     return StoreSummary(
         detection=det.to_dict(),
         root=store.root,
@@ -297,13 +298,13 @@ def summarize(store: Store, progress: Callable[[int], None] | None = None,
         files=list(files.values()),
         gaps=[{"start": g.start, "end": g.end, "size": g.size} for g in cl.gaps],
         min_physical_offset=cl.min_offset,
-        max_physical_offset=max_phys,
-        messages=messages,
-        message_bytes=message_bytes,
+        max_physical_offset=t.max_phys,
+        messages=t.messages,
+        message_bytes=t.message_bytes,
         topics=dict(sorted(topics.items())),
-        queues=sorted(queues.values(), key=lambda q: (q.topic, q.queue_id)),
-        first_store_timestamp=first_ts,
-        last_store_timestamp=last_ts,
+        queues=sorted(t.queues.values(), key=lambda q: (q.topic, q.queue_id)),
+        first_store_timestamp=t.first_ts,
+        last_store_timestamp=t.last_ts,
         checkpoint=cp.to_dict() if cp else None,
         abort_present=store.abort_present,
         abort_content=abort_content,

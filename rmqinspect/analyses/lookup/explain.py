@@ -154,6 +154,15 @@ def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = 
         if len(q.raw) < q.max_num:
             return rep
     # The broker found nothing (or only collisions, or hit the result cap). Diagnose.
+    _index_reasons(rep, svc, q, gone)
+    _scan_commitlog(rep, cl, svc, q, view, scan_bytes, max_msgs_num_batch)
+    return rep
+
+
+def _index_reasons(rep: MissingReport, svc: IndexService, q: QueryMessageResult, gone: set[int]) -> None:
+    """What on the index side keeps the broker from answering: no index files, damaged ones, collisions only, hits
+    whose record is not readable (``gone``: those already explained by the recovery's truncation)."""
+    as_recovered = rep.as_recovered
     if not svc.infos:
         rep.reasons.append(Reason("no_index_files", f"no index files in {svc.index_dir}: messageIndexEnable=false, "
                                                     "or the index directory was deleted"))
@@ -173,7 +182,13 @@ def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = 
                 extra = ("; the abort file is present and this index file is newer than checkpoint.indexMsgTimestamp: "
                          "the broker deletes it on restart and recovery truncates the damaged record")
             rep.reasons.append(Reason("hit_not_readable", n[len("round 1: "):] + extra))
-    # bounded scan of the commitlog for the real message
+
+
+def _scan_commitlog(rep: MissingReport, cl, svc: IndexService, q: QueryMessageResult, view: RecoveryView | None,
+                    scan_bytes: int | None, max_msgs_num_batch: int) -> None:
+    """The bounded scan of the commit log for the message itself, and why the index look-up misses each one
+    found (``_diagnose_located``); when none is found, why not."""
+    topic, key, kind, as_recovered = rep.topic, rep.key, rep.kind, rep.as_recovered
     start = cl.min_offset
     stop = cl.end_offset if scan_bytes is None else min(cl.end_offset, start + scan_bytes)
     rep.scanned = (start, stop)
@@ -214,7 +229,6 @@ def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = 
         if expired:
             rep.reasons.append(Reason("commitlog_expired", f"the index still points to {expired}, below the first "
                                                            f"commitlog file: the message expired"))
-    return rep
 
 
 def _diagnose_located(rep, svc, msg, loc, topic, key, key_hash, q, max_batch) -> None:
