@@ -546,12 +546,12 @@ class RowDecoder:
         return (props_col, tags_arr, tcodes, tcode_mask, keys_col, uniq_arr, probs, proffs.astype(np.int32),
                 rcrc.astype(np.int64))
 
-    def batch(self, R):
-        """One RecordBatch for a run of scanned records (rows of R), or None when the filter keeps nothing."""
+    def _filtered(self, R):
+        """(rows, topic ids) of the run that pass the row filter (time range, topics), or None when none does;
+        the topic columns learn the run's new topics either way."""
         import numpy as np
-        import pyarrow as pa
 
-        buf, u8, mv, task, schema, flt = self.buf, self.u8, self.mv, self.task, self.schema, self.flt
+        flt = self.flt
         if flt is not None and (flt.since is not None or flt.until is not None):
             sts = R["store_timestamp"]
             keep = np.ones(len(R), dtype=bool)
@@ -562,72 +562,108 @@ class RowDecoder:
             R = R[keep]
         if not len(R):
             return None
-        ids = topic_ids(u8, R, self.topic_ids)
+        ids = topic_ids(self.u8, R, self.topic_ids)
         if len(self.topic_ids) > len(self.topic_names):
             self.topic_names = np.array(list(self.topic_ids), dtype=object)
             self.topic_partitions = np.array([topic_partition(t) for t in self.topic_names.tolist()], dtype=object)
         if flt is not None and flt.topics is not None:
             keep = np.array([t in flt.topics for t in self.topic_names.tolist()], dtype=bool)[ids]
             R, ids = R[keep], ids[keep]
-        n = len(R)
-        if n == 0:
+        return (R, ids) if len(R) else None
+
+    def _text_columns_python(self, R, topics, sts, crc_col):
+        """``_text_columns`` record by record, where the properties cannot be split in bulk (in decode_slot's
+        order: properties, their CRC, well-formedness, the body CRC)."""
+        import numpy as np
+        import pyarrow as pa
+
+        buf, mv, n = self.buf, self.mv, len(R)
+        pos_l, total_l = R["position"].tolist(), R["total_size"].tolist()
+        crc32 = crc32_function()
+        dicts: list = []
+        probs: list = []
+        proffs = [0]
+        for p, tot, crc_ok, pp, pl in zip(pos_l, total_l, crc_col.tolist(), R["properties_pos"].tolist(),
+                                          R["properties_len"].tolist()):
+            props = {}
+            if pl > 0:
+                props, well_formed = parse_properties_checked(buf[pp:pp + pl])
+                if PROPERTY_CRC32 in props:
+                    ok, stored, actual = check_property_crc(mv, p, tot, props[PROPERTY_CRC32])
+                    if not ok:
+                        probs.append(property_crc_problem(stored, actual))
+                if not well_formed:
+                    probs.append(MALFORMED_PROPERTIES)
+            if crc_ok == 0:
+                probs.append(BODY_CRC_MISMATCH)
+            dicts.append(props)
+            proffs.append(len(probs))
+        rcrc = [crc32(mv[p:p + tot]) for p, tot in zip(pos_l, total_l)]
+        tags = [d.get(PROPERTY_TAGS) for d in dicts]
+        tccache = self.tags_codes
+        for tg in set(tags):
+            if tg not in tccache:
+                tccache[tg] = tags_code(tg)
+        tcodes = [tccache[tg] for tg in tags]
+        kl = [split_keys(d.get(PROPERTY_KEYS)) for d in dicts]
+        koffs = np.cumsum([0] + [len(ks) for ks in kl], dtype=np.int64).astype(np.int32)
+        poffs = np.cumsum([0] + [len(d) for d in dicts], dtype=np.int64).astype(np.int32)
+        tcode_mask = schedule_tags_codes(
+            ((i, d) for i, d in enumerate(dicts)
+             if PROPERTY_DELAY_TIME_LEVEL in d and topics[i] == RMQ_SYS_SCHEDULE_TOPIC), topics, sts, tcodes, n)
+        string, i32 = pa.string(), pa.int32()
+        props_col = pa.MapArray.from_arrays(pa.array(poffs, type=i32),
+                                            pa.array([k for d in dicts for k in d], type=string),
+                                            pa.array([v for d in dicts for v in d.values()], type=string))
+        keys_col = pa.ListArray.from_arrays(pa.array(koffs, type=i32),
+                                            pa.array([x for ks in kl for x in ks], type=string))
+        uniq_arr = pa.array([d.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for d in dicts], type=string)
+        return (props_col, pa.array(tags, type=string), tcodes, tcode_mask, keys_col, uniq_arr, probs, proffs,
+                rcrc)
+
+    def _offset_msg_ids(self, R, store_v6, store_off):
+        """The offsetMsgId column: store host and PHYSICALOFFSET field in hex, in bulk when no host is IPv6."""
+        import numpy as np
+        import pyarrow as pa
+
+        buf, u8, n = self.buf, self.u8, len(R)
+        pos, pof = R["position"], R["physical_offset_field"]
+        if not store_v6.any():
+            sh = np.ascontiguousarray(u8[(pos + store_off)[:, None] + np.arange(8)])
+            idb = np.hstack([sh, pof.astype(">i8").view(np.uint8).reshape(n, 8)]).tobytes().hex().upper().encode()
+            return pa.StringArray.from_buffers(n, pa.py_buffer(np.arange(0, 32 * n + 1, 32, dtype=np.int32)),
+                                               pa.py_buffer(idb))
+        return pa.array([offset_msg_id(bytes(buf[p + so:p + so + 16]) if v6 else bytes(buf[p + so:p + so + 4]),
+                                       int.from_bytes(buf[p + so + (16 if v6 else 4):p + so + (20 if v6 else 8)],
+                                                      "big", signed=True), f)
+                         for p, so, v6, f in zip(pos.tolist(), store_off.tolist(), store_v6.tolist(), pof.tolist())],
+                        type=pa.string())
+
+    def batch(self, R):
+        """One RecordBatch for a run of scanned records (rows of R), or None when the filter keeps nothing."""
+        import numpy as np
+        import pyarrow as pa
+
+        kept = self._filtered(R)
+        if kept is None:
             return None
+        R, ids = kept
+        buf, u8, task, schema = self.buf, self.u8, self.task, self.schema
+        n = len(R)
         topics = self.topic_names[ids]
         R = self._check_body_crc(R)
         pos, total, bpos, blen = R["position"], R["total_size"], R["body_pos"], R["body_len"]
         sys_flag, sts, bts = R["sys_flag"], R["store_timestamp"], R["born_timestamp"]
         crc_col = R["crc_ok"]
-        pos_l, total_l = pos.tolist(), total.tolist()
         born_v6 = (sys_flag & _BORNHOST_V6) != 0
         store_v6 = (sys_flag & _STOREHOST_V6) != 0
         store_off = store_host_position(sys_flag)
-
         split = _split_properties(buf, R)
-        if split is not None:
-            (props_col, tags_arr, tcodes, tcode_mask, keys_col, uniq_arr, probs, proffs,
-             rcrc) = self._text_columns(R, split, topics, sts, crc_col, pos, total)
-            bodies = ([buf[bp:bp + bl] if bl > 0 else b"" for bp, bl in zip(bpos.tolist(), blen.tolist())]
-                      if self.with_body else None)
-        else:
-            # per-record text: properties and problems (in decode_slot's order)
-            crc32 = crc32_function()
-            dicts: list = []
-            probs: list = []
-            proffs = [0]
-            for p, tot, crc_ok, pp, pl in zip(pos_l, total_l, crc_col.tolist(), R["properties_pos"].tolist(),
-                                              R["properties_len"].tolist()):
-                props = {}
-                if pl > 0:
-                    props, well_formed = parse_properties_checked(buf[pp:pp + pl])
-                    if PROPERTY_CRC32 in props:
-                        ok, stored, actual = check_property_crc(mv, p, tot, props[PROPERTY_CRC32])
-                        if not ok:
-                            probs.append(property_crc_problem(stored, actual))
-                    if not well_formed:
-                        probs.append(MALFORMED_PROPERTIES)
-                if crc_ok == 0:
-                    probs.append(BODY_CRC_MISMATCH)
-                dicts.append(props)
-                proffs.append(len(probs))
-            rcrc = [crc32(mv[p:p + tot]) for p, tot in zip(pos_l, total_l)]
-            bodies = ([buf[bp:bp + bl] if bl > 0 else b"" for bp, bl in zip(bpos.tolist(), blen.tolist())]
-                      if self.with_body else None)
-            pkeys = [k for d in dicts for k in d]
-            pvals = [v for d in dicts for v in d.values()]
-            poffs = np.cumsum([0] + [len(d) for d in dicts], dtype=np.int64).astype(np.int32)
-            tags = [d.get(PROPERTY_TAGS) for d in dicts]
-            uniqs = [d.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for d in dicts]
-            tccache = self.tags_codes
-            for tg in set(tags):
-                if tg not in tccache:
-                    tccache[tg] = tags_code(tg)
-            tcodes = [tccache[tg] for tg in tags]
-            kl = [split_keys(d.get(PROPERTY_KEYS)) for d in dicts]
-            kflat = [x for ks in kl for x in ks]
-            koffs = np.cumsum([0] + [len(ks) for ks in kl], dtype=np.int64).astype(np.int32)
-            tcode_mask = schedule_tags_codes(
-                ((i, d) for i, d in enumerate(dicts)
-                 if PROPERTY_DELAY_TIME_LEVEL in d and topics[i] == RMQ_SYS_SCHEDULE_TOPIC), topics, sts, tcodes, n)
+        (props_col, tags_arr, tcodes, tcode_mask, keys_col, uniq_arr, probs, proffs, rcrc) = (
+            self._text_columns(R, split, topics, sts, crc_col, pos, total) if split is not None
+            else self._text_columns_python(R, topics, sts, crc_col))
+        bodies = ([buf[bp:bp + bl] if bl > 0 else b"" for bp, bl in zip(bpos.tolist(), blen.tolist())]
+                  if self.with_body else None)
 
         i64, i32 = pa.int64(), pa.int32()
 
@@ -643,23 +679,7 @@ class RowDecoder:
         def strs(values):
             return pa.array(values, type=pa.string())
 
-        def str_list(offs, flat):
-            return pa.ListArray.from_arrays(pa.array(offs, type=i32), strs(flat))
-
         hcache = self.hosts
-        store_host = _host_column(buf, u8, pos, store_v6, store_off, hcache)
-        pof = R["physical_offset_field"]
-        if not store_v6.any():
-            sh = np.ascontiguousarray(u8[(pos + store_off)[:, None] + np.arange(8)])
-            idb = np.hstack([sh, pof.astype(">i8").view(np.uint8).reshape(n, 8)]).tobytes().hex().upper().encode()
-            msgid = pa.StringArray.from_buffers(n, pa.py_buffer(np.arange(0, 32 * n + 1, 32, dtype=np.int32)),
-                                                pa.py_buffer(idb))
-        else:
-            msgid = strs([offset_msg_id(bytes(buf[p + so:p + so + 16]) if v6 else bytes(buf[p + so:p + so + 4]),
-                                        int.from_bytes(buf[p + so + (16 if v6 else 4):p + so + (20 if v6 else 8)],
-                                                       "big", signed=True), f)
-                          for p, so, v6, f in zip(pos.tolist(), store_off.tolist(), store_v6.tolist(),
-                                                  pof.tolist())])
         days = np.floor_divide(sts, 86400000)
         valid = (sts >= MIN_TIMESTAMP_MS) & (sts <= MAX_TIMESTAMP_MS)
         udays, dinv = np.unique(np.where(valid, days, 0), return_inverse=True)
@@ -673,7 +693,7 @@ class RowDecoder:
             "file": const(task.name),
             "file_position": pa.array(pos, i64),
             "physical_offset": pa.array(pos + task.start, i64),
-            "physical_offset_field": pa.array(pof, i64),
+            "physical_offset_field": pa.array(R["physical_offset_field"], i64),
             "total_size": pa.array(total.astype(np.int32), i32),
             "magic_version": pa.array(R["magic_version"].astype(np.int32), i32),
             "topic": strs(topics),
@@ -687,24 +707,23 @@ class RowDecoder:
             "born_host": strs(_host_column(buf, u8, pos, born_v6, BORN_HOST_POSITION, hcache)),
             "store_timestamp": ts(sts),
             "store_timestamp_ms": pa.array(sts, i64),
-            "store_host": strs(store_host),
+            "store_host": strs(_host_column(buf, u8, pos, store_v6, store_off, hcache)),
             "reconsume_times": pa.array(_gather(u8, bpos - RECONSUME_TIMES_BEFORE_BODY, 4, ">i4").astype(np.int32),
                                         i32),
             "prepared_transaction_offset": pa.array(_gather(u8, bpos - PREPARED_TRANSACTION_OFFSET_BEFORE_BODY, 8,
                                                             ">i8"), i64),
-            "tags": tags_arr if split is not None else strs(tags),
+            "tags": tags_arr,
             "tags_code": pa.array(np.array(tcodes, dtype=np.int64), i64, mask=tcode_mask),
-            "keys": keys_col if split is not None else str_list(koffs, kflat),
-            "uniq_key": uniq_arr if split is not None else strs(uniqs),
-            "offset_msg_id": msgid,
-            "properties": props_col if split is not None else pa.MapArray.from_arrays(pa.array(poffs, type=i32),
-                                                                                       strs(pkeys), strs(pvals)),
+            "keys": keys_col,
+            "uniq_key": uniq_arr,
+            "offset_msg_id": self._offset_msg_ids(R, store_v6, store_off),
+            "properties": props_col,
             "body_size": pa.array(np.maximum(blen, 0).astype(np.int32), i32),
             "body_crc": pa.array(body_crc, i64),
             # unchecked by the scan = an empty body: crc32 of nothing is 0 (store.walk.records.decode_slot)
             "crc_ok": pa.array(np.where(crc_col < 0, body_crc == 0, crc_col == 1), pa.bool_()),
             "record_crc32": pa.array(np.array(rcrc, dtype=np.int64), i64),
-            "problems": str_list(proffs, probs),
+            "problems": pa.ListArray.from_arrays(pa.array(proffs, type=i32), strs(probs)),
             "store_date": strs(dates),
             "topic_partition": strs(self.topic_partitions[ids]),
         }
@@ -712,7 +731,6 @@ class RowDecoder:
         if self.with_body:
             arrays[BODY] = pa.array(bodies, pa.binary())
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
-
 
 def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | None = None,
                  result: FileResult | None = None, batch_rows: int = BATCH_ROWS):

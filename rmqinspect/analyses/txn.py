@@ -652,6 +652,92 @@ def _op_offsets(body: bytes, where: str, notes: Notes) -> list[int]:
     return out
 
 
+# the half columns of _Collect, in the order _collect_special appends them
+_HALF_COLUMNS = ("phys", "end", "qid", "qoff", "sts", "checks", "tpqo", "uhash", "rtopic", "rqid", "kind", "ppos",
+                 "plen")
+
+
+def _collect_ends(E: dict, base: int, Re, u8, tt, tids) -> None:
+    """COMMIT / ROLLBACK records outside the system topics, a run's worth at once: every field they give is a
+    column (no Python per record)."""
+    import numpy as np
+
+    pos_e = Re["position"]
+    before = PREPARED_TRANSACTION_OFFSET_BEFORE_BODY
+    prep = u8[(Re["body_pos"] - before)[:, None] + np.arange(8)].copy().view(">i8").reshape(-1)
+    for c, v in (("phys", pos_e + base), ("end", pos_e + base + Re["total_size"]), ("prep", prep),
+                 ("type", tt), ("topic", tids), ("qid", Re["queue_id"]),
+                 ("qoff", Re["queue_offset"]), ("sts", Re["store_timestamp"])):
+        E[c].frombytes(np.ascontiguousarray(v, dtype=np.int64).tobytes())
+
+
+def _collect_special(col: _Collect, f, S, tids: list[int], topics: dict[str, int], appenders: tuple) -> None:
+    """The records of one run whose properties must be read, one at a time (the scan's hot loop: long on purpose,
+    a call per record would cost more than the record): halves and PREPARED records into the half columns
+    (``appenders``, bound once per scan), op messages into the op offsets, check-max-time records into the
+    given-up ones."""
+    (h_phys, h_end, h_qid, h_qoff, h_sts, h_checks, h_tpqo, h_uhash, h_rtopic, h_rqid, h_kind, h_ppos,
+     h_plen) = appenders
+    OP, GV, rtopics = col.op, col.gave, col.real_topics
+    compressed = int(SysFlag.COMPRESSED)
+    half_id, op_id, max_id = (topics.get(RMQ_SYS_TRANS_HALF_TOPIC, -1), topics.get(RMQ_SYS_TRANS_OP_HALF_TOPIC, -1),
+                              topics.get(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, -1))
+    names = list(topics)
+    base = f.start
+    buf = f.buffer
+    for pos, total, bpos, blen, sf, qid, qoff, sts, ppos, plen, tid in zip(
+            S["position"].tolist(), S["total_size"].tolist(), S["body_pos"].tolist(), S["body_len"].tolist(),
+            S["sys_flag"].tolist(), S["queue_id"].tolist(), S["queue_offset"].tolist(),
+            S["store_timestamp"].tolist(), S["properties_pos"].tolist(), S["properties_len"].tolist(), tids):
+        phys = base + pos
+        end = phys + total
+        props = parse_properties(bytes(buf[ppos:ppos + plen])) if plen > 0 else {}
+        if tid == half_id or tid not in (op_id, max_id):  # a half, or a PREPARED record (4.x)
+            broker = tid == half_id
+            uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            rt = props.get(PROPERTY_REAL_TOPIC) if broker else names[tid]
+            checks = _int_or_none(props.get(PROPERTY_TRANSACTION_CHECK_TIMES))
+            tpqo = _int_or_none(props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET))
+            rq = _int_or_none(props.get(PROPERTY_REAL_QUEUE_ID)) if broker else qid
+            if broker and rt is None:
+                col.notes.add("halves without REAL_TOPIC", f"half at {phys}: no REAL_TOPIC property")
+            h_phys(phys)
+            h_end(end)
+            h_qid(qid)
+            h_qoff(qoff)
+            h_sts(sts)
+            h_checks(checks if checks is not None and checks >= 0 else 0)
+            h_tpqo(tpqo if tpqo is not None and tpqo >= 0 else -1)
+            h_uhash(hash(uniq) if uniq else hash(("no UNIQ_KEY", phys)))
+            h_rtopic(rtopics.setdefault(rt, len(rtopics)) if rt is not None else -1)
+            h_rqid(rq if rq is not None else -1)
+            h_kind(0 if broker else 1)
+            h_ppos(base + ppos)
+            h_plen(plen)
+        elif tid == op_id:
+            col.op_records += 1
+            where = f"at {phys} ({f.name} position {pos})"
+            tag = props.get(PROPERTY_TAGS)
+            if tag != TRANS_OP_REMOVE_TAG:
+                col.notes.add("op tags", f"op message {where}: tag {tag!r}, not {TRANS_OP_REMOVE_TAG!r}; it "
+                              "ends nothing")
+                continue
+            if sf & compressed:
+                col.notes.add("op bodies", f"op message {where}: compressed body (the broker never compresses "
+                              "op bodies); ignored")
+                continue
+            for q in _op_offsets(bytes(buf[bpos:bpos + max(blen, 0)]), where, col.notes):
+                OP["hqoff"].append(q)
+                OP["phys"].append(phys)
+                OP["end"].append(end)
+                OP["qid"].append(qid)
+        else:  # TRANS_CHECK_MAX_TIME_TOPIC
+            uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            GV["phys"].append(phys)
+            GV["end"].append(end)
+            GV["uhash"].append(hash(uniq) if uniq else hash(("no UNIQ_KEY", phys)))
+
+
 def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int] | None = None,
                       checker_source: str | None = None) -> TxnScan:
     """One pass over the commit log: every transaction and the records that decide it. ``plan``: a
@@ -662,15 +748,9 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
     cl = store.commitlog
     col = _Collect()
     topics: dict[str, int] = {}
-    H, E, OP, GV = col.half, col.end, col.op, col.gave
-    rtopics = col.real_topics
-    before = PREPARED_TRANSACTION_OFFSET_BEFORE_BODY
+    appenders = tuple(col.half[c].append for c in _HALF_COLUMNS)
     u8_of: dict[str, object] = {}
     special: list[int] = []
-    compressed = int(SysFlag.COMPRESSED)
-    (h_phys, h_end, h_qid, h_qoff, h_sts, h_checks, h_tpqo, h_uhash, h_rtopic, h_rqid, h_kind, h_ppos,
-     h_plen) = (H[c].append for c in ("phys", "end", "qid", "qoff", "sts", "checks", "tpqo", "uhash", "rtopic",
-                                      "rqid", "kind", "ppos", "plen"))
     for ev in cl.walk(check_crc=False, stop_at_end=False):
         if isinstance(ev, Gap):
             col.notes.add("gaps", f"no commitlog file covers {ev.start}..{ev.end}: transactions there are unknown")
@@ -683,11 +763,10 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
         if not isinstance(ev, RecordRun):
             continue
         f = ev.file
-        buf = f.buffer
         u8 = u8_of.get(f.path)
         if u8 is None:
             u8_of.clear()
-            u8 = u8_of[f.path] = np.frombuffer(buf, dtype=np.uint8)
+            u8 = u8_of[f.path] = np.frombuffer(f.buffer, dtype=np.uint8)
         R = ev.records
         n_before = len(topics)
         ids = topic_ids(u8, R, topics)
@@ -698,77 +777,13 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
         mask = np.zeros(len(R), dtype=bool)
         for sid in special:
             mask |= ids == sid
-        # COMMIT / ROLLBACK records outside the system topics: every field they give is a column (no Python)
         ends = ((tt_all == TransactionType.COMMIT) | (tt_all == TransactionType.ROLLBACK)) & ~mask
         if ends.any():
-            Re = R[ends]
-            pos_e = Re["position"]
-            prep = u8[(Re["body_pos"] - before)[:, None] + np.arange(8)].copy().view(">i8").reshape(-1)
-            for c, v in (("phys", pos_e + f.start), ("end", pos_e + f.start + Re["total_size"]), ("prep", prep),
-                         ("type", tt_all[ends]), ("topic", ids[ends]), ("qid", Re["queue_id"]),
-                         ("qoff", Re["queue_offset"]), ("sts", Re["store_timestamp"])):
-                E[c].frombytes(np.ascontiguousarray(v, dtype=np.int64).tobytes())
+            _collect_ends(col.end, f.start, R[ends], u8, tt_all[ends], ids[ends])
         mask |= (tt_all == TransactionType.PREPARED)
         sel = np.flatnonzero(mask)
-        if not len(sel):
-            continue
-        half_id, op_id, max_id = (topics.get(RMQ_SYS_TRANS_HALF_TOPIC, -1), topics.get(RMQ_SYS_TRANS_OP_HALF_TOPIC, -1),
-                                  topics.get(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, -1))
-        names = list(topics)
-        base = f.start
-        S = R[sel]
-        for pos, total, bpos, blen, sf, qid, qoff, sts, ppos, plen, tid in zip(
-                S["position"].tolist(), S["total_size"].tolist(), S["body_pos"].tolist(), S["body_len"].tolist(),
-                S["sys_flag"].tolist(), S["queue_id"].tolist(), S["queue_offset"].tolist(),
-                S["store_timestamp"].tolist(), S["properties_pos"].tolist(), S["properties_len"].tolist(),
-                ids[sel].tolist()):
-            phys = base + pos
-            end = phys + total
-            props = parse_properties(bytes(buf[ppos:ppos + plen])) if plen > 0 else {}
-            if tid == half_id or tid not in (op_id, max_id):  # a half, or a PREPARED record (4.x)
-                broker = tid == half_id
-                uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                rt = props.get(PROPERTY_REAL_TOPIC) if broker else names[tid]
-                checks = _int_or_none(props.get(PROPERTY_TRANSACTION_CHECK_TIMES))
-                tpqo = _int_or_none(props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET))
-                rq = _int_or_none(props.get(PROPERTY_REAL_QUEUE_ID)) if broker else qid
-                if broker and rt is None:
-                    col.notes.add("halves without REAL_TOPIC", f"half at {phys}: no REAL_TOPIC property")
-                h_phys(phys)
-                h_end(end)
-                h_qid(qid)
-                h_qoff(qoff)
-                h_sts(sts)
-                h_checks(checks if checks is not None and checks >= 0 else 0)
-                h_tpqo(tpqo if tpqo is not None and tpqo >= 0 else -1)
-                h_uhash(hash(uniq) if uniq else hash(("no UNIQ_KEY", phys)))
-                h_rtopic(rtopics.setdefault(rt, len(rtopics)) if rt is not None else -1)
-                h_rqid(rq if rq is not None else -1)
-                h_kind(0 if broker else 1)
-                h_ppos(base + ppos)
-                h_plen(plen)
-            elif tid == op_id:
-                col.op_records += 1
-                where = f"at {phys} ({f.name} position {pos})"
-                tag = props.get(PROPERTY_TAGS)
-                if tag != TRANS_OP_REMOVE_TAG:
-                    col.notes.add("op tags", f"op message {where}: tag {tag!r}, not {TRANS_OP_REMOVE_TAG!r}; it "
-                                  "ends nothing")
-                    continue
-                if sf & compressed:
-                    col.notes.add("op bodies", f"op message {where}: compressed body (the broker never compresses "
-                                  "op bodies); ignored")
-                    continue
-                for q in _op_offsets(bytes(buf[bpos:bpos + max(blen, 0)]), where, col.notes):
-                    OP["hqoff"].append(q)
-                    OP["phys"].append(phys)
-                    OP["end"].append(end)
-                    OP["qid"].append(qid)
-            else:  # TRANS_CHECK_MAX_TIME_TOPIC
-                uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                GV["phys"].append(phys)
-                GV["end"].append(end)
-                GV["uhash"].append(hash(uniq) if uniq else hash(("no UNIQ_KEY", phys)))
+        if len(sel):
+            _collect_special(col, f, R[sel], ids[sel].tolist(), topics, appenders)
     u8_of.clear()
     return TxnScan(store, col, list(topics), truncate_offset=plan.truncate_offset if plan is not None else None,
                    checker_offsets=checker_offsets, checker_source=checker_source)

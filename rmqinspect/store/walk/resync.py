@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -431,15 +431,9 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
     records is cut before the record starting there), and the position it ended at (a stop, or the file's
     size) is appended to ``landed``. Its runs are sized to reach the next stop (the scanner is never asked for
     records far past it)."""
-    if prev is not None:
-        if f.start > prev.start + fsize:
-            yield Held(APPEND, Damage(DamageKind.MISSING_FILE, prev.start + fsize, f.start, None, None,
-                                      f"no commit-log file covers [{prev.start + fsize}, {f.start}) "
-                                      f"({(f.start - prev.start - fsize) // fsize or 1} file(s) missing)"))
-        elif f.start < prev.start + fsize:
-            yield Held(APPEND, Damage(DamageKind.NOT_CONTIGUOUS, f.start, prev.start + fsize, f.name, 0,
-                                      f"{f.name} overlaps {prev.name}"))
-    buf = f.buffer
+    seq = _sequence_damage(f, prev, fsize) if prev is not None else None
+    if seq is not None:
+        yield Held(APPEND, seq)
     stop_set = set(stops)
     stop_arr = np.asarray(stops, dtype=np.int64)
     # records and bytes walked so far: a run aimed at the next stop asks for the records of average size that fit
@@ -494,22 +488,7 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                 pos = f.size
                 break
             if kind == END:
-                data_end = _data_end(f, p, f.size)
-                nxt = find_next_valid(f, p, check_crc, accept_v2, data_end) if data_end > p else None
-                if nxt is None:
-                    if data_end > p:
-                        yield Held(APPEND, Damage(DamageKind.GARBAGE, f.start + p, f.start + data_end, f.name, p,
-                                                  "zero-filled space followed by unreadable bytes"))
-                    elif p < f.size and has_data_after():
-                        yield Held(APPEND, Damage(DamageKind.ZERO_PAGE, f.start + p, f.start + f.size, f.name, p,
-                                                  "zeros up to the end of the file where a blank end-of-file "
-                                                  "record should be, and later files hold data"))
-                    pos = f.size
-                    dmg = None
-                    break
-                yield Held(APPEND, Damage(DamageKind.ZERO_PAGE, f.start + p, nxt.offset, f.name, p,
-                                          f"{nxt.offset - f.start - p} zero bytes inside the data"))
-                pos = nxt.position
+                pos = yield from _after_zeros(f, p, check_crc, accept_v2, has_data_after)
                 break
             dmg = Damage(DAMAGE_OF_KIND.get(kind, DamageKind.GARBAGE), f.start + p, f.start + p, f.name, p, reason)
             resync_from = p + 1
@@ -517,31 +496,71 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
         else:
             pos = f.size
         if dmg is not None:
-            at = dmg.position
-            assert at is not None and resync_from is not None  # both set with every dmg above
-            if dmg.kind in (DamageKind.CRC, DamageKind.HALF):
-                known_end = at + _record_size(buf, at, f.size)
-            elif dmg.kind == DamageKind.STALE:
-                known_end = dmg.end - f.start
-            else:
-                known_end = at + 1
-            nxt = find_next_valid(f, resync_from, check_crc, accept_v2)
-            if nxt is not None:
-                dmg.end = nxt.offset
-                _zero_page_check(buf, f.start, dmg)
-                yield Held(ADD, dmg)
-                pos = nxt.position
-                continue
-            data_end = max(_data_end(f, at, f.size), known_end)
-            dmg.end = f.start + data_end
-            yield Held(ADD, dmg)
-            if data_end < f.size and has_data_after():
-                yield Held(APPEND, Damage(DamageKind.ZERO_PAGE, f.start + data_end, f.start + f.size, f.name,
-                                          data_end,
-                                          "no blank end-of-file record after the damage, later files hold data"))
-            pos = f.size
+            assert resync_from is not None  # set with every dmg above
+            pos = yield from _resync(f, dmg, resync_from, check_crc, accept_v2, has_data_after)
     if landed is not None:
         landed.append(min(pos, f.size))
+
+
+def _sequence_damage(f: MappedFile, prev: MappedFile, fsize: int) -> Damage | None:
+    """A file missing between ``prev`` and ``f``, or ``f`` overlapping ``prev``, by their names and the file size."""
+    if f.start > prev.start + fsize:
+        return Damage(DamageKind.MISSING_FILE, prev.start + fsize, f.start, None, None,
+                      f"no commit-log file covers [{prev.start + fsize}, {f.start}) "
+                      f"({(f.start - prev.start - fsize) // fsize or 1} file(s) missing)")
+    if f.start < prev.start + fsize:
+        return Damage(DamageKind.NOT_CONTIGUOUS, f.start, prev.start + fsize, f.name, 0,
+                      f"{f.name} overlaps {prev.name}")
+    return None
+
+
+def _after_zeros(f: MappedFile, p: int, check_crc: bool, accept_v2: bool,
+                 has_data_after: Callable[[], bool]) -> Generator[Held, None, int]:
+    """Zero-filled space at position ``p``: where the walk of ``f`` goes on (the next valid record, or the file's
+    end), and the damage the zeros are when data follows them (in this file, or in a later one)."""
+    data_end = _data_end(f, p, f.size)
+    nxt = find_next_valid(f, p, check_crc, accept_v2, data_end) if data_end > p else None
+    if nxt is None:
+        if data_end > p:
+            yield Held(APPEND, Damage(DamageKind.GARBAGE, f.start + p, f.start + data_end, f.name, p,
+                                      "zero-filled space followed by unreadable bytes"))
+        elif p < f.size and has_data_after():
+            yield Held(APPEND, Damage(DamageKind.ZERO_PAGE, f.start + p, f.start + f.size, f.name, p,
+                                      "zeros up to the end of the file where a blank end-of-file "
+                                      "record should be, and later files hold data"))
+        return f.size
+    yield Held(APPEND, Damage(DamageKind.ZERO_PAGE, f.start + p, nxt.offset, f.name, p,
+                              f"{nxt.offset - f.start - p} zero bytes inside the data"))
+    return nxt.position
+
+
+def _resync(f: MappedFile, dmg: Damage, resync_from: int, check_crc: bool, accept_v2: bool,
+            has_data_after: Callable[[], bool]) -> Generator[Held, None, int]:
+    """After damage at ``dmg.position``: the damaged range up to the next valid record (``find_next_valid`` from
+    ``resync_from``), where the walk of ``f`` goes on; without one, the range to the end of the data, and the
+    zeros after it are damage too when a later file holds data."""
+    buf = f.buffer
+    at = dmg.position
+    assert at is not None  # a damaged record lies in a file
+    if dmg.kind in (DamageKind.CRC, DamageKind.HALF):
+        known_end = at + _record_size(buf, at, f.size)
+    elif dmg.kind == DamageKind.STALE:
+        known_end = dmg.end - f.start
+    else:
+        known_end = at + 1
+    nxt = find_next_valid(f, resync_from, check_crc, accept_v2)
+    if nxt is not None:
+        dmg.end = nxt.offset
+        _zero_page_check(buf, f.start, dmg)
+        yield Held(ADD, dmg)
+        return nxt.position
+    data_end = max(_data_end(f, at, f.size), known_end)
+    dmg.end = f.start + data_end
+    yield Held(ADD, dmg)
+    if data_end < f.size and has_data_after():
+        yield Held(APPEND, Damage(DamageKind.ZERO_PAGE, f.start + data_end, f.start + f.size, f.name, data_end,
+                                  "no blank end-of-file record after the damage, later files hold data"))
+    return f.size
 
 
 ZERO_PAGE_MIN = 4096
