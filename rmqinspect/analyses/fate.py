@@ -238,4 +238,76 @@ def _after_restart(fate: MessageFate, msg, plan, store: Store) -> None:
             fate.after_restart = "survives in the commit log, but no consume-queue entry points to it" + index
 
 
-__all__ = ["AFTER_RESTART_FATES", "ConsumerState", "MessageFate", "message_fate"]
+@dataclass
+class RecordsAsked:
+    """The records an identifier names, as ``fate`` asks about them: their physical offsets (in order, each once)
+    and the recovery plan that decides 'after restart' (it also finds the records the restart indexes)."""
+
+    offsets: list[int]
+    plan: object  # analyses.recovery.RecoveryPlan
+
+
+def records_asked(store: Store, svc, *, key: str | None = None, topic: str | None = None, msg_id: str | None = None,
+                  uniq_key: str | None = None, offset: int | None = None,
+                  broker_version: str | None = None) -> RecordsAsked:
+    """The records one identifier names (exactly one of ``key`` with ``topic``, ``msg_id``, ``uniq_key``,
+    ``offset``): what the broker's index returns for it (verified hits), the records a restart indexes under it,
+    and for an offsetMsgId the record it points to. ``svc``: the store's ``IndexService``."""
+    from .lookup.fates import reindexed_hits, view_of_plan
+    from .lookup.msgid import find_msg_id
+    from .lookup.query import DEFAULT_MAX_MSGS_NUM_BATCH, JAVA_LONG_MAX, query_message
+    from .recovery import RecoveryOptions, plan_recovery
+
+    def plan_of():
+        return plan_recovery(store, RecoveryOptions(version=broker_version, with_salvage=False,
+                                                    keep_redispatch=False))
+
+    if offset is not None:
+        return RecordsAsked([offset], plan_of())
+    if key is not None:
+        q = query_message(svc, store.commitlog, topic, key, DEFAULT_MAX_MSGS_NUM_BATCH, 0, JAVA_LONG_MAX,
+                          DEFAULT_MAX_MSGS_NUM_BATCH)
+        offsets = [h.physical_offset for h in q.verified]
+        # and the records the restart indexes (the index does not hold them yet; the broker finds them after)
+        plan = plan_of()
+        offsets += [h.physical_offset for h in reindexed_hits(store.commitlog, view_of_plan(plan), topic, key)
+                    if h.has_key]
+        return RecordsAsked(sorted(set(offsets)), plan)
+    ident = (msg_id or uniq_key or "").strip().upper()
+    rep = find_msg_id(store, svc, ident, topic)
+    offsets = [h["physical_offset"] for h in (rep.as_uniq_key or {}).get("hits", [])]
+    # and the records the restart indexes under this UNIQ_KEY (the index does not hold them yet)
+    plan = plan_of()
+    for t in (rep.as_uniq_key or {}).get("topics_searched", []):
+        offsets += [h.physical_offset for h in reindexed_hits(store.commitlog, view_of_plan(plan), t, ident)
+                    if h.has_key]
+    a = rep.as_offset_msg_id or {}
+    if msg_id is not None and a.get("matches"):
+        offsets.insert(0, a["message"]["physical_offset"])
+    return RecordsAsked(sorted(set(offsets)), plan)
+
+
+@dataclass
+class FateReport:
+    """``fate``'s answer: one ``MessageFate`` per record asked about, their transactions attached, and where the
+    consumer offsets came from (None: there were none, consumption unknown)."""
+
+    fates: list[MessageFate]
+    consumer_offsets_source: str | None
+
+
+def fates_of(store: Store, asked: RecordsAsked, svc, offsets_file: str | None = None) -> FateReport:
+    """The fate of every record in ``asked`` under its plan, consumption from the committed offsets
+    (``offsets_file``, default config/consumerOffset.json), and a transaction record's transaction (one pass of
+    ``analyses.txn``, only when one is asked about)."""
+    from .offsets import read_consumer_offsets
+    from .txn import attach_transactions
+
+    cfg, table = read_consumer_offsets(store, offsets_file)
+    fates = [message_fate(store, o, plan=asked.plan, offsets=table, svc=svc) for o in asked.offsets]
+    attach_transactions(store, fates, plan=asked.plan, offsets_file=offsets_file)
+    return FateReport(fates, cfg.source if cfg is not None else None)
+
+
+__all__ = ["AFTER_RESTART_FATES", "ConsumerState", "FateReport", "MessageFate", "RecordsAsked", "fates_of",
+           "message_fate", "records_asked"]

@@ -491,6 +491,38 @@ class RebuildRun:
         return d
 
 
+@dataclass
+class DispatchVersion:
+    """The release whose IndexFile counting ``rebuild`` follows (before 4.7.1 hashSlotCount grew on every put),
+    and how it was chosen: "option" (--broker-version), "index headers" (proven from the store's index files)
+    or "assumed" (4.9: nothing proves it; ``why`` says what was looked at)."""
+
+    version: BrokerVersion
+    source: str
+    why: str = ""
+
+
+def dispatch_version(store: Store, given: BrokerVersion | None) -> DispatchVersion:
+    """``given`` when set, else what the store's index headers prove, else 4.9 (assumed, said so)."""
+    from ..store.version import index_counting_version
+
+    if given is not None:
+        return DispatchVersion(given, "option")
+    found, why = index_counting_version(store.layout.index_dir)
+    if found is None:
+        return DispatchVersion(BrokerVersion.parse("4.9"), "assumed", why)
+    return DispatchVersion(found, "index headers", why)
+
+
+def record_around(store: Store, offset: int):
+    """The record ``offset`` lies inside of (not at its start), as ``analyses.dump.EnclosingRecord``; None when
+    ``offset`` is a record boundary or the walk does not reach it (a dispatch start or end must be a boundary)."""
+    from .dump import enclosing_record
+
+    rec = enclosing_record(store.commitlog, offset)
+    return rec if rec is not None and rec.start != offset else None
+
+
 def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, build_index: bool = True,
             from_offset: int | None = None, to_offset: int | None = None, cq_file_size: int | None = None,
             index_slots: int | None = None, index_max: int | None = None,

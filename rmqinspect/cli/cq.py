@@ -9,6 +9,7 @@ import sys
 import click
 
 from ..analyses.compare.cq_vs_commitlog import join_queue, queue_bounds
+from ..analyses.cq_fates import EntryFates, cq_recovery_plan
 from ..store import Store
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.consumequeue import ConsumeQueue, list_queues
@@ -123,7 +124,7 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
     except StoreNotFoundError as e:
         raise StoreNotFoundError(e.message + nearest_topics(topic, st.root), e.path, e.offset) from None
     if not join:
-        fates = _EntryFates.of(st, d, topic, queue_id, cq_file_size, broker_version) \
+        fates = EntryFates.of(st, d, topic, queue_id, cq_file_size, broker_version, on_note=warn) \
             if queues.kind == served_kind(d) else None
         rows = ({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c,
                  "tags_code": t} | ({"fate": fates((a, b, c, t))} if fates else {})
@@ -208,86 +209,10 @@ def _no_entries(topic: str, queue_id: int, from_: int | None, queues=None):
              topic=topic if names is not None else None, names=names)
 
 
-class _EntryFates:
-    """Each on-disk entry's fate once the broker has recovered the directory (ENTRY_FATES), one entry at a time:
-    the shown entries stream out, never held in a list (a queue may hold millions). Entries whose records lie
-    before both the truncation offset and the re-dispatch range are left as they are by every step of the
-    recovery; only when an entry lies past that bound is the queue modelled (``queue_entries_after_recovery``).
-    If that model fails, the entries from there on carry no fate (null), said on stderr."""
-
-    def __init__(self, st, topic: str, queue_id: int, cq_file_size, bound: int, version=None):
-        self.st, self.key, self.cq_file_size, self.bound = st, f"{topic}/{queue_id}", cq_file_size, bound
-        self.version = version
-        self.after: dict | None = None
-        self.truncate_offset = 0
-        self.failed = False
-        self.shown = self.gone = 0
-
-    @classmethod
-    def of(cls, st, d, topic, queue_id, cq_file_size, version=None) -> _EntryFates | None:
-        """None when the queue is read from another directory (--cq-dir) or the recovery cannot be modelled."""
-        from ..analyses.lookup.fates import recovery_view
-        from ..store.errors import RmqInspectError
-
-        if os.path.abspath(d) != os.path.abspath(st.layout.consumequeue_dir):
-            return None
-        try:
-            view = recovery_view(st) if version is None else recovery_view(st, version=version)
-        except RmqInspectError as e:
-            warn(f"recovery not modelled ({e}): entries carry no fate after restart")
-            return None
-        bound = min(view.truncate_offset, view.redispatch_first if view.redispatch_first is not None else
-                    view.truncate_offset)
-        return cls(st, topic, queue_id, cq_file_size, bound, version)
-
-    def __call__(self, entry) -> str | None:
-        from ..analyses.recovery.queues import entry_fate
-
-        self.shown += 1
-        if entry[1] < self.bound:
-            return "survives"
-        if self.after is None and not self.failed:
-            self._model()
-        if self.after is None:
-            return None
-        fate = entry_fate(entry, self.after, self.truncate_offset)
-        self.gone += fate != "survives"
-        return fate
-
-    def _model(self) -> None:
-        from ..analyses.recovery.rocksdb import queue_entries_after_recovery
-        from ..store.errors import RmqInspectError
-
-        try:
-            plan = _plan(self.st, self.cq_file_size, self.version)
-            after = queue_entries_after_recovery(self.st, plan, self.key)
-        except RmqInspectError as e:
-            self.failed = True
-            warn(f"recovery not modelled ({e}): entries from here on carry no fate after restart")
-            return
-        self.after = {e[0]: tuple(e[:4]) for e in after or ()}
-        self.truncate_offset = plan.truncate_offset
-
-    def finish(self) -> None:
-        if self.gone:
-            warn(f"{self.gone} of {self.shown} entries shown do not survive the broker's recovery of this directory "
-                 f"(truncation offset {self.truncate_offset}): see the fate column, or --as-recovered")
-
-
-def _plan(st, cq_file_size, version=None):
-    from ..analyses.recovery import RecoveryOptions, plan_recovery
-    from ..store.broker_conf import configured
-
-    crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
-    return plan_recovery(st, RecoveryOptions(check_crc=crc.value if crc else True,
-                                             index_safe=safe.value if safe else False, with_salvage=False,
-                                             keep_redispatch=False, cq_file_size=cq_file_size, version=version))
-
-
 def _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt, version=None, kind=None) -> None:
     from ..analyses.recovery.rocksdb import queue_entries_after_recovery
 
-    plan = _plan(st, cq_file_size, version)
+    plan = cq_recovery_plan(st, cq_file_size, version)
     if plan.combine is not None and kind is not None and kind != ("file" if plan.combine.served_is_file
                                                                    else "rocksdb"):
         _combine_other_side(st, plan, topic, queue_id, from_, count, all_, fmt, kind)

@@ -38,12 +38,8 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
       rmqinspect fate STORE --key ord-15 --topic LogTopic
       rmqinspect fate STORE --msgid AC10FE0100417FFFAAAA00A1F7780549 --offsets consumerOffset.json
     """
-    from ..analyses.fate import message_fate
-    from ..analyses.lookup.fates import reindexed_hits, view_of_plan
-    from ..analyses.lookup.msgid import find_msg_id
-    from ..analyses.lookup.query import DEFAULT_MAX_MSGS_NUM_BATCH, JAVA_LONG_MAX, IndexService, query_message
-    from ..analyses.offsets import read_consumer_offsets
-    from ..analyses.recovery import RecoveryOptions, plan_recovery
+    from ..analyses.fate import fates_of, records_asked
+    from ..analyses.lookup.query import IndexService
     from ..store import Store
 
     given = [n for n, v in (("--key", key), ("--msgid", msg_id), ("--uniq-key", uniq_key), ("--offset", offset))
@@ -54,56 +50,28 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
         raise click.UsageError("--key needs --topic (the index key is TOPIC#KEY)")
     st = Store.open(store)
     svc = IndexService.for_store(st)
-    what = f"{given[0]} {key or msg_id or uniq_key or offset}"
-    plan = None
-    if offset is not None:
-        offsets = [offset]
-    elif key is not None:
-        q = query_message(svc, st.commitlog, topic, key, DEFAULT_MAX_MSGS_NUM_BATCH, 0, JAVA_LONG_MAX,
-                          DEFAULT_MAX_MSGS_NUM_BATCH)
-        offsets = [h.physical_offset for h in q.verified]
-        # and the records the restart indexes (the index does not hold them yet; the broker finds them after)
-        plan = plan_recovery(st, RecoveryOptions(version=broker_version, with_salvage=False, keep_redispatch=False))
-        offsets += [h.physical_offset for h in reindexed_hits(st.commitlog, view_of_plan(plan), topic, key)
-                    if h.has_key]
-    else:
-        ident = (msg_id or uniq_key).strip().upper()
-        rep = find_msg_id(st, svc, ident, topic)
-        offsets = [h["physical_offset"] for h in (rep.as_uniq_key or {}).get("hits", [])]
-        # and the records the restart indexes under this UNIQ_KEY (the index does not hold them yet)
-        plan = plan_recovery(st, RecoveryOptions(version=broker_version, with_salvage=False, keep_redispatch=False))
-        for t in (rep.as_uniq_key or {}).get("topics_searched", []):
-            offsets += [h.physical_offset for h in reindexed_hits(st.commitlog, view_of_plan(plan), t, ident)
-                        if h.has_key]
-        a = rep.as_offset_msg_id or {}
-        if msg_id is not None and a.get("matches"):
-            offsets.insert(0, a["message"]["physical_offset"])
-    offsets = sorted(set(offsets))
-    if not offsets:
-        no_match(f"no record found for {what} through the index (`explain-missing` says why and scans the "
-                 "commit log)", topic=topic, store_root=st.root)
-    if plan is None:
-        plan = plan_recovery(st, RecoveryOptions(version=broker_version, with_salvage=False, keep_redispatch=False))
+    asked = records_asked(st, svc, key=key, topic=topic, msg_id=msg_id, uniq_key=uniq_key, offset=offset,
+                          broker_version=broker_version)
+    if not asked.offsets:
+        no_match(f"no record found for {given[0]} {key or msg_id or uniq_key or offset} through the index "
+                 "(`explain-missing` says why and scans the commit log)", topic=topic, store_root=st.root)
     # the restart depends on the version's recovery rules: say which one answered (never guess silently)
-    va = plan.version
+    va = asked.plan.version
     note(f"'after restart' follows the recovery of RocketMQ {va.version.text} ("
          + {"option": "--broker-version", "detected": "detected", "default": "assumed"}[va.source]
          + ("" if va.source == "option" else "; --broker-version overrides") + ")")
-    if plan.accelerated_from is not None:
+    if asked.plan.accelerated_from is not None:
         from ..analyses.recovery.combine import accelerated_note
 
-        note(accelerated_note(plan.accelerated_from, offsets).replace("problem(s) shown", "record(s) asked about"))
-    cfg, table = read_consumer_offsets(st, offsets_file)
-    if cfg is None:
+        note(accelerated_note(asked.plan.accelerated_from, asked.offsets)
+             .replace("problem(s) shown", "record(s) asked about"))
+    rep = fates_of(st, asked, svc, offsets_file)
+    if rep.consumer_offsets_source is None:
         note("no consumer offsets (config/consumerOffset.json absent; --offsets FILE gives them): "
              "consumption unknown")
     else:
-        note(f"consumer offsets from {cfg.source}")
-    fates = [message_fate(st, o, plan=plan, offsets=table, svc=svc) for o in offsets]
-    # a transaction's record: its transaction and verdict (one pass of analyses.txn, only when one is asked about)
-    from ..analyses.txn import attach_transactions
-
-    attach_transactions(st, fates, plan=plan, offsets_file=offsets_file)
+        note(f"consumer offsets from {rep.consumer_offsets_source}")
+    fates = rep.fates
     if fmt == "table" and layout.columns:
         # --columns asks for columns: one row per record (the key/value blocks below have none to pick)
         emit((f.to_dict() for f in fates), "table", TABLE_COLUMNS)

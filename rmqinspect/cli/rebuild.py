@@ -7,7 +7,7 @@ import functools
 
 import click
 
-from ..analyses.rebuild_run import PROBLEM_STOPS, rebuild
+from ..analyses.rebuild_run import PROBLEM_STOPS, dispatch_version, rebuild, record_around
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
 from ..store.walk.parallel import default_jobs
@@ -69,30 +69,23 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
         from .spark import spark_session
 
         dispatch = functools.partial(rebuild_spark, spark_session(master))
-    for name, at in (("--from", from_), ("--to", to)):  # a boundary inside a record is no boundary (issue 13)
-        if at is not None:
-            from ..analyses.dump import enclosing_record
-
-            rec = enclosing_record(Store.open(store).commitlog, at)
-            if rec is not None and rec.start != at:
+    with Store.open(store) as st:
+        for name, at in (("--from", from_), ("--to", to)):  # a boundary inside a record is no boundary
+            rec = record_around(st, at) if at is not None else None
+            if rec is not None:
                 raise click.BadParameter(f"{at} lies inside the {rec.kind} record at {rec.start} (size {rec.size}): "
                                          f"use {rec.start} or {rec.start + rec.size}", param_hint=name)
-    if broker_version is None:  # auto-detected (issue 13): a 4.4.0 store's index headers count every put
-        from ..store.version import BrokerVersion, index_counting_version
-
-        broker_version, why = index_counting_version(Store.open(store).layout.index_dir)
-        if broker_version is None:
-            broker_version = BrokerVersion.parse("4.9")
-            note(f"--broker-version not given and not provable, 4.9 assumed ({why})")
-        else:
-            note(f"--broker-version {broker_version} from the index headers ({why})")
-    with Store.open(store) as st:
+        dv = dispatch_version(st, broker_version)  # a 4.4.0 store's index headers count every put
+        if dv.source == "assumed":
+            note(f"--broker-version not given and not provable, 4.9 assumed ({dv.why})")
+        elif dv.source == "index headers":
+            note(f"--broker-version {dv.version} from the index headers ({dv.why})")
         cl = st.commitlog
         total = cl.end_offset - (from_ if from_ is not None else cl.min_offset)
         with progress(total, "rebuild", fmt == "table") as advance:
             run = rebuild(st, out, build_cq="cq" in parts, build_index="index" in parts, from_offset=from_,
                           to_offset=to, cq_file_size=cq_file_size, index_slots=index_slots, index_max=index_max,
-                          broker_version=broker_version, dry_run=dry_run, details=details, cq_format=cq_format,
+                          broker_version=dv.version, dry_run=dry_run, details=details, cq_format=cq_format,
                           dispatch=dispatch, progress=advance, jobs=jobs or default_jobs())
     rep = run.report
     geo = run.geometry
