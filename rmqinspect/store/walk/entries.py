@@ -183,6 +183,8 @@ def walk_entries(file: MappedFile, start: int = 0, limit: int | None = None, *, 
     END, a header DLedger's recovery rejects as ILLEGAL (reason names the rule). Inside a good entry the record
     gets RocketMQ's check, bounded by the entry: a record whose lengths disagree (or whose TOTALSIZE is not the
     entry's bodySize) is HALF and the walk goes on at the next entry, as the entry header still frames it."""
+    # A hot loop, long on purpose: every entry the compiled scanner declines passes here one at a time, and each
+    # of the cases below yields in the middle of the loop (a helper per case would be a generator per entry).
     buf = file.buffer
     if limit is None:
         limit = file.size

@@ -384,6 +384,8 @@ def scan_buffer(buf, start: int, limit: int, check_crc: bool = True, accept_v2: 
     CRC_MISMATCH or FILE_END nothing more is yielded (the rest of the buffer cannot be trusted to be on a
     record boundary); after HALF the scan continues at ``pos + size`` as the dispatcher does.
     """
+    # A hot loop, long on purpose: every record of a store without the compiled scanner passes here, and the
+    # names it binds below and the checks inlined in one body are what keep it near the compiled scanner's order.
     mv = memoryview(buf)
     pos = start
     v4 = HEADER_V4
