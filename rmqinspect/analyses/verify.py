@@ -37,7 +37,7 @@ from ..store.rocksdb_cq import ConsumeQueues, is_rocksdb_dir
 from .dispatch import goes_to_consume_queue, index_keys
 from .rebuild import dispatch_fields
 from .rows import topic_ids
-from ..store.walk.kinds import Damage
+from ..store.walk.kinds import Damage, DamageKind
 from ..store.walk.resync import BlankRecord, walk_batches
 
 ALL_CHECKS = ("structure", "crc", "cq", "index", "checkpoint")
@@ -361,7 +361,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
         if type(item) is Damage:
             recs.damaged.append(item.start)
             recs.damaged_end.append(item.end)
-            check = "crc" if (item.kind == "crc_mismatch" or item.cause == "crc_mismatch") else "structure"
+            check = "crc" if DamageKind.CRC in (item.kind, item.cause) else "structure"
             if check == "crc" and not do_crc or check == "structure" and not do_struct:
                 continue
             rep.add(Problem(check, item.kind, item.start, item.end,

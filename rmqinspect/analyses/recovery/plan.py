@@ -27,7 +27,7 @@ import numpy as np
 from ...formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
 from ...store import Store
 from ...store.consumequeue import ConsumeQueue, list_queues
-from ...store.walk.kinds import ILLEGAL
+from ...store.walk.kinds import ILLEGAL, DamageKind
 from ...store.walk.records import RecordRun
 from ..dispatch import DelayTable
 from .batch import BatchQueueModel, batch_queue_topics, load_batch_queues
@@ -579,7 +579,7 @@ def messages_lost(store: Store, plan: RecoveryPlan, jobs: int | None = None) -> 
     owner = {off: q.topic for q in plan.queues for off in q.cut_offsets}
     for r in rep.regions:
         topic = owner.get(r.start)
-        if topic is not None and r.kind != "missing_file":
+        if topic is not None and r.kind != DamageKind.MISSING_FILE:
             lost["per_topic"][topic] = lost["per_topic"].get(topic, 0) + 1
     lost["regions"] = [r.to_dict() for r in rep.regions]
     plan.messages_lost = lost
