@@ -20,7 +20,7 @@ from rmqinspect.formats.commitlog import PHYSICAL_OFFSET_POSITION, encode_proper
 from rmqinspect.formats.rip82 import IndexRecord, TimerRecord, TransRecord
 from rmqinspect.sinks.rocksdb_cq import rows_from_consume_queues
 from rmqinspect.store import Store
-from rmqinspect.store.broker_conf import broker_conf_in_effect, read_broker_conf
+from rmqinspect.store.broker_conf import read_broker_conf
 from rmqinspect.store.detect import detect_store
 from rmqinspect.store.rip82 import RIP82Store, rip82_dir
 from rmqinspect.store.rocksdb_cq import ConsumeQueues
@@ -64,8 +64,8 @@ def _conf(tmp_path, **kv) -> str:
 
 
 def _plan(root, version=V534, conf=None, **kw):
-    with broker_conf_in_effect(read_broker_conf(conf) if conf else None):
-        return plan_recovery(Store.open(str(root)), RecoveryOptions(version=version, with_salvage=False, **kw))
+    st = Store.open(str(root), conf=read_broker_conf(conf) if conf else None)
+    return plan_recovery(st, RecoveryOptions(version=version, with_salvage=False, **kw))
 
 
 def test_combine_store_written_beside_the_file_queue_is_detected_as_5_3_4(tmp_path):

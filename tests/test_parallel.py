@@ -313,20 +313,37 @@ def test_chunk_starts_the_walk_passes_over(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_workers_see_the_broker_conf_in_effect(method, tmp_path, monkeypatch):
-    """The broker.conf in effect in the command is in effect in its workers, whatever the start method (a
-    ContextVar is not shared by a spawned process: the engine hands it over with each task)."""
-    from rmqinspect.store.broker_conf import broker_conf_in_effect, read_broker_conf
-    from support.conf_probe import configured_value
+def test_workers_read_relocated_dledger_files_as_the_parent_does(method, tmp_path, monkeypatch):
+    """A DLedger member whose data files the broker.conf relocates (storePathDLedgerCommitLog, not a
+    dledger-<selfId>/data directory): only the parent's layout, opened with that broker.conf, knows they hold
+    entries. The workers get that with each task, whatever the start method (no process state carries it), and
+    dispatch the same messages as the parent."""
+    import shutil
+
+    from rmqinspect.store.broker_conf import read_broker_conf
+    from rmqinspect.writer.commitlog import MessageSpec
+    from rmqinspect.writer.dledger import DLedgerWriter
 
     monkeypatch.setenv(parallel.START_METHOD_ENV, method)
+    w = DLedgerWriter(str(tmp_path / "dledger-n0"), 4096, 32 * 64)
+    for i in range(30):
+        w.append(MessageSpec(topic="T", queue_id=i % 3, body=b"m%d-" % i * (1 + i % 5), born_timestamp=1000 + i,
+                             store_timestamp=2000 + i), 1)
+    w.write_checkpoint(w.entries[-1].index)
+    w.write_currterm(1, "n0")
+    shutil.move(str(tmp_path / "dledger-n0" / "data"), str(tmp_path / "dledger-data"))
     conf = tmp_path / "broker.conf"
-    conf.write_text("mappedFileSizeCommitLog=4096\nmaxIndexNum=40\n")
-    keys = ["mappedFileSizeCommitLog", "maxIndexNum", "maxHashSlotNum"]
-    with broker_conf_in_effect(read_broker_conf(conf)):
-        got = list(parallel.map_files(configured_value, keys, 2))
-    assert got == [(4096, "config"), (40, "config"), None]
-    assert list(parallel.map_files(configured_value, keys, 2)) == [None, None, None]
+    conf.write_text("enableDLegerCommitLog=true\ndLegerSelfId=n0\nstorePathRootDir=/data/rmq/store\n"
+                    "storePathDLedgerCommitLog=/data/rmq/store/dledger-data\n")
+    st = Store.open(str(tmp_path), conf=read_broker_conf(conf))
+    try:
+        assert st.commitlog.dledger and len(st.commitlog.files) > 1
+        args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
+        here = [rebuild_run.dispatch_file(a)["report"].messages for a in args]
+        there = [r["report"].messages for r in parallel.map_files(rebuild_run.dispatch_file, args, 2)]
+    finally:
+        st.close()
+    assert there == here and sum(here) == 30
 
 
 def _private_shm(tmp_path, monkeypatch) -> str:

@@ -18,6 +18,7 @@ from ..formats.msgid import decode_offset_msg_id, decode_uniq_key
 from ..store.errors import CorruptDataError, RmqInspectError
 
 if TYPE_CHECKING:
+    from ..store.broker_conf import BrokerConf
     from ..store.indexfile import FileLookup, IndexFile
 
 # The index and consume-queue readers (numpy, construct) are imported where a look-up first needs them:
@@ -54,7 +55,7 @@ class IndexService:
     """The index files of a store, in the broker's load order (lexical order of the 17-digit names)."""
 
     def __init__(self, index_dir: str, slots: int | None = None, max_items: int | None = None,
-                 index_msg_timestamp: int | None = None, abort_present: bool = False):
+                 index_msg_timestamp: int | None = None, abort_present: bool = False, conf: BrokerConf | None = None):
         from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
 
         self.index_dir = index_dir
@@ -69,7 +70,7 @@ class IndexService:
                 continue
             info = IndexFileInfo(name, path, size=os.path.getsize(path))
             try:
-                f = IndexFile(path, slots, max_items)
+                f = IndexFile(path, slots, max_items, conf)
             except IndexGeometryError as e:
                 # not read rather than read wrongly: the error names the flag / broker.conf key that settles it
                 info.error = str(e)
@@ -102,7 +103,7 @@ class IndexService:
         except RmqInspectError:
             cp = None
         return cls(index_dir or store.layout.index_dir, slots, max_items,
-                   cp.index_msg_timestamp if cp else None, store.abort_present)
+                   cp.index_msg_timestamp if cp else None, store.abort_present, store.conf)
 
     def geometry(self) -> dict:
         """The index geometry in one answer: the files' common {value, source, candidates, detail}, or
@@ -345,7 +346,7 @@ def _store_identity(store) -> tuple:
 
 def recovery_view(store, cache: bool = True, version=None) -> RecoveryView:
     """Where the broker's recovery of this directory truncates the commit log (analyses.recovery, with the
-    broker.conf in effect for checkCRCOnRecover / messageIndexSafe): records at or past it are gone after a
+    store's broker.conf for checkCRCOnRecover / messageIndexSafe): records at or past it are gone after a
     restart, whatever the index files on disk still say. ``version`` (a BrokerVersion): the release whose
     recovery rules apply (None: detected, ``recovery.version``).
 
@@ -354,7 +355,7 @@ def recovery_view(store, cache: bool = True, version=None) -> RecoveryView:
     from ..store.broker_conf import configured
     from .recovery.small import small_recovery_scan
 
-    crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
+    crc, safe = configured(store.conf, "checkCRCOnRecover"), configured(store.conf, "messageIndexSafe")
     check_crc = crc.value if crc else True
     index_safe = safe.value if safe else False
     key = (_store_identity(store), check_crc, index_safe, version) if cache else None

@@ -300,10 +300,6 @@ def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None =
         return
     from concurrent.futures import ProcessPoolExecutor
 
-    from ..store.broker_conf import InBrokerConf
-
-    # the broker.conf in effect here is in effect in the workers too, whatever the start method
-    fn = InBrokerConf(fn)
     workers = min(jobs, len(items))
     window = workers + 1  # every worker busy, and the next result ready when the parent asks for it
     ctx = _context()

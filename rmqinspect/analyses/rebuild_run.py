@@ -27,7 +27,7 @@ from ..sinks.consumequeue import ConsumeQueueSet
 from ..sinks.indexfile import IndexFileSet, slot_links
 from ..sinks.staging import Staged, utf8_json
 from ..store import Store
-from ..store.broker_conf import BrokerConfigError, Setting, configured, setting
+from ..store.broker_conf import BrokerConf, BrokerConfigError, Setting, configured
 from ..store.commitlog import CommitLog
 from ..store.consumequeue import list_queues
 from ..store.indexfile import INDEX_GEOMETRY_SETTLE, IndexGeometry, prove_geometry_of
@@ -176,14 +176,15 @@ class RecordingIndex:
 
 def dispatch_file(args) -> dict:
     """One task: the dispatch of one commitlog file. ``args`` = (path, start, mapped file size, build_cq,
-    build_index, delay_table[, lo, hi[, index slots]]): with ``lo``/``hi`` only the chunk of the file from position
-    ``lo`` up to position ``hi`` (None: the file's end; ``chunk_dispatch_args``); with the index's slot count the
-    index puts come with their slot chains. The file is mapped here (in the worker) and closed before returning;
+    build_index, delay_table[, lo, hi[, index slots[, dledger]]]): with ``lo``/``hi`` only the chunk of the file from
+    position ``lo`` up to position ``hi`` (None: the file's end; ``chunk_dispatch_args``); with the index's slot
+    count the index puts come with their slot chains; ``dledger`` is the parent's ``MappedFile.dledger`` (None:
+    from the path). The file is mapped here (in the worker) and closed before returning;
     the result says which record scanner ran (``scanner``)."""
     path, start, file_size, build_cq, build_index, delay_table = args[:6]
     lo, hi = args[6:8] if len(args) > 6 else (0, None)
     slots = args[8] if len(args) > 8 else None
-    cl = CommitLog([MappedFile(path, start)], file_size)
+    cl = CommitLog([MappedFile(path, start, dledger=args[9] if len(args) > 9 else None)], file_size)
     cq = RecordingCQ() if build_cq else None
     ix = RecordingIndex() if build_index else None
     try:
@@ -208,7 +209,7 @@ def chunk_dispatch_args(commitlog: CommitLog, cq, index, options: RebuildOptions
     for a, f in zip(file_dispatch_args(commitlog, cq, index, options), commitlog.files):
         starts = record_chunks(f, 0, accept_v2=True)
         for k, lo in enumerate(starts):
-            out.append((*a, lo, starts[k + 1] if k + 1 < len(starts) else None, slots))
+            out.append((*a, lo, starts[k + 1] if k + 1 < len(starts) else None, slots, f.dledger))
     return out
 
 
@@ -394,10 +395,10 @@ def _index_geometry_setting(store: Store) -> IndexGeometry:
                          f"{INDEX_GEOMETRY_SETTLE} settles it")
 
 
-def configured_delay_table() -> DelayTable:
-    """messageDelayLevel of the broker.conf in effect (the delivery time of a delay-level message's tagsCode),
-    else the broker's default table."""
-    c = configured("messageDelayLevel")
+def configured_delay_table(conf: BrokerConf | None) -> DelayTable:
+    """messageDelayLevel of ``conf`` (the delivery time of a delay-level message's tagsCode), else the broker's
+    default table."""
+    c = configured(conf, "messageDelayLevel")
     if c is None:
         return DEFAULT_DELAY_TABLE
     try:
@@ -408,12 +409,14 @@ def configured_delay_table() -> DelayTable:
 
 def store_geometry(store: Store, cq_file_size: int | None = None, index_slots: int | None = None,
                    index_max: int | None = None) -> RebuildGeometry:
-    """Each value from its flag, else the broker.conf in effect (--broker-config), else what the store's own
+    """Each value from its flag, else the store's broker.conf (--broker-config), else what the store's own
     files prove, else RocketMQ's default (said in ``settings`` and in the warnings of the command)."""
     src = {}
     settings: dict[str, dict] = {}
-    cq = setting(cq_file_size, "mappedFileSizeConsumeQueue", _cq_file_size_setting(store) if cq_file_size is None
-                 and configured("mappedFileSizeConsumeQueue") is None else None, DEFAULT_CQ_FILE_SIZE)
+    cq = Setting.resolve(cq_file_size, store.conf, "mappedFileSizeConsumeQueue",
+                         _cq_file_size_setting(store) if cq_file_size is None
+                         and configured(store.conf, "mappedFileSizeConsumeQueue") is None else None,
+                         DEFAULT_CQ_FILE_SIZE)
     cq_file_size = cq.value
     src["cq_file_size"] = {"flag": "option", "config": "broker.conf", "inferred": "store's consume queue files",
                            "ambiguous": "store's consume queue files (ambiguous)"}.get(cq.source, "RocketMQ default")
@@ -422,7 +425,7 @@ def store_geometry(store: Store, cq_file_size: int | None = None, index_slots: i
         src["index"] = "option"
         settings["index"] = IndexGeometry(index_slots, index_max, "flag").to_dict()
     else:
-        cs, cm = configured("maxHashSlotNum"), configured("maxIndexNum")
+        cs, cm = configured(store.conf, "maxHashSlotNum"), configured(store.conf, "maxIndexNum")
         if index_slots is None and index_max is None and (cs is not None or cm is not None):
             index_slots = cs.value if cs is not None else DEFAULT_INDEX_SLOTS
             index_max = cm.value if cm is not None else DEFAULT_INDEX_MAX
@@ -515,7 +518,7 @@ def rebuild(store: Store, out: str | None = None, *, build_cq: bool = True, buil
         raise ValueError("rebuild needs an output directory, or dry_run")
     geo = store_geometry(store, cq_file_size, index_slots, index_max)
     opts = RebuildOptions(build_cq=build_cq, build_index=build_index, from_offset=from_offset, to_offset=to_offset,
-                          delay_table=configured_delay_table())
+                          delay_table=configured_delay_table(store.conf))
     version = broker_version or BrokerVersion.parse("4.9")
     every = version.index_counts_every_put
     cl = store.commitlog

@@ -238,6 +238,9 @@ class FileTask:
     # (offsets, states) of this file's transaction records, sorted (analyses.txn.txn_states_by_file); the
     # verdict is a store-wide answer, so it is computed once before the files are handed out
     txn: tuple = ()
+    # whether the file is a DLedger data file (entries around the records): the parent's layout decides it, with
+    # the broker.conf it was opened with; None: from the path (a dledger-<selfId>/data directory)
+    dledger: bool | None = None
 
     @property
     def name(self) -> str:
@@ -717,7 +720,7 @@ def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | No
     """Arrow RecordBatches (at most ``batch_rows`` rows each) for one commitlog file, scanned from position 0 to
     its blank record / zero tail / end. ``result`` (optional) receives the row count and the damage seen."""
     schema = arrow_schema(with_body)
-    mf = MappedFile(task.path, task.start)
+    mf = MappedFile(task.path, task.start, dledger=task.dledger)
     try:
         dec = RowDecoder(mf.buffer, task, schema, with_body, flt)
         try:

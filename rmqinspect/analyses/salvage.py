@@ -321,6 +321,9 @@ class WalkTask:
     convert_args: tuple = ()
     # a chunk of the file (chunk_tasks): the later chunks' starts, where this walk ends when it lands on one
     stops: tuple[int, ...] = ()
+    # DLedger data files (entries around the records), as the parent's CommitLog knows them from its layout and
+    # broker.conf; None: from the path (a dledger-<selfId>/data directory)
+    dledger: bool | None = None
 
 
 def walk_tasks(cl, start: int | None = None, *, check_crc: bool = True, accept_v2: bool = True,
@@ -336,7 +339,7 @@ def walk_tasks(cl, start: int | None = None, *, check_crc: bool = True, accept_v
             continue
         first = not tasks
         tasks.append(WalkTask(paths, i, max(0, start - f.start) if first else 0, fsize, check_crc, accept_v2,
-                              i > 0 and not first, convert, convert_args))
+                              i > 0 and not first, convert, convert_args, dledger=f.dledger))
     return tasks
 
 
@@ -412,7 +415,7 @@ def run_walk_task(task: WalkTask) -> tuple[int, int, int, list]:
         f = own.get(i)
         if f is None:
             start, path = task.files[i]
-            f = own[i] = MappedFile(path, start)
+            f = own[i] = MappedFile(path, start, dledger=task.dledger)
         return f
 
     def has_after() -> bool:

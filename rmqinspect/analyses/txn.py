@@ -63,6 +63,7 @@ from ..formats.constants import (
 from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
 from ..formats.properties import parse_properties
 from ..store import Store
+from ..store.broker_conf import BrokerConf
 from ..store.commitlog import DAMAGE_KINDS, Gap, PageReleaser, Record, RecordRun
 from ..store.consumequeue import ConsumeQueue
 from ..store.errors import RmqInspectError
@@ -775,12 +776,12 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
 
 
 
-def txn_states_by_file(store_path: str, starts: list[int]) -> list[tuple]:
+def txn_states_by_file(store_path: str, starts: list[int], conf: BrokerConf | None = None) -> list[tuple]:
     """For each commitlog file (by start offset, in order): (offsets, states) of its transaction records, the
     ``txn_state`` column of ``export`` and the Spark rows (a store without transactions: empty tuples)."""
     import numpy as np
 
-    st = Store.open(store_path)
+    st = Store.open(store_path, conf=conf)
     try:
         offs, states = scan_transactions(st).state_index()
     finally:

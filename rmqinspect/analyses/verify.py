@@ -449,14 +449,14 @@ def _queue_chunks(cq, rel):
 
 def _verify_cq(store: Store, rep: VerifyReport, recs: _Records, data_end: int, rel) -> None:
     cqdir = store.layout.consumequeue_dir
-    batch = [BatchConsumeQueue(t, q, d) for t, q, d in list_batch_queues(store.root)]
+    batch = [BatchConsumeQueue(t, q, d, store.conf) for t, q, d in list_batch_queues(store.root)]
     if not os.path.isdir(cqdir):
         if not batch:
             rep.notes.append("no consumequeue/ directory: the broker rebuilds every queue from the commit log")
             return
         _verify_queues(store, rep, recs, data_end, rel, [], batch)
         return
-    with ConsumeQueues(cqdir) as queues:
+    with ConsumeQueues(cqdir, conf=store.conf) as queues:
         if queues.kind == "rocksdb":
             rep.notes.append("RocksDB consume queue (5.x): entries read from a private snapshot of consumequeue/")
         _verify_queues(store, rep, recs, data_end, rel, list(queues), batch)
@@ -684,7 +684,7 @@ def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel, slots: i
         try:
             # flag > broker.conf > proof: an unproven geometry is reported, never used (a wrong one would
             # make every item look dangling)
-            idx = IndexFile(path, slots, max_items)
+            idx = IndexFile(path, slots, max_items, store.conf)
         except IndexGeometryError as e:
             rep.index_geometry[name] = prove_geometry_of(path).to_dict()
             rep.add(Problem("index", "index_geometry_unknown", 0, 0, rel(path), 0, e.message), merge=False)

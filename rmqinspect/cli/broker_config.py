@@ -8,7 +8,7 @@ import click
 
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
-from ._params import broker_version_option, store_argument
+from ._params import broker_conf, broker_version_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, no_match, warn
 
 
@@ -27,7 +27,7 @@ def config_cmd(store, only, broker_version, fmt):
     """
     from ..store.brokerconfig import read_broker_config
 
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     cfg = read_broker_config(st.layout.config_dir)
     for ld in cfg.loads.values():
         if ld.source == "bak":

@@ -19,6 +19,7 @@ from ._params import (
     TIME,
     TIME_FORMS,
     accepts_v2,
+    broker_conf,
     broker_version_option_for,
     jobs_option,
     max_body_option,
@@ -104,7 +105,7 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
       rmqinspect decode-commitlog STORE --topic OrderTopic --key ord-15 --format ndjson
     """
     accept_v2 = accepts_v2(broker_version)
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     cl = st.commitlog
     flt = MessageFilter(topic, queue, key, tag, since, until, uniq_key)
     if offset is not None and from_ is None:
@@ -210,7 +211,7 @@ def _output_messages(msgs, fmt, body, cl, body_limit: int) -> int:
 def summary(store, fmt, broker_version, jobs):
     """File map, offsets, per-topic and per-queue counts, time range, checkpoint, abort file, and what the
     files say about the RocketMQ version that wrote them (4.x / 5.x evidence)."""
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     cl = st.commitlog
     with progress(cl.end_offset - cl.min_offset, "scanning commitlog", fmt == "table") as advance:
         s = summarize(st, advance, broker_version, jobs=jobs or default_jobs())

@@ -14,7 +14,7 @@ from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.errors import EXIT_PROBLEMS, RmqInspectError, StoreNotFoundError
 from ..store.rocksdb_cq import ConsumeQueues, served_kind
-from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, release_option, store_argument
+from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, broker_conf, release_option, store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, note, warn
 
 COLUMNS = ("queue_offset", "physical_offset", "size", "tags_code")
@@ -64,7 +64,7 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, c
       rmqinspect cq STORE --all
       rmqinspect cq STORE --topic OrderTopic --queue 0 --from 100 --count 10 --join
     """
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     if as_recovered:
         _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt, broker_version,
                       None if cq_format == "auto" else cq_format)
@@ -77,7 +77,7 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, c
             raise StoreNotFoundError("no consumequeue directory", d)
         _cq(st, d, None, batch, topic, queue_id, from_, count, join, all_, cq_file_size, fmt)
         return
-    with ConsumeQueues(d, None if cq_format == "auto" else cq_format) as queues:
+    with ConsumeQueues(d, None if cq_format == "auto" else cq_format, st.conf) as queues:
         if queues.combined and cq_format == "auto":
             other = "rocksdb" if queues.kind == "file" else "file"
             warn(f"consumequeue/ holds a file and a RocksDB consume queue (CombineConsumeQueueStore, 5.3.4+): "
@@ -98,7 +98,7 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
             qs = (ConsumeQueue(q.topic, q.queue_id, q.path, cq_file_size) for q in list_queues(d))
         else:
             qs = iter(queues)
-        bqs = (BatchConsumeQueue(t, q, p) for t, q, p in batch)
+        bqs = (BatchConsumeQueue(t, q, p, st.conf) for t, q, p in batch)
         rows = (vars(b) for b in queue_bounds(itertools.chain(qs, bqs), clmin))
         if emit(rows, fmt, ALL_COLUMNS) == 0:
             warn(f"no consume queues under {d}")
@@ -113,7 +113,7 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
         if join:
             raise click.UsageError(f"{topic}/{queue_id} is a BatchConsumeQueue: use `batch-cq --expand` to check "
                                    "its records")
-        _batch_entries(BatchConsumeQueue(topic, queue_id, bq), from_, count, fmt)
+        _batch_entries(BatchConsumeQueue(topic, queue_id, bq, st.conf), from_, count, fmt)
         return
     if queues is None:
         raise StoreNotFoundError(f"no consume queue for {topic!r} queue {queue_id}", d)
@@ -124,7 +124,7 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
         raise StoreNotFoundError(e.message + nearest_topics(topic, st.root), e.path, e.offset) from None
     if not join:
         fates = _EntryFates.of(st, d, topic, queue_id, cq_file_size, broker_version) \
-            if queues.kind == served_kind(d) else None
+            if queues.kind == served_kind(d, st.conf) else None
         rows = ({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c,
                  "tags_code": t} | ({"fate": fates((a, b, c, t))} if fates else {})
                 for a, b, c, t in q.entries(from_, count))
@@ -278,7 +278,7 @@ def _plan(st, cq_file_size, version=None):
     from ..analyses.recovery import RecoveryOptions, plan_recovery
     from ..store.broker_conf import configured
 
-    crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
+    crc, safe = configured(st.conf, "checkCRCOnRecover"), configured(st.conf, "messageIndexSafe")
     return plan_recovery(st, RecoveryOptions(check_crc=crc.value if crc else True,
                                              index_safe=safe.value if safe else False, with_salvage=False,
                                              keep_redispatch=False, cq_file_size=cq_file_size, version=version))

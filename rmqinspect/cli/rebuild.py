@@ -11,7 +11,7 @@ from ..analyses.rebuild_run import PROBLEM_STOPS, rebuild
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
 from ..analyses.parallel import default_jobs
-from ._params import CQ_FILE_SIZE, check_index_geometry, INDEX_MAX, INDEX_SLOTS, NON_NEGATIVE_LONG, OFFSET, broker_version_option_for, jobs_option, store_argument
+from ._params import CQ_FILE_SIZE, INDEX_MAX, INDEX_SLOTS, NON_NEGATIVE_LONG, OFFSET, broker_conf, broker_version_option_for, check_index_geometry, jobs_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, note, print_kv, progress, warn
 
 QUEUE_COLUMNS = ("topic", "queue_id", "rebuilt_entries", "store_entries", "matching", "missing", "extra", "wrong",
@@ -73,20 +73,20 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
         if at is not None:
             from ..analyses.dump import enclosing_record
 
-            rec = enclosing_record(Store.open(store).commitlog, at)
+            rec = enclosing_record(Store.open(store, conf=broker_conf()).commitlog, at)
             if rec is not None and rec.start != at:
                 raise click.BadParameter(f"{at} lies inside the {rec.kind} record at {rec.start} (size {rec.size}): "
                                          f"use {rec.start} or {rec.start + rec.size}", param_hint=name)
     if broker_version is None:  # auto-detected (issue 13): a 4.4.0 store's index headers count every put
         from ..store.version import BrokerVersion, index_counting_version
 
-        broker_version, why = index_counting_version(Store.open(store).layout.index_dir)
+        broker_version, why = index_counting_version(Store.open(store, conf=broker_conf()).layout.index_dir)
         if broker_version is None:
             broker_version = BrokerVersion.parse("4.9")
             note(f"--broker-version not given and not provable, 4.9 assumed ({why})")
         else:
             note(f"--broker-version {broker_version} from the index headers ({why})")
-    with Store.open(store) as st:
+    with Store.open(store, conf=broker_conf()) as st:
         cl = st.commitlog
         total = cl.end_offset - (from_ if from_ is not None else cl.min_offset)
         with progress(total, "rebuild", fmt == "table") as advance:

@@ -17,6 +17,7 @@ from ..store.layout import ensure_output_outside
 from ._params import (
     CQ_FILE_SIZE,
     RELEASE_RULES_HELP,
+    broker_conf,
     broker_version_option_for,
     jobs_option,
     max_body_option,
@@ -32,7 +33,7 @@ mode_option = click.option("--mode", type=click.Choice(("auto", "normal", "abnor
 
 def _plan(store, broker_version, check_crc=True, index_safe=False, mode="auto", keep_redispatch=False,
           cq_file_size=None, jobs=None):
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     plan = plan_recovery(st, RecoveryOptions(version=broker_version, check_crc=check_crc, index_safe=index_safe,
                                              force_mode=None if mode == "auto" else mode,
                                              keep_redispatch=keep_redispatch, cq_file_size=cq_file_size,
@@ -307,7 +308,7 @@ def salvage_cmd(store, out_path, broker_version, body, max_body_bytes, jobs, fmt
     codes, keep candidates that are self-consistent (size bounds, stored physical offset, CRC, queue-offset
     monotonicity), classify each damaged region (torn tail, zero page, CRC mismatch, stale data, missing
     file). Never writes into STORE. Exit 1 when messages would be lost."""
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     if out_path is not None:
         ensure_output_outside(st, out_path)
     jobs = jobs or default_jobs()

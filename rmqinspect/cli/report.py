@@ -51,7 +51,7 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
     from ..store.layout import ensure_output_outside
 
     require_plotly()  # before minutes of scanning
-    opened = [Store.open(p) for p in stores]
+    opened = [Store.open(p, conf=broker_conf()) for p in stores]
     for st in opened:
         ensure_output_outside(st, out_path)
     if os.path.isdir(out_path):

@@ -6,7 +6,7 @@ import click
 
 from ..store import Store
 from ..store.detect import detect_store
-from ._params import broker_version_option, store_argument
+from ._params import broker_conf, broker_version_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, print_kv
 
 
@@ -22,7 +22,7 @@ def store_info(store, broker_version, fmt):
     __CRC32# properties, RocksDB files in consumequeue/, timerlog/, timerwheel, batchconsumequeue/,
     tiered_index_file/.
     """
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     d = detect_store(st, broker_version)
     doc = d.to_dict()
     doc["ha"] = _ha(st)

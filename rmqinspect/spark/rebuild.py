@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from ..analyses.rebuild import RebuildOptions, RebuildReport
 from ..analyses.rebuild_run import dispatch_file, file_dispatch_args, join_file_dispatches
-from ..store.broker_conf import InBrokerConf
 from ..store.commitlog import CommitLog
 from .session import ScannerTally, ordered_partitions
 
@@ -29,8 +28,9 @@ def rebuild_spark(spark, commitlog: CommitLog, cq, index, options: RebuildOption
         raise ValueError("--from/--to are not supported with --engine spark")
     # whole files (lo 0, hi None) with the index's slot count: the executors compute the slot chains
     slots = getattr(index, "slots", None) if opt.build_index else None
-    args = [(*a, 0, None, slots) for a in file_dispatch_args(commitlog, cq, index, opt)]
-    rdd = spark.sparkContext.parallelize(args, len(args)).map(InBrokerConf(dispatch_file))
+    args = [(*a, 0, None, slots, f.dledger) for a, f in zip(file_dispatch_args(commitlog, cq, index, opt),
+                                                            commitlog.files)]
+    rdd = spark.sparkContext.parallelize(args, len(args)).map(dispatch_file)
     tally = ScannerTally("rebuild")
     results = ordered_partitions(rdd)
     try:

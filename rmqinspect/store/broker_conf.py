@@ -15,9 +15,6 @@ from the data, inference over the broker's default.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -257,59 +254,9 @@ class Setting:
         return Setting(default, "default", f"broker default for {key}")
 
 
-# The broker.conf in effect for one invocation (the CLI's --broker-config sets it; library callers may use
-# ``broker_conf_in_effect``). Readers that were not given a value explicitly consult it before inferring:
-# the precedence flag > config > inferred > default holds without threading the file through every call.
-_ACTIVE: ContextVar[BrokerConf | None] = ContextVar("rmqinspect_broker_conf", default=None)
-
-
-def active_broker_conf() -> BrokerConf | None:
-    return _ACTIVE.get()
-
-
-def set_active_broker_conf(conf: BrokerConf | None) -> Token:
-    return _ACTIVE.set(conf)
-
-
-def reset_active_broker_conf(token: Token) -> None:
-    _ACTIVE.reset(token)
-
-
-@contextmanager
-def broker_conf_in_effect(conf: BrokerConf | None) -> Iterator[BrokerConf | None]:
-    token = _ACTIVE.set(conf)
-    try:
-        yield conf
-    finally:
-        _ACTIVE.reset(token)
-
-
-class InBrokerConf:
-    """``fn`` to be called in another process (a worker of the local parallel engine started with ``spawn``, a
-    Spark executor) with the broker.conf in effect where it was made: ``configured`` there answers as here
-    (the conf is a ContextVar, which other processes do not share). Picklable when ``fn`` is."""
-
-    __slots__ = ("fn", "conf")
-
-    def __init__(self, fn: Callable[..., Any], conf: BrokerConf | None = None):
-        self.fn, self.conf = fn, conf if conf is not None else _ACTIVE.get()
-
-    def __call__(self, *args: Any) -> Any:
-        with broker_conf_in_effect(self.conf):
-            return self.fn(*args)
-
-    def __reduce__(self):
-        return InBrokerConf, (self.fn, self.conf)
-
-
-def configured(key: str) -> Setting | None:
-    """``key`` from the broker.conf in effect, as a Setting(source="config"), or None."""
-    conf = _ACTIVE.get()
+def configured(conf: BrokerConf | None, key: str) -> Setting | None:
+    """``key`` from ``conf`` (the broker.conf given to the command, ``Store.conf``) as a Setting(source="config"),
+    or None when there is no broker.conf or it does not set the key."""
     if conf is None or key not in conf.values:
         return None
     return Setting(conf.values[key], "config", conf.where(key))
-
-
-def setting(flag: Any, key: str, inferred: Setting | None = None, default: Any = None) -> Setting:
-    """``Setting.resolve`` against the broker.conf in effect."""
-    return Setting.resolve(flag, _ACTIVE.get(), key, inferred, default)

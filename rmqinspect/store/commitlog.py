@@ -39,7 +39,7 @@ from ..formats.constants import (
 )
 from ..formats.crc import crc32 as _crc32
 from ..formats.crc import crc32_function
-from .broker_conf import Setting
+from .broker_conf import BrokerConf, Setting
 from .errors import CorruptDataError, OffsetOutOfStoreError, StoreNotFoundError
 from .layout import StoreLayout
 from .mapped import MappedFile
@@ -922,5 +922,6 @@ def infer_file_size(files: list[MappedFile], notes: list[str]) -> int:
     return got.value
 
 
-def open_commitlog(path: str | os.PathLike, file_size: int | None = None) -> CommitLog:
-    return CommitLog.open(StoreLayout.open(path), file_size)
+def open_commitlog(path: str | os.PathLike, file_size: int | None = None, conf: BrokerConf | None = None
+                   ) -> CommitLog:
+    return CommitLog.open(StoreLayout.open(path, conf), file_size)

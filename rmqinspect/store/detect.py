@@ -238,5 +238,5 @@ def detect_store(store, broker_version: BrokerVersion | None = None,
     if store.layout.dledger is not None:
         from .dledger import dledger_info
 
-        info = dledger_info(store.dledger)
+        info = dledger_info(store.dledger, store.conf)
     return StoreDetection(guess, kind, ev, broker_version, info)

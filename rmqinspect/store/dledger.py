@@ -37,6 +37,7 @@ from ..formats.dledger import (
     MAGIC_1,
     VOTE_LEADER_KEY,
 )
+from .broker_conf import BrokerConf, configured
 from .commitlog import (
     BLANK,
     CRC_MISMATCH,
@@ -478,12 +479,11 @@ __all__ = ["Entry", "EntryEvent", "DLedgerLog", "DLedgerIndex", "DLedgerCheckpoi
            "entry_for_message", "read_entry", "dledger_info"]
 
 
-def dledger_info(log: DLedgerLog) -> dict:
+def dledger_info(log: DLedgerLog, conf: BrokerConf | None = None) -> dict:
     """What the member's files say, for ``store-info``/``summary``: ids, term, checkpoint, the last entry (walked
     from the third-last data file, as DLedger's recovery does), and the file sets. ``group``/``peers`` come only
-    from --broker-config (``dLegerGroup``/``dLegerPeers``): no DLedger file records them."""
+    from ``conf``, the broker.conf given (``dLegerGroup``/``dLegerPeers``): no DLedger file records them."""
     from ..formats.dledger import RECOVER_FROM_FILES_FROM_END
-    from .broker_conf import configured
 
     cp, ct = log.checkpoint, log.currterm
     last: Entry | None = None
@@ -493,7 +493,7 @@ def dledger_info(log: DLedgerLog) -> dict:
             last = ev.entry
         elif ev.kind != "blank":
             stop = f"{ev.kind} at {ev.offset}" + (f": {ev.reason}" if ev.reason else "")
-    group, peers = configured("dLegerGroup"), configured("dLegerPeers")
+    group, peers = configured(conf, "dLegerGroup"), configured(conf, "dLegerPeers")
     return {
         "mode": "dledger",
         "self_id": log.self_id,

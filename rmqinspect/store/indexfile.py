@@ -1,7 +1,7 @@
 """IndexFile reader (FORMATS.md §5): header, slot table, items, and the broker's per-file lookup.
 
 The slot count (maxHashSlotNum) and item count (maxIndexNum) are not stored in the file. They come from
-the caller (a flag), else the broker.conf in effect (``store.broker_conf``), else they are proven from the
+the caller (a flag), else the broker.conf given (``conf``, ``store.broker_conf``), else they are proven from the
 data: every geometry the file length allows is tested against rules the broker's putKey guarantees, and
 the answer is used only when exactly one survives (``prove_index_geometry``); otherwise the file cannot be
 read without the user settling it (``IndexGeometryError``, naming the flag and config key).
@@ -28,7 +28,7 @@ from ..formats.indexfile import (
     slot_position,
 )
 from ..formats.javahash import build_index_key, index_key_hash
-from .broker_conf import configured
+from .broker_conf import BrokerConf, configured
 from .errors import EXIT_USAGE, CorruptDataError, RmqInspectError
 from .mapped import MappedFile
 
@@ -81,7 +81,8 @@ class IndexGeometryError(RmqInspectError):
 
 
 class IndexFile:
-    def __init__(self, path: str, slots: int | None = None, max_items: int | None = None):
+    def __init__(self, path: str, slots: int | None = None, max_items: int | None = None,
+                 conf: BrokerConf | None = None):
         self.mapped = MappedFile(path)
         self.path = path
         self.name = os.path.basename(path)
@@ -95,7 +96,7 @@ class IndexFile:
         if slots is None and max_items is None:
             # flag > broker.conf > proof from the data. A broker.conf naming one of the two keys leaves the
             # other at the broker's default, as the broker itself would.
-            cs, cm = configured("maxHashSlotNum"), configured("maxIndexNum")
+            cs, cm = configured(conf, "maxHashSlotNum"), configured(conf, "maxIndexNum")
             if cs is not None or cm is not None:
                 slots = cs.value if cs is not None else DEFAULT_INDEX_SLOTS
                 max_items = cm.value if cm is not None else DEFAULT_INDEX_MAX

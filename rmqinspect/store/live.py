@@ -11,7 +11,7 @@ under the map kills the reader with SIGBUS at the first page past the new end. S
 unless ``--live`` is given; in live mode every file is read with ``pread`` (never mapped) up to the size it had
 when the command first looked at it, so the answer is the store as it was at that point, never past it.
 
-The mode is process-wide (like the broker.conf in effect, ``broker_conf``): the CLI sets it from ``--live`` for
+The mode is process-wide (unlike the broker.conf, which travels with the store): the CLI sets it from ``--live`` for
 the one command it runs, and the forked workers of ``analyses.parallel`` inherit it and the recorded sizes.
 """
 

@@ -32,7 +32,7 @@ RULE_COMPENSATE = ("ConsumeQueueStore.compensateForHA (recoverOffsetTable, at lo
 def detect_confirm_offset(store: Store) -> int:
     """The confirm offset the broker dispatches up to, for ``RecoveryOptions.confirm_offset``: the checkpoint's
     confirmPhyOffset when the store is in controller mode (an ``epochFileCheckpoint`` or ``.bak`` in the root, or
-    ``enableControllerMode=true`` in the broker.conf in effect) or ``duplicationEnable=true``; -1 (no cut) otherwise,
+    ``enableControllerMode=true`` in the store's broker.conf) or ``duplicationEnable=true``; -1 (no cut) otherwise,
     and with ``readUnCommitted=true`` (the reput then runs to the max offset).
 
     What the broker does once it runs: a fenced broker (BrokerController fences a controller-mode broker before
@@ -42,7 +42,7 @@ def detect_confirm_offset(store: Store) -> int:
     from ...store.broker_conf import configured
 
     def conf(key: str):
-        s = configured(key)
+        s = configured(store.conf, key)
         return None if s is None else s.value
 
     if conf("readUnCommitted"):
