@@ -47,6 +47,7 @@ def test_java_properties_syntax(tmp_path):
     ("mappedFileSizeConsumeQueue=0", "must be positive"),
     ("checkCRCOnRecover=yes", "not true/false"),
     ("maxHashSlotNum=1" + "0" * 5000, "not an integer"),
+    ("brokerClusterName=c\\u00zz", "Invalid \\u escape"),  # Properties.load throws: the broker does not start
 ])
 def test_malformed_values_name_the_line(tmp_path, line, words):
     p = tmp_path / "broker.conf"
