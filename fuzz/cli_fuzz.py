@@ -84,8 +84,8 @@ def _writer_made(made: Path) -> None:
 
     made.mkdir(parents=True)
     build_store(str(made / "recover-small"), n=120)
-    from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec  # noqa: PLC0415
-    from rmqinspect.writer.sample import mixed_messages  # noqa: PLC0415
+    from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec  # noqa: PLC0415
+    from rmqinspect.fixtures.sample import mixed_messages  # noqa: PLC0415
 
     root = made / "mixed-v2"
     with CommitLogWriter(str(root / "commitlog"), file_size=1 << 16) as w:

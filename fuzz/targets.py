@@ -129,12 +129,12 @@ def t_checkpoint(data: bytes) -> None:
 
 def t_config(data: bytes) -> None:
     """config/*.json: each file name the config command reads, with its row decoders."""
-    from rmqinspect.store.brokerconfig import read_broker_config
+    from rmqinspect.store.config_files import read_config_files
 
     d = os.path.join(scratch(), "config")
     for name in ("consumerOffset.json", "topics.json", "subscriptionGroup.json", "delayOffset.json"):
         _write(os.path.join("config", name), data)  # the same four names every case: overwritten, not re-made
-    cfg = read_broker_config(d)
+    cfg = read_config_files(d)
     for attr in ("topics", "subscription_groups", "consumer_offsets", "delay_offsets"):
         getattr(cfg, attr, None)
 
@@ -282,7 +282,7 @@ def seed_corpus(name: str) -> list[bytes]:
     seeds: list[bytes] = []
     cap = SEED_CAP
     if name == "recovery":
-        from rmqinspect.writer.sample import mixed_messages
+        from rmqinspect.fixtures.sample import mixed_messages
 
         from .writer_seeds import commitlog_bytes
 
@@ -290,7 +290,7 @@ def seed_corpus(name: str) -> list[bytes]:
             seeds += [bytes([flags]) + f.read_bytes()[:8192] for flags in (0, 1, 3, 12, 13, 16)]
         seeds.append(b"\x05" + commitlog_bytes(list(mixed_messages(30, seed=5))))
     elif name in ("record", "walk"):
-        from rmqinspect.writer.sample import mixed_messages
+        from rmqinspect.fixtures.sample import mixed_messages
 
         from .writer_seeds import commitlog_bytes
 

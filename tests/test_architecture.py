@@ -3,7 +3,7 @@
 Layers, bottom to top (docs/architecture in COMMON terms): formats -> store -> sinks -> analyses -> spark -> cli,
 with report (the HTML renderer of `rmqinspect report`) beside cli: above analyses, below cli, which calls it;
 with the package's own entry point (rmqinspect/__main__.py) above them all. A module may import its own layer
-and the layers below it. ``writer`` (fixture and benchmark writers) may import everything but cli/spark, and
+and the layers below it. ``fixtures`` (stores written for tests and benchmarks) may import everything but cli/spark, and
 nothing else in the package may import it. A name starting with ``_`` is private to its module (a private module,
 ``_fastscan`` or ``_params``, to its package): importing one from elsewhere fails this test.
 """
@@ -18,7 +18,7 @@ import pytest
 PKG = "rmqinspect"
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), PKG)
 
-LAYERS = ("formats", "store", "sinks", "analyses", "writer", "spark", "report", "cli")
+LAYERS = ("formats", "store", "sinks", "analyses", "fixtures", "spark", "report", "cli")
 RANK = {name: i for i, name in enumerate(LAYERS)}
 TOP = len(LAYERS)  # rmqinspect/__init__.py, rmqinspect/__main__.py
 
@@ -97,8 +97,8 @@ def _violations():
                 continue
             if _layer(target) > _layer(module):
                 out.append(where + " (upward)")
-            if target.split(".")[1:2] == ["writer"] and module.split(".")[1:2] != ["writer"]:
-                out.append(where + " (writer/ is for fixtures and benchmarks only)")
+            if target.split(".")[1:2] == ["fixtures"] and module.split(".")[1:2] != ["fixtures"]:
+                out.append(where + " (fixtures/ is for tests and benchmarks only)")
             if _private(target.rpartition(".")[2]) and \
                     target.rpartition(".")[0] != (module if is_package else module.rpartition(".")[0]):
                 out.append(where + " (private module used outside its package)")
@@ -119,19 +119,19 @@ def test_allow_list_has_no_stale_entries():
 
 @pytest.mark.parametrize("source, expected", [
     ("from ..cli._params import TIME\n", "upward"),
-    ("from ..writer.store import StoreWriter\n", "writer/ is for fixtures"),
+    ("from ..fixtures.store import StoreWriter\n", "fixtures/ is for tests and benchmarks"),
     ("from ..store.commitlog import _tuple_to_row\n", "private name"),
     ("from ..store import _fastscan\n", "private module"),
 ])
 def test_the_checker_catches_each_kind(tmp_path, monkeypatch, source, expected):
     """The check itself can fail: a planted bad import in a fake analyses module is reported."""
     pkg = tmp_path / PKG
-    for d in ("analyses", "cli", "writer", "store"):
+    for d in ("analyses", "cli", "fixtures", "store"):
         (pkg / d).mkdir(parents=True)
         (pkg / d / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
     (pkg / "cli" / "_params.py").write_text("TIME = 1\n")
-    (pkg / "writer" / "store.py").write_text("StoreWriter = 1\n")
+    (pkg / "fixtures" / "store.py").write_text("StoreWriter = 1\n")
     (pkg / "store" / "commitlog.py").write_text("_tuple_to_row = 1\n")
     (pkg / "store" / "_fastscan.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
     (pkg / "analyses" / "bad.py").write_text(source)

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
-from rmqinspect.writer.store import StoreWriter
+from rmqinspect.fixtures.store import StoreWriter
 from support import load_expected, require_oracle, tree_hashes
 from support.msgstores import spec
 from support.rebuild import assert_same_cq, assert_same_index

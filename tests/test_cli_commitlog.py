@@ -7,8 +7,8 @@ import struct
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.store.message import CONTRACT_KEYS
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support import SAMPLE_STORE, load_expected, require_oracle, tree_hashes
 
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
-from rmqinspect.store.brokerconfig import parse_fastjson
+from rmqinspect.store.config_files import parse_fastjson
 from support import require_oracle, tree_hashes
 
 GOOD = '{"offsetTable":{"PayTopic@g1":{0:3,1:5}}}'
@@ -101,7 +101,7 @@ def test_too_deep_falls_back_to_bak_like_configmanager(store):
 
 
 def test_parser_limits():
-    from rmqinspect.store.brokerconfig import MAX_CONFIG_DEPTH, ConfigSyntaxError
+    from rmqinspect.store.config_files import MAX_CONFIG_DEPTH, ConfigSyntaxError
 
     with pytest.raises(ConfigSyntaxError):
         parse_fastjson("[" * (MAX_CONFIG_DEPTH + 1) + "]" * (MAX_CONFIG_DEPTH + 1))

@@ -15,9 +15,9 @@ import lz4.frame
 import pytest
 import zstandard
 
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.constants import CompressionType, SysFlag
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 
 BOMB_BYTES = 1900 * (1 << 20)  # 1.9 GiB of zeros
 CODEC_BITS = {CompressionType.LZ4: 0x100, CompressionType.ZSTD: 0x200, CompressionType.ZLIB: 0x300}

@@ -9,9 +9,9 @@ import os
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.store import StoreWriter
 from rmqinspect.store.commitlog import prove_file_size
 from rmqinspect.store.mapped import MappedFile
-from rmqinspect.writer.store import StoreWriter
 from support.msgstores import spec
 
 

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
+from rmqinspect.fixtures.indexfile import write_chained_index
 from rmqinspect.formats.constants import DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
 from rmqinspect.formats.indexfile import INDEX_HEADER, index_file_size, item_position, slot_position
 from rmqinspect.formats.javahash import build_index_key, index_key_hash
 from rmqinspect.store.indexfile import IndexFile, IndexGeometryError, prove_index_geometry
-from rmqinspect.writer.indexfile import write_chained_index
 from tests.support import oracle_scenarios, require_oracle
 from tests.support.msgstores import writer_index_files
 

@@ -16,6 +16,15 @@ from click.testing import CliRunner
 
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.commitlog import MessageSpec
+from rmqinspect.fixtures.layouts import (
+    add_rocksdb_consume_queue,
+    leave_bak_only,
+    write_metadata_rocksdb,
+    write_rip82_store,
+    write_timerwheel_snapshot,
+)
+from rmqinspect.fixtures.store import StoreWriter
 from rmqinspect.formats.commitlog import PHYSICAL_OFFSET_POSITION, encode_properties
 from rmqinspect.formats.rip82 import IndexRecord, TimerRecord, TransRecord
 from rmqinspect.sinks.rocksdb_cq import rows_from_consume_queues
@@ -25,15 +34,6 @@ from rmqinspect.store.detect import detect_store
 from rmqinspect.store.rip82 import RIP82Store, rip82_dir
 from rmqinspect.store.rocksdb_cq import ConsumeQueues
 from rmqinspect.store.version import BrokerVersion
-from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.writer.layouts import (
-    add_rocksdb_consume_queue,
-    leave_bak_only,
-    write_metadata_rocksdb,
-    write_rip82_store,
-    write_timerwheel_snapshot,
-)
-from rmqinspect.writer.store import StoreWriter
 from support import tree_hashes
 
 pytest.importorskip("rocksdict")

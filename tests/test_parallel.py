@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from rmqinspect.analyses import parallel, rebuild_run
 from rmqinspect.analyses import salvage as salvage_mod
+from rmqinspect.analyses.dispatcher import RebuildOptions
 from rmqinspect.analyses.export import export_local
-from rmqinspect.analyses.rebuild import RebuildOptions
 from rmqinspect.analyses.rebuild_run import rebuild
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
 from rmqinspect.analyses.recovery import scan as recovery_scan
@@ -320,9 +320,9 @@ def test_workers_read_relocated_dledger_files_as_the_parent_does(method, tmp_pat
     dispatch the same messages as the parent."""
     import shutil
 
+    from rmqinspect.fixtures.commitlog import MessageSpec
+    from rmqinspect.fixtures.dledger import DLedgerWriter
     from rmqinspect.store.broker_conf import read_broker_conf
-    from rmqinspect.writer.commitlog import MessageSpec
-    from rmqinspect.writer.dledger import DLedgerWriter
 
     monkeypatch.setenv(parallel.START_METHOD_ENV, method)
     w = DLedgerWriter(str(tmp_path / "dledger-n0"), 4096, 32 * 64)

@@ -24,6 +24,9 @@ import zstandard
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
+from rmqinspect.fixtures.tiered_index import TieredIndexWriter
+from rmqinspect.fixtures.timer import TimerStoreWriter
 from rmqinspect.formats import rocksdb_cq as rcq
 from rmqinspect.formats.batch import encode_inner_item
 from rmqinspect.formats.checkpoint import CHECKPOINT
@@ -33,18 +36,15 @@ from rmqinspect.formats.properties import encode_properties
 from rmqinspect.sinks.indexfile import IndexFileSet
 from rmqinspect.store import scanner
 from rmqinspect.store.batch import BatchConsumeQueue, decode_inner_batch
-from rmqinspect.store.brokerconfig import read_broker_config
 from rmqinspect.store.checkpoint import read_checkpoint
 from rmqinspect.store.commitlog import CommitLog, RecordRun, decode_slot, open_commitlog, walk_file
+from rmqinspect.store.config_files import read_config_files
 from rmqinspect.store.consumequeue import ConsumeQueue
 from rmqinspect.store.errors import RmqInspectError
 from rmqinspect.store.indexfile import IndexFile, lookup_key_string
 from rmqinspect.store.mapped import MappedFile
 from rmqinspect.store.tiered_index import TieredIndexFile
 from rmqinspect.store.timer import TimerLog
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
-from rmqinspect.writer.tiered_index import TieredIndexWriter
-from rmqinspect.writer.timer import TimerStoreWriter
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                          HealthCheck.data_too_large])
@@ -289,7 +289,7 @@ def test_config_offsets_read_back_and_any_json_is_typed(table, garbage):
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "consumerOffset.json"), "w", encoding="utf-8") as f:
             json.dump({"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in table.items()}}, f)
-        rows = read_broker_config(tmp).consumer_offsets
+        rows = read_config_files(tmp).consumer_offsets
         want = sorted((k, q, o) for k, v in table.items() for q, o in v.items())
         got = sorted((r["topic"] + "@" + r["group"], int(r["queue_id"]), int(r["offset"])) for r in rows)
         assert got == want
@@ -297,7 +297,7 @@ def test_config_offsets_read_back_and_any_json_is_typed(table, garbage):
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
                 json.dump(garbage if name != "topics.json" else {"topicConfigTable": garbage}, f)
         try:
-            read_broker_config(tmp)
+            read_config_files(tmp)
         except RmqInspectError:
             pass
 

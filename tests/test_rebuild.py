@@ -12,13 +12,13 @@ from click.testing import CliRunner
 
 from rmqinspect.analyses.rebuild_run import rebuild
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.commitlog import MessageSpec
+from rmqinspect.fixtures.store import StoreWriter
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.consumequeue import CQ_DTYPE, CQ_ENTRY, PRE_BLANK_SIZE
 from rmqinspect.formats.indexfile import INDEX_HEADER, INDEX_ITEM
 from rmqinspect.sinks.indexfile import index_file_name
 from rmqinspect.store import Store
-from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.writer.store import StoreWriter
 from support import require_oracle, tree_hashes
 from support.rebuild import GEOMETRY, assert_same_cq, assert_same_index
 from support.rebuild import files_by_relpath as _files
@@ -402,7 +402,7 @@ def test_per_file_cq_blocks_land_like_the_sequential_walk(tmp_path):
     entries arrive as packed blocks and go through put_packed. The files equal the sequential dispatch's, and
     the dry-run comparison (which takes the blocks entry by entry) lists the same differences in the same order."""
     from rmqinspect.analyses.compare.rebuild_vs_store import CompareConsumeQueueSet, Reconciliation
-    from rmqinspect.analyses.dispatch import DEFAULT_DELAY_TABLE
+    from rmqinspect.analyses.dispatch_rules import DEFAULT_DELAY_TABLE
     from rmqinspect.sinks.consumequeue import ConsumeQueueSet
     from rmqinspect.spark.rebuild import dispatch_file
 

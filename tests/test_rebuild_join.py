@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 from rmqinspect.analyses import rebuild_run
+from rmqinspect.analyses.dispatcher import RebuildOptions
 from rmqinspect.analyses.parallel import CHUNK_ENV
-from rmqinspect.analyses.rebuild import RebuildOptions
 from rmqinspect.analyses.rebuild_run import rebuild
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.consumequeue import CQ_DTYPE
 from rmqinspect.sinks.indexfile import slot_links
 from rmqinspect.store import Store
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support import tree_bytes
 
 REPEATS = ("RepTopic", 1)  # every fourth entry repeats the one before it: the dispatcher drops it (a repeat)

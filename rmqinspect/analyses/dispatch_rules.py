@@ -1,6 +1,6 @@
 """What the broker's dispatcher derives from one record (FORMATS.md §3): whether it gets a consume-queue
 entry, its tagsCode, and the index keys. Shared by `cq --join`, `verify`, `recover`, `rebuild` and the
-writer, so there is one statement of these rules.
+fixtures, so there is one statement of these rules.
 """
 
 from __future__ import annotations

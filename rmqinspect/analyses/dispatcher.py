@@ -5,7 +5,7 @@
 This module decides *what* is dispatched; where it goes is up to the sinks the caller passes
 (``sinks.consumequeue.ConsumeQueueSet`` / ``sinks.indexfile.IndexFileSet`` or their dry-run comparing
 subclasses). ``rebuild`` and the project's ``StoreWriter`` both go through ``dispatch_commitlog``, so there
-is one implementation of the dispatch rules (which themselves live in ``analyses.dispatch``).
+is one implementation of the dispatch rules (which themselves live in ``analyses.dispatch_rules``).
 
 Hot path: no ``Message`` objects and no per-record Python. ``CommitLog.walk`` yields runs of well-formed
 records as numpy arrays (compiled scanner) and every other position as a ``Record`` decided by ``scan_buffer``;
@@ -33,7 +33,7 @@ from ..formats.javahash import index_key_hashes, tags_code
 from ..formats.properties import dispatch_properties
 from ..store.commitlog import BLANK, FILE_END, HALF, ILLEGAL, RECORD_DTYPE, Gap, RecordRun
 from ..store.scanner import compiled
-from .dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
+from .dispatch_rules import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
 
 # TopicValidator: the allowed characters. Length: 127 in 4.x, longer names exist in 5.x (V2 records); the
 # directory name is the limit that matters here (255 bytes on common file systems).

@@ -5,7 +5,7 @@ already consumed it.
 Nothing here re-implements a rule: the record comes from ``CommitLog.read_message``, the entry from the store's
 ConsumeQueue, the restart from the recovery model (``plan_recovery``: ``truncate_offset`` and
 ``RecoveryPlan.consume_queue_entries``, the queue the broker holds after load() and start()), the index items from
-``find_index_items`` and the dispatch rules from ``analyses.dispatch``; consumption from the committed offsets
+``find_index_items`` and the dispatch rules from ``analyses.dispatch_rules``; consumption from the committed offsets
 (``analyses.offsets.read_consumer_offsets``).
 """
 
@@ -25,7 +25,7 @@ from ..formats.javahash import build_index_key, index_key_hash
 from ..store import Store
 from ..store.consumequeue import ConsumeQueue
 from ..store.errors import RmqInspectError
-from .dispatch import (
+from .dispatch_rules import (
     DEFAULT_DELAY_TABLE,
     DelayLevelError,
     dispatch_tags_code,

@@ -434,7 +434,7 @@ def reindexed_hits(commitlog, view: RecoveryView, topic: str, key: str, begin: i
     import numpy as np
 
     from ..store.commitlog import RecordRun
-    from .rebuild import dispatch_fields
+    from .dispatcher import dispatch_fields
     from .recovery.index import item_time
 
     key_hash = index_key_hash(build_index_key(topic, key))
@@ -829,7 +829,7 @@ def explain_missing(store, svc: IndexService, topic: str, key: str, kind: str = 
 
 
 def _diagnose_located(rep, svc, msg, loc, topic, key, key_hash, q, max_batch) -> None:
-    from .dispatch import goes_to_index, index_keys
+    from .dispatch_rules import goes_to_index, index_keys
 
     at = f"message at {msg.physical_offset} (topic {msg.topic!r}, store time {msg.store_timestamp})"
     if msg.topic != topic:

@@ -21,8 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..store import Store
-from ..store.brokerconfig import consumer_offset_rows
-from ..store.config import ConfigFile, read_config
+from ..store.config_files import ConfigFile, consumer_offset_rows, read_config
 from ..store.errors import StoreNotFoundError
 
 

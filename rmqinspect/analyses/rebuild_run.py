@@ -1,6 +1,6 @@
 """``rebuild()``: one whole rebuild of a store's ConsumeQueue and IndexFile, as a library call.
 
-``analyses.rebuild.dispatch_commitlog`` decides what the broker's dispatcher writes; this module chooses the
+``analyses.dispatcher.dispatch_commitlog`` decides what the broker's dispatcher writes; this module chooses the
 geometry, the sinks (new files under ``out``, or the dry-run comparison with the store's own files in
 ``analyses.compare.rebuild_vs_store``), runs the dispatch (locally, or through any engine with the same signature, e.g.
 ``spark.rebuild.rebuild_spark``), converts the consume queues to the 5.x RocksDB layout when asked, writes the
@@ -35,9 +35,9 @@ from ..store.layout import ensure_new_directory, ensure_output_outside, is_offse
 from ..store.mapped import MappedFile
 from ..store.scanner import describe as describe_scanner
 from ..store.version import BrokerVersion
-from .dispatch import DEFAULT_DELAY_TABLE, DelayTable
+from .dispatch_rules import DEFAULT_DELAY_TABLE, DelayTable
+from .dispatcher import RebuildOptions, RebuildReport, dispatch_commitlog, queue_groups
 from .parallel import map_files, resolve_jobs
-from .rebuild import RebuildOptions, RebuildReport, dispatch_commitlog, queue_groups
 from .salvage import record_chunks
 
 if TYPE_CHECKING:

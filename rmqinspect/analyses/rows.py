@@ -19,7 +19,7 @@ tests/rows_reference.py holds a per-record decoder (``CommitLog.messages``' ``de
 tests prove equal to this one, row for row.
 
 It lives in analyses/ because two of its columns are broker rules of this layer (``tags_code``: the dispatcher's
-rule in ``analyses.dispatch``) or dataset choices (the partition columns), and it reads the store like every
+rule in ``analyses.dispatch_rules``) or dataset choices (the partition columns), and it reads the store like every
 other analysis. pyarrow is imported lazily: the rest of rmqinspect never needs it.
 """
 
@@ -64,7 +64,7 @@ from ..store.commitlog import RECORD_FIELDS, Kind, RecordRun, walk_file
 from ..store.mapped import MappedFile
 from ..store.message import split_keys
 from ..store.scanner import compiled
-from .dispatch import DelayLevelError, dispatch_tags_code
+from .dispatch_rules import DelayLevelError, dispatch_tags_code
 
 # --- the columns ----------------------------------------------------------------------------------
 

@@ -39,7 +39,7 @@ from ..store.commitlog import (
     walk_file,
 )
 from ..store.mapped import MappedFile
-from .dispatch import goes_to_consume_queue
+from .dispatch_rules import goes_to_consume_queue
 from .parallel import chunk_bytes, map_files, resolve_jobs
 
 _V1B = MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)

@@ -34,8 +34,8 @@ from ..store.errors import RmqInspectError
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
 from ..store.rocksdb_cq import ConsumeQueues, is_rocksdb_dir
-from .dispatch import goes_to_consume_queue, index_keys
-from .rebuild import dispatch_fields
+from .dispatch_rules import goes_to_consume_queue, index_keys
+from .dispatcher import dispatch_fields
 from .rows import topic_ids
 from .salvage import Damage, walk_batches
 

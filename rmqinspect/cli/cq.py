@@ -162,7 +162,7 @@ def _behind(st, q, topic: str, queue_id: int) -> int:
     """Records of this queue that the commit log holds past its consume queue's last entry (what verify calls
     cq_behind): the walk from the end of the last entry's record to the end of the log. Returns 1 (a problem)
     when there are any."""
-    from ..analyses.dispatch import goes_to_consume_queue
+    from ..analyses.dispatch_rules import goes_to_consume_queue
 
     last = None
     for e in q.entries(None, None):

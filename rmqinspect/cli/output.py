@@ -354,7 +354,7 @@ def topic_names(store_root: str, rocksdb_rows: bool = True) -> list[str]:
                 from ..store.rocksdb_cq import list_rocksdb_queues
 
                 names.update(q.topic for q in list_rocksdb_queues(path))
-    from ..store.brokerconfig import load_config_file, topic_rows
+    from ..store.config_files import load_config_file, topic_rows
 
     with contextlib.suppress(OSError):
         load = load_config_file(os.path.join(store_root, "config"), "topics.json")

@@ -13,7 +13,7 @@ compiled extension).
 
 from __future__ import annotations
 
-from ..analyses.rebuild import RebuildOptions, RebuildReport
+from ..analyses.dispatcher import RebuildOptions, RebuildReport
 from ..analyses.rebuild_run import dispatch_file, file_dispatch_args, join_file_dispatches
 from ..store.commitlog import CommitLog
 from .session import ScannerTally, ordered_partitions

@@ -28,7 +28,7 @@ from ...formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
 from ...store import Store
 from ...store.commitlog import ILLEGAL, RecordRun
 from ...store.consumequeue import ConsumeQueue, list_queues
-from ..dispatch import DelayTable
+from ..dispatch_rules import DelayTable
 from .batch import BatchQueueModel, batch_queue_topics, load_batch_queues
 from .combine import (
     accelerated_in_effect,

@@ -24,7 +24,7 @@ from ...store import Store
 from ...store.commitlog import BLANK, END, FILE_END, RECORD_FIELDS, RecordRun, walk_file
 from ...store.mapped import MappedFile
 from ...store.version import BrokerVersion
-from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
+from ..dispatch_rules import DEFAULT_DELAY_TABLE, DelayTable
 from ..parallel import map_files, resolve_jobs
 from .version import VersionAssumption
 

@@ -27,7 +27,7 @@ from ...store.consumequeue import ConsumeQueue, list_queues
 from ...store.detect import SEPARATE_ROCKSDB_CQ_DIRS
 from ...store.layout import is_rocksdb_dir
 from ...store.version import BrokerVersion
-from ..dispatch import DelayLevelError, DelayTable, dispatch_tags_code
+from ..dispatch_rules import DelayLevelError, DelayTable, dispatch_tags_code
 from .scan import QueueSet, Recovery, RecoveryOptions, Scan, choose_start_file, scan_records
 from .version import assume_version
 
