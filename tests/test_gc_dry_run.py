@@ -149,7 +149,7 @@ def test_gc_losses_through_rocksdb_cq_fixture(tmp_path):
     log): gc computes min offsets and per-group losses through the RocksDB reader, equal to the file CQ."""
     import shutil
 
-    from rmqinspect.analyses.rebuild_run import rebuild_rocksdb_consume_queue
+    from rmqinspect.analyses.rebuild import rebuild_rocksdb_consume_queue
     from rmqinspect.store.rocksdb_cq import RocksDBConsumeQueueStore, open_consume_queues
 
     src = require_oracle("rocketmq-all-5.3.3/clean") / "store"

@@ -16,11 +16,12 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmqinspect.analyses import parallel, rebuild_run
+from rmqinspect.analyses import parallel
+from rmqinspect.analyses import rebuild as rebuild_mod
 from rmqinspect.analyses import salvage as salvage_mod
 from rmqinspect.analyses.dispatcher import RebuildOptions
 from rmqinspect.analyses.export import export_local
-from rmqinspect.analyses.rebuild_run import rebuild
+from rmqinspect.analyses.rebuild import rebuild
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
 from rmqinspect.analyses.recovery import scan as recovery_scan
 from rmqinspect.analyses.salvage import chunk_tasks, record_chunks, salvage, walk_tasks
@@ -269,7 +270,7 @@ def test_chunk_starts_the_walk_passes_over(tmp_path, monkeypatch):
         return [p + 7 if k % 2 else p for k, p in enumerate(out)]
 
     monkeypatch.setattr(salvage_mod, "record_chunks", skewed)
-    monkeypatch.setattr(rebuild_run, "record_chunks", skewed)
+    monkeypatch.setattr(rebuild_mod, "record_chunks", skewed)
     monkeypatch.setattr(recovery_scan, "record_chunks", skewed)
     counts = {"made": 0, "kept": 0}
     real_join = salvage_mod.join_chunks
@@ -292,12 +293,12 @@ def test_chunk_starts_the_walk_passes_over(tmp_path, monkeypatch):
     # rebuild: chunk dispatches that did not stop exactly at the next chunk's start (the join dispatched the rest
     # of those files again)
     st = Store.open(root)
-    args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
+    args = rebuild_mod.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
     st.close()
     missed = []
     for a in args:
         if a[7] is not None:
-            rep = rebuild_run.dispatch_file(a)["report"]
+            rep = rebuild_mod.dispatch_file(a)["report"]
             missed += [a] if not (rep.stop_kind == "to" and rep.end_offset == a[1] + a[7]) else []
     assert len(args) > len(st.commitlog.files) and missed
     # recover's scan: chunk walks that went past their end (walked again from their start in the parent)
@@ -338,9 +339,9 @@ def test_workers_read_relocated_dledger_files_as_the_parent_does(method, tmp_pat
     st = Store.open(str(tmp_path), conf=read_broker_conf(conf))
     try:
         assert st.commitlog.dledger and len(st.commitlog.files) > 1
-        args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
-        here = [rebuild_run.dispatch_file(a)["report"].messages for a in args]
-        there = [r["report"].messages for r in parallel.map_files(rebuild_run.dispatch_file, args, 2)]
+        args = rebuild_mod.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
+        here = [rebuild_mod.dispatch_file(a)["report"].messages for a in args]
+        there = [r["report"].messages for r in parallel.map_files(rebuild_mod.dispatch_file, args, 2)]
     finally:
         st.close()
     assert there == here and sum(here) == 30
@@ -359,10 +360,10 @@ def _three_chunk_dispatches(root: str) -> tuple[list, list]:
     """The rebuild dispatch of the first three chunks of ``root``: by two workers, and in this process."""
     st = Store.open(root)
     try:
-        args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())[:3]
+        args = rebuild_mod.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())[:3]
     finally:
         st.close()
-    return list(parallel.map_files(rebuild_run.dispatch_file, args, 2)), [rebuild_run.dispatch_file(a) for a in args]
+    return list(parallel.map_files(rebuild_mod.dispatch_file, args, 2)), [rebuild_mod.dispatch_file(a) for a in args]
 
 
 def _count_unpacks(monkeypatch) -> dict:
@@ -425,19 +426,19 @@ def test_a_result_slot_is_used_again_only_when_nothing_refers_to_its_arrays(tmp_
     root = _damaged(tmp_path, "middle")
     st = Store.open(root)
     try:
-        args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
+        args = rebuild_mod.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
     finally:
         st.close()
     slots = 2 + 1 + 2  # map_files' slot count for two workers
     assert len(args) > 3 * slots
-    kept = list(parallel.map_files(rebuild_run.dispatch_file, args, 2))
+    kept = list(parallel.map_files(rebuild_mod.dispatch_file, args, 2))
     assert n["slot"] == slots and n["file"] == len(args) - slots
-    for a, b in zip(kept, (rebuild_run.dispatch_file(x) for x in args)):
+    for a, b in zip(kept, (rebuild_mod.dispatch_file(x) for x in args)):
         _same_dispatch(a, b)
     del kept
     n["slot"] = n["file"] = 0
-    seq = iter([rebuild_run.dispatch_file(x) for x in args])
-    for a in parallel.map_files(rebuild_run.dispatch_file, args, 2):
+    seq = iter([rebuild_mod.dispatch_file(x) for x in args])
+    for a in parallel.map_files(rebuild_mod.dispatch_file, args, 2):
         _same_dispatch(a, next(seq))
     assert n == {"slot": len(args), "file": 0}
     assert os.listdir(shm) == []

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from rmqinspect.analyses.rebuild_run import rebuild
+from rmqinspect.analyses.rebuild import rebuild
 from rmqinspect.cli.main import cli
 from rmqinspect.fixtures.commitlog import MessageSpec
 from rmqinspect.fixtures.store import StoreWriter
@@ -336,7 +336,7 @@ def test_missing_commitlog_file_stops_at_the_gap(tmp_path):
 def test_rebuild_library_call_is_what_the_command_writes(tmp_path):
     """``rebuild()`` is the command without click: same files, the same document as --format json and in
     rebuild.json, and a dry run over the store it was written from finds nothing to report."""
-    from rmqinspect.analyses.rebuild_run import INDEX_FILE_NAMING, RebuildRun, rebuild
+    from rmqinspect.analyses.rebuild import INDEX_FILE_NAMING, RebuildRun, rebuild
 
     store = tmp_path / "store"
     _small_store(store)

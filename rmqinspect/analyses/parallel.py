@@ -64,7 +64,7 @@ def resolve_jobs(jobs: int | None) -> int:
 
 
 def chunk_bytes() -> int:
-    """The size a commitlog file's chunks aim at (``salvage.record_chunks``, ``rebuild_run``):
+    """The size a commitlog file's chunks aim at (``salvage.record_chunks``, ``rebuild``):
     ``RMQINSPECT_CHUNK_BYTES`` if set (tests force tiny chunks), else ``DEFAULT_CHUNK_BYTES``."""
     v = os.environ.get(CHUNK_ENV, "").strip()
     return int(v) if v.isdigit() and int(v) > 0 else DEFAULT_CHUNK_BYTES

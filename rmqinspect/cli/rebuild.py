@@ -7,7 +7,7 @@ import functools
 
 import click
 
-from ..analyses.rebuild_run import PROBLEM_STOPS, rebuild
+from ..analyses.rebuild import PROBLEM_STOPS, rebuild
 from ..store import Store
 from ..store.errors import EXIT_PROBLEMS
 from ..analyses.parallel import default_jobs

@@ -1,6 +1,6 @@
 """``rebuild --engine spark``: the dispatcher walk of every commitlog file as its own Spark task.
 
-The tasks and the join are the local parallel engine's (``analyses.rebuild_run.file_dispatch_args``,
+The tasks and the join are the local parallel engine's (``analyses.rebuild.file_dispatch_args``,
 ``dispatch_file`` and ``join_file_dispatches``): each task dispatches one file with recording sinks and returns
 the consume-queue entries and index puts with their slot chains; the driver takes the results in commitlog order
 (``session.ordered_partitions``: as many files dispatched at once as the cluster has cores, a bounded number of
@@ -14,7 +14,7 @@ compiled extension).
 from __future__ import annotations
 
 from ..analyses.dispatcher import RebuildOptions, RebuildReport
-from ..analyses.rebuild_run import dispatch_file, file_dispatch_args, join_file_dispatches
+from ..analyses.rebuild import dispatch_file, file_dispatch_args, join_file_dispatches
 from ..store.commitlog import CommitLog
 from .session import ScannerTally, ordered_partitions
 
