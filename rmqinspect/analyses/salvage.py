@@ -133,20 +133,6 @@ def _drop_pages(buf, lo: int, hi: int) -> None:
             pass
 
 
-def _zero_run(buf, lo: int, hi: int) -> int:
-    """Length of the run of zero bytes starting at lo."""
-    chunk = 1 << 16
-    p = lo
-    while p < hi:
-        b = min(hi, p + chunk)
-        arr = np.frombuffer(buf, dtype=np.uint8, count=b - p, offset=p)
-        nz = np.flatnonzero(arr)
-        if nz.size:
-            return p + int(nz[0]) - lo
-        p = b
-    return hi - lo
-
-
 def validate_at(f: MappedFile, pos: int, check_crc: bool, accept_v2: bool):
     """The first slot at ``pos`` if it is a fully valid record lying where it says, else None."""
     buf = f.buffer

@@ -326,10 +326,6 @@ class TxnScan:
     def __len__(self) -> int:
         return self.ng
 
-    def real_topic_of(self, g: int) -> str | None:
-        t = int(self.h["rtopic"][self.first[g]])
-        return self.real_topic_names[t] if t >= 0 else None
-
     def select(self, *, topic: str | None = None, states: set[str] | None = None, since: int | None = None,
                until: int | None = None):
         """Group numbers passing the cheap filters (real topic, state, store-time overlap), oldest first."""

@@ -76,7 +76,7 @@ class Store:
         if "commitlog" in self.__dict__:
             self.commitlog.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:

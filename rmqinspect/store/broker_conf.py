@@ -209,8 +209,8 @@ class Setting:
         return d
 
     @staticmethod
-    def resolve(flag: Any, conf: BrokerConf | None, key: str, inferred: "Setting | None" = None,
-                default: Any = None) -> "Setting":
+    def resolve(flag: Any, conf: BrokerConf | None, key: str, inferred: Setting | None = None,
+                default: Any = None) -> Setting:
         """Explicit flag > broker.conf > inference from the data > the broker's default."""
         if flag is not None:
             return Setting(flag, "flag")

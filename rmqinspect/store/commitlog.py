@@ -195,12 +195,6 @@ class RecordRun:
             return [r[i] for r in raw]
         return memoryview(raw).cast("q")[i::_NFIELDS].tolist()  # type: ignore[arg-type]
 
-    @classmethod
-    def from_rows(cls, file: MappedFile, rows: np.ndarray) -> RecordRun:
-        import numpy as np
-
-        return cls(file, np.ascontiguousarray(rows, dtype=np.int64).view(_record_dtype()).reshape(len(rows)))
-
     @property
     def rows(self) -> np.ndarray:
         """The same memory as a 2-D int64 array (RECORD_FIELDS order): what the compiled dispatcher takes."""
@@ -709,12 +703,6 @@ class CommitLog:
             raise OffsetOutOfStoreError(f"offset {offset} is not covered by any commitlog file"
                                         f" (after {f.name}, size {f.size})")
         return f, offset - f.start
-
-    def file_for_name(self, name: str) -> MappedFile | None:
-        for f in self.files:
-            if f.name == name:
-                return f
-        return None
 
     # --- scanning ----------------------------------------------------------------------------------
     def walk(self, start: int | None = None, end: int | None = None, *, check_crc: bool = True,

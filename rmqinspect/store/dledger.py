@@ -447,16 +447,6 @@ class DLedgerLog:
             if ev.entry is not None and ev.kind == "entry":
                 yield ev.entry
 
-    def entry_at(self, physical_offset: int) -> Entry | None:
-        """The entry whose record is at RocketMQ ``physical_offset`` (header 48 bytes before), or None when the
-        bytes there are no valid entry header framing it."""
-        p = physical_offset - BODY_OFFSET
-        for f in self.data_files:
-            if f.start <= p and p + BODY_OFFSET <= f.start + f.size:
-                e = read_entry(f.buffer, p - f.start, f)
-                return None if entry_header_problem(e, f.size - e.position) else e
-        return None
-
     def close(self) -> None:
         self.index.close()
 

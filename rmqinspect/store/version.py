@@ -122,13 +122,6 @@ class BrokerVersion:
         return next(name for parts, name, _ in RECOVERY_BANDS if self.parts >= parts)
 
     @property
-    def checks_first_record_fully(self) -> bool:
-        """From 5.3.4 (PR #9256) the start-file walk runs the full checkMessageAndReturnSize (CRC included) on
-        each candidate's first record, messageIndexSafe applies in normal recovery too, and
-        truncateDirtyLogicFiles runs whatever maxPhyOffsetOfConsumeQueue is."""
-        return self.at_least(5, 3, 4)
-
-    @property
     def has_combine_store(self) -> bool:
         """CombineConsumeQueueStore (rocksdbCQDoubleWriteEnable) and enableAcceleratedRecovery exist from 5.3.4."""
         return self.at_least(5, 3, 4)
