@@ -166,7 +166,7 @@ ALLOWED_STATE: dict[tuple[str, str], str] = {
     ("rmqinspect.store.fileset_checks", "_SAID"): "notes said once per invocation",
     # --live (a running broker's store): the one process-wide switch left, set by cli.main per invocation. Every
     # MappedFile reads it to snapshot files a broker still writes; passing it explicitly means a layout flag
-    # carried to every reader that maps a file (17 call sites) - not done in issue 27 part B.
+    # carried to every reader that maps a file (17 call sites) - not done yet.
     ("rmqinspect.store.live", "_live"): "--live, set per invocation (to be passed with the layout)",
     ("rmqinspect.store.live", "_checked"): "lock checks done this invocation (live mode)",
     ("rmqinspect.store.live", "_size_at_start"): "each live file's size when first seen (live mode)",

@@ -54,7 +54,7 @@ def test_every_command_takes_broker_config():
         assert "--broker-config" in [o for p in cmd.params for o in getattr(p, "opts", ())], name
 
 
-def test_16_slot_store_lookups_exact_without_flags(tmp_path):
+def test_lookups_on_a_16_slot_store_are_exact_without_flags(tmp_path):
     """The issue's store (16 slots / 400 items, 8,104-byte files): every key found, with no flag."""
     res = _store(tmp_path / "s")
     before = tree_hashes(tmp_path / "s")

@@ -35,7 +35,7 @@ def test_inference_picks_the_writers_geometry(tmp_path, slots, items):
         assert IndexFile(p).slots == slots
 
 
-def test_16_400_was_read_as_one_slot_before(tmp_path):
+def test_a_16_slot_400_item_index_is_not_read_as_one_slot(tmp_path):
     """The issue's store: 8,104-byte files read as 1 slot / 403 items by the old search."""
     p = writer_index_files(str(tmp_path / "s"), 16, 400)[0]
     assert os.path.getsize(p) == 8104

@@ -164,7 +164,7 @@ def test_stale_physical_offset_ends_an_abnormal_scan_from_5_5_0_when_enabled(tmp
     assert _plan(root, version=V534, conf=on, force_mode="abnormal").stop_kind != "stale"
 
 
-def test_5_4_and_5_5_layouts_are_detected_with_their_release(tmp_path):
+def test_layouts_of_5_4_and_5_5_are_detected_with_their_release(tmp_path):
     cases = {
         "rip82": (lambda r: write_rip82_store(str(r)), "RocksDBMessageStore/", "5.4.0"),
         "separate": (lambda r: add_rocksdb_consume_queue(str(r), separate_dir="consumequeue_rocksdb"),

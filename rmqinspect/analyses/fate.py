@@ -1,4 +1,4 @@
-"""A message's fate in one answer (issue 13): where its record is and in what state, its consume-queue entry or
+"""A message's fate in one answer: where its record is and in what state, its consume-queue entry or
 why it has none, its index items, whether it survives a restart of this directory, and which consumer groups
 already consumed it.
 

@@ -274,7 +274,7 @@ def summarize(store: Store, progress: Callable[[int], None] | None = None,
         hints.append(f"{v6} records with IPv6 hosts (RocketMQ 4.6.0+)")
     if prop_crc:
         hints.append(f"{prop_crc} records with __CRC32# property (RocketMQ 5.2.0+)")
-    if store.dledger is not None:  # DLedger mode (issue 14): messages inside DLedger entries
+    if store.dledger is not None:  # DLedger mode: messages inside DLedger entries
         hints.append(f"DLedger mode: member {store.dledger.self_id}, data in {store.layout.dledger.dir}")
     if cp is not None:
         hints.append(f"checkpoint uses {cp.used_length} bytes"

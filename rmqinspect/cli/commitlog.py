@@ -197,7 +197,7 @@ def _output_messages(msgs, fmt, body, cl, body_limit: int) -> int:
             click.echo(_hexdump(f.buffer, pos, m.total_size, m.physical_offset))
         return n
     cols = TABLE_COLUMNS + (("body",) if body != "none" else ())
-    if cl.dledger:  # DLedger mode (issue 14): the entry around each record
+    if cl.dledger:  # DLedger mode: the entry around each record
         cols = cols[:1] + ("dledger_index", "dledger_term", "dledger_pos") + cols[1:]
     return emit((_row(m, body, body_limit) for m in msgs), fmt, cols)
 

@@ -69,7 +69,7 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
         from .spark import spark_session
 
         dispatch = functools.partial(rebuild_spark, spark_session(master))
-    for name, at in (("--from", from_), ("--to", to)):  # a boundary inside a record is no boundary (issue 13)
+    for name, at in (("--from", from_), ("--to", to)):  # a boundary inside a record is no boundary
         if at is not None:
             from ..analyses.dump import enclosing_record
 
@@ -77,7 +77,7 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
             if rec is not None and rec.start != at:
                 raise click.BadParameter(f"{at} lies inside the {rec.kind} record at {rec.start} (size {rec.size}): "
                                          f"use {rec.start} or {rec.start + rec.size}", param_hint=name)
-    if broker_version is None:  # auto-detected (issue 13): a 4.4.0 store's index headers count every put
+    if broker_version is None:  # auto-detected: a 4.4.0 store's index headers count every put
         from ..store.version import BrokerVersion, index_counting_version
 
         broker_version, why = index_counting_version(Store.open(store, conf=broker_conf()).layout.index_dir)

@@ -144,8 +144,8 @@ def _render_controller(ha: dict | None) -> None:
 
 
 def _totals(plan) -> dict:
-    """The headline numbers, each the sum of the details it labels (issue 11: a headline that is not the sum
-    of the table under it reads as a contradiction)."""
+    """The headline numbers, each the sum of the details it labels (a headline that is not the sum of the table
+    under it reads as a contradiction)."""
     lost = plan.messages_lost
     return {
         # per queue: entries the recovery cuts from the consume queue (sum of consume_queues[].entries_cut)
@@ -227,7 +227,7 @@ def _render(plan, lw) -> None:
         ("per topic", f"{lost.get('per_topic', {})} (intact records past truncation, plus damaged regions that "
          "held a cut consume-queue entry)"),
     ] + _combine_rows(plan) + [("note", n) for n in plan.notes])
-    if plan.dledger is not None:  # DLedger mode (issue 14): DLedger's own recovery decides the offsets
+    if plan.dledger is not None:  # DLedger mode: DLedger's own recovery decides the offsets
         d = plan.dledger
         print_kv("DLedger recovery", [
             ("member", d.self_id), ("ledger", f"index {d.ledger_begin_index} .. {d.ledger_end_index}, last term "

@@ -1,4 +1,4 @@
-"""`report`: the post-mortem of one or more stores as one self-contained HTML page (issue 15)."""
+"""`report`: the post-mortem of one or more stores as one self-contained HTML page."""
 
 from __future__ import annotations
 

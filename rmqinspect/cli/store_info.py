@@ -31,7 +31,7 @@ def store_info(store, broker_version, fmt):
         print_kv("store", [("root", st.root), ("version guess", d.version_guess), ("version used", d.version),
                            ("consume queue", d.consume_queue_kind), ("release", d.release_sentence)]
                  + [("layout", x) for x in d.layout_sentences()])
-        if d.dledger:  # DLedger mode (issue 14)
+        if d.dledger:  # DLedger mode
             print_kv("DLedger", [(k, v) for k, v in d.dledger.items() if not isinstance(v, list)])
         _render_ha(doc["ha"])
         emit(({"signal": e.signal, "found": "yes" if e.found else "no", "implies": e.implies, "detail": e.detail}

@@ -82,7 +82,7 @@ KNOWN_KEYS: dict[str, type] = {
     "indexFileWriteEnable": bool,
     "checkCommitLogOffsetOnRecover": bool,
     "useSeparateStorePathForRocksdbCQ": bool,
-    # HA (issue: replicas): the role and mode a copy ran with
+    # HA (REPLICAS.md): the role and mode a copy ran with
     "brokerId": int,
     "enableControllerMode": bool,
     "allAckInSyncStateSet": bool,

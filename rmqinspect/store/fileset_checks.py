@@ -1,4 +1,4 @@
-"""Checks on the set of files a store directory holds, said once in one clear line each (issue 12).
+"""Checks on the set of files a store directory holds, said once in one clear line each.
 
 A copied store may hold a commit-log file that is a symbolic link leaving the store (legitimate when the copy
 links rather than copies big files, but the user must know that bytes outside the copy are read), or a

@@ -372,7 +372,7 @@ _STORE_PARTS = frozenset({"consumequeue", "batchconsumequeue", "index", "config"
 
 
 def resolve_store_path(path: str | os.PathLike, conf: BrokerConf | None = None) -> tuple[str, str | None]:
-    """The store a path the user typed means, and a note when that is not the path itself (issue 13).
+    """The store a path the user typed means, and a note when that is not the path itself.
 
     A path inside a store (its consume queue, index, config, checkpoint ...) means that store: read as a
     commitlog it would give a confident wrong answer. A directory just above one store means that store.
