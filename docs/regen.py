@@ -50,7 +50,7 @@ PICTURE_MARK = "<!-- picture: packages -->"
 FENCE = "```"
 PKG = REPO / "rmqinspect"
 # the layers bottom to top, as tests/test_architecture.py checks them
-LAYERS = ("formats", "store", "sinks", "analyses", "fixtures", "spark", "report", "cli")
+LAYERS = ("errors", "formats", "store", "sinks", "analyses", "fixtures", "spark", "report", "cli")
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ def package_picture() -> str:
     for path in sorted(PKG.rglob("*.py")):
         rel = path.relative_to(PKG.parent).with_suffix("")
         parts = list(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
-        layer = parts[1] if len(parts) > 1 else None
+        layer = parts[1] if len(parts) > 1 else None  # errors.py is a layer of one module
         if layer not in modules:
             continue  # rmqinspect/__init__.py, __main__.py: the entry point above every layer
         modules[layer].append(path)
@@ -174,9 +174,13 @@ def package_picture() -> str:
     out = ["graph TD"]
     for layer in reversed(LAYERS):
         paths = modules[layer]
-        subs = sorted({p.relative_to(PKG / layer).parts[0] for p in paths if len(p.relative_to(PKG / layer).parts) > 1})
-        extra = f"<br/>{', '.join(s + '/' for s in subs)}" if subs else ""
-        out.append(f'    {layer}["{layer}/<br/>{len(paths)} modules{extra}"]')
+        if (PKG / layer).is_dir():
+            subs = sorted({p.relative_to(PKG / layer).parts[0] for p in paths
+                           if len(p.relative_to(PKG / layer).parts) > 1})
+            extra = f"<br/>{', '.join(s + '/' for s in subs)}" if subs else ""
+            out.append(f'    {layer}["{layer}/<br/>{len(paths)} modules{extra}"]')
+        else:
+            out.append(f'    {layer}["{layer}.py"]')
     for a, b in sorted(edges, key=lambda e: (-LAYERS.index(e[0]), -LAYERS.index(e[1]))):
         out.append(f"    {a} --> {b}")
     return "\n".join(out) + "\n"

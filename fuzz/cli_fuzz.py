@@ -8,7 +8,7 @@ topic directory names) and runs one command in-process (click's CliRunner), some
 It checks what the error contract promises:
 
 - no traceback (an exception other than SystemExit escaping the command), no hang (per-case alarm);
-- exit code in 0..6 (store/errors.py);
+- exit code in 0..6 (errors.py);
 - with --format json / ndjson: stdout is one JSON document / one JSON document per line;
 - the store's bytes are unchanged, and nothing is written outside --out (the case directory is listed).
 

@@ -2,7 +2,7 @@
 
 A target feeds arbitrary bytes to one reader the way a store would (a file in a private temp directory when the
 reader takes a path) and exercises what the commands then do with the result. It may raise ``RmqInspectError``
-(the typed error contract, store/errors.py); any other exception is a finding. Used by the atheris harnesses
+(the typed error contract, errors.py); any other exception is a finding. Used by the atheris harnesses
 (fuzz/run.py) and by the bounded smoke run in CI (tests/test_fuzz_smoke.py). Seeds come from the sample store
 and from stores the project's writer makes (``seed_corpus``).
 """
@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from rmqinspect.store.errors import RmqInspectError
+from rmqinspect.errors import RmqInspectError
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "tests" / "fixtures" / "sample-store"

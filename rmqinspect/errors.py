@@ -1,11 +1,31 @@
-"""Errors carry the file and offset they are about; each class has its own process exit code.
+"""Every error rmqinspect raises, at the bottom of the layers: each carries the file and offset it is about and
+its process exit code, so the exit codes are mapped here and nowhere else.
 
-The CLI maps these to exit codes (documented in ``rmqinspect --help``); library callers catch them.
+The CLI turns one into one stderr line and its exit code (``cli.output.handle_errors``, listed by ``rmqinspect
+--help``); library callers catch ``RmqInspectError``. Bytes are read through one chokepoint, ``unpack_at``: a
+read past the end of a buffer becomes ``CorruptDataError`` naming the file and offset, never a bare
+``struct.error``. ``formats/`` has no file to name: it raises ``DecodeError`` (damage, place unknown there; still a
+``ValueError`` for the callers that test for one), and the reader that called it knows where it was.
+
+    RmqInspectError
+    ├── StoreNotFoundError, OffsetOutOfStoreError          3 not found
+    ├── CorruptDataError                                   4 damage at the place named
+    │   └── DecodeError (+ ValueError)                       bytes formats/ cannot decode
+    │       ├── DelayLevelError                              a DELAY property Integer.parseInt refuses
+    │       └── ConfigSyntaxError                            a config/*.json no broker writes
+    ├── StoreIOError                                       5 the operating system refused
+    ├── EngineUnavailableError                             5 pyarrow / Spark / Java missing
+    │   └── SparkUnavailableError, ClusterUnavailableError (+ RuntimeError)
+    ├── UnsafeOutputError, StoreLiveError                  6 refused
+    └── BrokerConfigError, IndexGeometryError,             2 the user must settle it (a flag, broker.conf)
+        ReportDependencyError
 """
 
 from __future__ import annotations
 
 import os
+import struct
+from typing import Any, Protocol
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1  # the command ran and found problems (verify, cq --join mismatches, ...)
@@ -70,3 +90,78 @@ class StoreIOError(RmqInspectError):
 
 class UnsafeOutputError(RmqInspectError):
     exit_code = EXIT_UNSAFE_OUTPUT
+
+
+class DecodeError(CorruptDataError, ValueError):
+    """Bytes ``formats/`` cannot decode (a body that does not decompress, a key of the wrong shape): damage whose
+    file and offset the caller adds, or names itself."""
+
+
+class DelayLevelError(DecodeError):
+    """Integer.parseInt(DELAY) failed: the broker treats the record as illegal (-1)."""
+
+
+class ConfigSyntaxError(DecodeError):
+    """A config file that is not the JSON a broker writes: nested too deep, a number too long."""
+
+    def __init__(self, message: str, pos: int | None = None):
+        super().__init__(message + (f" at char {pos}" if pos is not None else ""))
+        self.pos = pos
+
+
+class EngineUnavailableError(RmqInspectError):
+    """The environment lacks what the engine needs (pyarrow, pyspark, Java): not the data's fault."""
+
+    exit_code = EXIT_IO
+
+
+class SparkUnavailableError(EngineUnavailableError, RuntimeError):
+    """pyspark is not installed or Java cannot be started."""
+
+
+class ClusterUnavailableError(EngineUnavailableError, RuntimeError):
+    """Java or pyspark is missing, or the cluster did not come up in time."""
+
+
+class StoreLiveError(RmqInspectError):
+    """A running broker holds the store's lock and ``--live`` was not given (exit code 6: refused)."""
+
+    exit_code = EXIT_UNSAFE_OUTPUT
+
+
+class BrokerConfigError(RmqInspectError):
+    """A broker.conf the analyses cannot trust: a usage error, naming the file and line."""
+
+    exit_code = EXIT_USAGE
+
+
+class IndexGeometryError(RmqInspectError):
+    """The file's geometry cannot be proven from its data: the user must give it (a usage matter)."""
+
+    exit_code = EXIT_USAGE
+
+
+class ReportDependencyError(RmqInspectError):
+    """The optional plotting library is not installed (exit code 2: the command cannot run as installed)."""
+
+    exit_code = EXIT_USAGE
+
+
+class _Layout(Protocol):
+    @property
+    def size(self) -> int: ...
+
+    def unpack_from(self, buffer: Any, offset: int = ...) -> tuple[Any, ...]: ...
+
+
+def unpack_at(layout: _Layout, buf: Any, offset: int, path: str | os.PathLike | None, what: str = "",
+              base: int = 0) -> tuple:
+    """``layout.unpack_from(buf, offset)`` (a ``struct.Struct``, e.g. a FieldTable's ``struct``): the one place a
+    read that does not fit the buffer becomes ``CorruptDataError`` naming ``path`` and ``base + offset`` (``base``:
+    the file's first physical offset when offsets are said as the broker's) instead of a ``struct.error``."""
+    try:
+        return layout.unpack_from(buf, offset)
+    except struct.error:
+        left = max(0, memoryview(buf).nbytes - offset)
+        raise CorruptDataError(f"{what or 'field'} needs {layout.size} bytes, {left} left", path, base + offset,
+                               kind="truncated") from None

@@ -1,6 +1,6 @@
 """The package's layering, checked on the source: imports point down only and no private name crosses modules.
 
-Layers, bottom to top (docs/architecture in COMMON terms): formats -> store -> sinks -> analyses -> spark -> cli,
+Layers, bottom to top (docs/architecture.md): errors -> formats -> store -> sinks -> analyses -> spark -> cli,
 with report (the HTML renderer of `rmqinspect report`) beside cli: above analyses, below cli, which calls it;
 with the package's own entry point (rmqinspect/__main__.py) above them all. A module may import its own layer
 and the layers below it. ``fixtures`` (stores written for tests and benchmarks) may import everything but cli/spark, and
@@ -18,7 +18,7 @@ import pytest
 PKG = "rmqinspect"
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), PKG)
 
-LAYERS = ("formats", "store", "sinks", "analyses", "fixtures", "spark", "report", "cli")
+LAYERS = ("errors", "formats", "store", "sinks", "analyses", "fixtures", "spark", "report", "cli")
 RANK = {name: i for i, name in enumerate(LAYERS)}
 TOP = len(LAYERS)  # rmqinspect/__init__.py, rmqinspect/__main__.py
 

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
+from rmqinspect.errors import CorruptDataError
 from rmqinspect.fixtures.batch import BatchQueueWriter, write_cq_ext_unit
 from rmqinspect.fixtures.commitlog import CommitLogWriter
 from rmqinspect.formats import batch as F
@@ -16,7 +17,6 @@ from rmqinspect.formats.constants import SysFlag
 from rmqinspect.formats.javahash import tags_code
 from rmqinspect.store import Store
 from rmqinspect.store.batch import BatchConsumeQueue, decode_inner_batch, list_batch_queues, read_cq_ext_unit
-from rmqinspect.store.errors import CorruptDataError
 from support import tree_hashes
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from rmqinspect.errors import EXIT_USAGE
 from rmqinspect.store.broker_conf import KNOWN_KEYS, BrokerConfigError, Setting, read_broker_conf
-from rmqinspect.store.errors import EXIT_USAGE
 from support import ALL_SCENARIOS, load_expected, require_oracle
 
 

@@ -142,8 +142,8 @@ def test_index_lookup_without_the_recovery_model_gives_no_fate(tmp_path, monkeyp
     "survives". The same when the model cannot run (a warning says so); --as-recovered needs the model."""
     from rmqinspect.analyses.lookup import RecoveryView
     from rmqinspect.cli import lookup as cli_lookup
+    from rmqinspect.errors import CorruptDataError
     from rmqinspect.fixtures.store import StoreWriter
-    from rmqinspect.store.errors import CorruptDataError
     from support.msgstores import spec
 
     root = tmp_path / "s"

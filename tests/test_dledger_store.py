@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
 from rmqinspect.analyses.recovery.dledger import dledger_recover
 from rmqinspect.cli.main import cli
+from rmqinspect.errors import StoreNotFoundError
 from rmqinspect.formats.dledger import BODY_OFFSET, ENTRY_HEADER_TABLE, INDEX_UNIT_TABLE
 from rmqinspect.store import Store
 from rmqinspect.store.broker_conf import read_broker_conf
-from rmqinspect.store.errors import StoreNotFoundError
 from support import load_expected, require_oracle, tree_hashes
 
 SCENARIOS = ["rocketmq-all-4.9.8/dledger-clean", "rocketmq-all-4.9.8/dledger-crash-intact"]

@@ -50,7 +50,7 @@ def test_the_python_api_and_the_architecture_are_documented():
 def test_the_picture_shows_every_layer_and_only_downward_arrows():
     picture = regen.package_picture()
     for layer in regen.LAYERS:
-        assert f'    {layer}["{layer}/' in picture
+        assert f'    {layer}["{layer}' in picture
     for line in picture.splitlines():
         if " --> " in line:
             a, b = line.split(" --> ")

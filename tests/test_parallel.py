@@ -28,8 +28,8 @@ from rmqinspect.analyses.salvage import chunk_tasks, record_chunks, salvage, wal
 from rmqinspect.analyses.summary import summarize
 from rmqinspect.analyses.verify import ALL_CHECKS, verify
 from rmqinspect.cli.main import cli
+from rmqinspect.errors import CorruptDataError
 from rmqinspect.store import Store
-from rmqinspect.store.errors import CorruptDataError
 from support import ALL_SCENARIOS, ORACLE, ORACLE_MISSING, require_oracle, tree_bytes, tree_hashes
 from support.recover_fixtures import build_store
 

@@ -24,6 +24,7 @@ import zstandard
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from rmqinspect.errors import RmqInspectError
 from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.fixtures.tiered_index import TieredIndexWriter
 from rmqinspect.fixtures.timer import TimerStoreWriter
@@ -40,7 +41,6 @@ from rmqinspect.store.checkpoint import read_checkpoint
 from rmqinspect.store.commitlog import CommitLog, RecordRun, decode_slot, open_commitlog, walk_file
 from rmqinspect.store.config_files import read_config_files
 from rmqinspect.store.consumequeue import ConsumeQueue
-from rmqinspect.store.errors import RmqInspectError
 from rmqinspect.store.indexfile import IndexFile, lookup_key_string
 from rmqinspect.store.mapped import MappedFile
 from rmqinspect.store.tiered_index import TieredIndexFile

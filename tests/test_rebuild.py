@@ -365,7 +365,7 @@ def test_rebuild_library_call_is_what_the_command_writes(tmp_path):
 def test_one_output_rule_for_every_writer(tmp_path):
     """ensure_output_outside: inside the root, inside a commitlog directory that is a symlink to elsewhere, a
     file path inside the store, a directory holding the store - all refused with exit code 6; a sibling is fine."""
-    from rmqinspect.store.errors import EXIT_UNSAFE_OUTPUT, UnsafeOutputError
+    from rmqinspect.errors import EXIT_UNSAFE_OUTPUT, UnsafeOutputError
     from rmqinspect.store.layout import ensure_new_directory, ensure_output_outside
 
     store = tmp_path / "broker" / "store"

@@ -6,8 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
+from rmqinspect.errors import CorruptDataError
 from rmqinspect.store.config_files import quote_bare_keys, read_config
-from rmqinspect.store.errors import CorruptDataError
 from support import tree_hashes
 from support.recover_fixtures import build_store
 

@@ -290,8 +290,8 @@ def test_tiered_index_geometry_search_is_linear(tmp_path):
     table's non-empty slots once per candidate: 37 s for 2 MiB, quadratic. Now prefix sums: linear."""
     import time
 
+    from rmqinspect.errors import CorruptDataError
     from rmqinspect.formats import tiered_index as F
-    from rmqinspect.store.errors import CorruptDataError
     from rmqinspect.store.tiered_index import TieredIndexFile
 
     p = tmp_path / "00000000000000000000"

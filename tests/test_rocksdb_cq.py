@@ -7,10 +7,10 @@ import os
 
 import pytest
 
+from rmqinspect.errors import UnsafeOutputError
 from rmqinspect.formats import rocksdb_cq as F
 from rmqinspect.sinks.rocksdb_cq import rows_from_consume_queues, write_rocksdb_consume_queue
 from rmqinspect.store import Store
-from rmqinspect.store.errors import UnsafeOutputError
 from rmqinspect.store.rocksdb_cq import (
     RocksDBConsumeQueueStore,
     is_rocksdb_dir,
@@ -181,7 +181,7 @@ def test_cli_rocksdb_cq_on_written_fixture(tmp_path):
 
 
 def test_not_rocksdb_and_corrupt(tmp_path):
-    from rmqinspect.store.errors import CorruptDataError, StoreNotFoundError
+    from rmqinspect.errors import CorruptDataError, StoreNotFoundError
 
     with pytest.raises(StoreNotFoundError):
         RocksDBConsumeQueueStore(str(tmp_path))

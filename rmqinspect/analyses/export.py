@@ -15,9 +15,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from ..errors import StoreNotFoundError
 from ..sinks.staging import Staged
 from ..store.broker_conf import BrokerConf
-from ..store.errors import StoreNotFoundError
 from ..store.layout import StoreLayout, ensure_new_directory, ensure_output_outside
 from .parallel import map_files
 from .rows import (

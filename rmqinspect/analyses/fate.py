@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..errors import RmqInspectError
 from ..formats.constants import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_TOPIC,
@@ -24,7 +25,6 @@ from ..formats.constants import (
 from ..formats.javahash import build_index_key, index_key_hash
 from ..store import Store
 from ..store.consumequeue import ConsumeQueue
-from ..store.errors import RmqInspectError
 from .dispatch_rules import (
     DEFAULT_DELAY_TABLE,
     DelayLevelError,

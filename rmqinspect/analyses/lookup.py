@@ -12,10 +12,10 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..errors import CorruptDataError, RmqInspectError
 from ..formats.constants import PROPERTY_REAL_TOPIC, RMQ_SYS_SCHEDULE_TOPIC
 from ..formats.javahash import build_index_key, index_key_hash
 from ..formats.msgid import decode_offset_msg_id, decode_uniq_key
-from ..store.errors import CorruptDataError, RmqInspectError
 
 if TYPE_CHECKING:
     from ..store.broker_conf import BrokerConf

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..errors import StoreNotFoundError
 from ..store import Store
 from ..store.config_files import ConfigFile, consumer_offset_rows, read_config
-from ..store.errors import StoreNotFoundError
 
 
 @dataclass

@@ -24,13 +24,13 @@ from enum import StrEnum
 
 import numpy as np
 
+from ..errors import OffsetOutOfStoreError
 from ..formats.epoch import EpochEntry, derive_end_offsets, find_consistent_point
 from ..store import Store
 from ..store.broker_conf import BrokerConf
 from ..store.commitlog import BLANK, Record, RecordRun
 from ..store.config_files import read_config_files
 from ..store.epoch import EpochFile, HaIdentity, ha_identity, read_epoch_checkpoint
-from ..store.errors import OffsetOutOfStoreError
 from .recovery.controller import (
     LoadFailure,
     compensate_for_ha,

@@ -20,12 +20,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..errors import RmqInspectError
 from ..store import Store
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.broker_conf import configured
 from ..store.commitlog import RecordRun, prove_file_size
 from ..store.consumequeue import ConsumeQueue, list_queues
-from ..store.errors import RmqInspectError
 from ..store.indexfile import IndexFile
 from ..store.rocksdb_cq import ConsumeQueues
 from ..store.version import BrokerVersion

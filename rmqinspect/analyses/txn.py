@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from ..errors import RmqInspectError
 from ..formats.commitlog import PREPARED_TRANSACTION_OFFSET_BEFORE_BODY
 from ..formats.constants import (
     CID_SYS_RMQ_TRANS,
@@ -66,7 +67,6 @@ from ..store import Store
 from ..store.broker_conf import BrokerConf
 from ..store.commitlog import DAMAGE_KINDS, Gap, PageReleaser, Record, RecordRun
 from ..store.consumequeue import ConsumeQueue
-from ..store.errors import RmqInspectError
 from ..store.message import split_keys
 from .rows import topic_ids
 

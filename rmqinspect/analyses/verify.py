@@ -30,7 +30,7 @@ from ..formats.properties import check_property_crc, crc32_trailer_rows, crc32_t
 from ..store import Store
 from ..store.commitlog import RecordRun
 from ..store.consumequeue import list_queues, pre_blank_mask
-from ..store.errors import RmqInspectError
+from ..errors import RmqInspectError
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
 from ..store.rocksdb_cq import ConsumeQueues, is_rocksdb_dir

@@ -32,7 +32,7 @@ def resolve_store_callback(ctx: click.Context, param: click.Parameter, value):
     above several stores is refused naming them (exit 3)."""
     if value is None:
         return value
-    from ..store.errors import StoreNotFoundError
+    from ..errors import StoreNotFoundError
     from ..store.layout import resolve_store_path
     from .output import error, hold_note
 

@@ -9,9 +9,9 @@ import click
 from ..analyses.parallel import default_jobs
 from ..analyses.rows import RowFilter
 from ..analyses.summary import summarize
+from ..errors import EXIT_CORRUPT, EXIT_PROBLEMS, CorruptDataError
 from ..store import Store
 from ..store.commitlog import Gap
-from ..store.errors import EXIT_CORRUPT, EXIT_PROBLEMS, CorruptDataError
 from ._params import (
     NON_NEGATIVE_LONG,
     OFFSET,

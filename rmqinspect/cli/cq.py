@@ -9,10 +9,10 @@ import sys
 import click
 
 from ..analyses.compare.cq_vs_commitlog import join_queue, queue_bounds
+from ..errors import EXIT_PROBLEMS, RmqInspectError, StoreNotFoundError
 from ..store import Store
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.consumequeue import ConsumeQueue, list_queues
-from ..store.errors import EXIT_PROBLEMS, RmqInspectError, StoreNotFoundError
 from ..store.rocksdb_cq import ConsumeQueues, served_kind
 from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, broker_conf, release_option, store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, note, warn
@@ -227,7 +227,7 @@ class _EntryFates:
     def of(cls, st, d, topic, queue_id, cq_file_size, version=None) -> _EntryFates | None:
         """None when the queue is read from another directory (--cq-dir) or the recovery cannot be modelled."""
         from ..analyses.lookup import recovery_view
-        from ..store.errors import RmqInspectError
+        from ..errors import RmqInspectError
 
         if os.path.abspath(d) != os.path.abspath(st.layout.consumequeue_dir):
             return None
@@ -256,7 +256,7 @@ class _EntryFates:
 
     def _model(self) -> None:
         from ..analyses.recovery.rocksdb import queue_entries_after_recovery
-        from ..store.errors import RmqInspectError
+        from ..errors import RmqInspectError
 
         try:
             plan = _plan(self.st, self.cq_file_size, self.version)

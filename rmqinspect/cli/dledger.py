@@ -7,8 +7,8 @@ import sys
 import click
 
 from ..analyses.dledger import compare_peers
+from ..errors import EXIT_PROBLEMS
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS
 from ._params import broker_conf
 from .output import emit, emit_document, format_option, handle_errors, print_kv
 

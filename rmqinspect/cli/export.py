@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..analyses.rows import RowFilter
-from ..store.errors import EXIT_PROBLEMS, RmqInspectError
+from ..errors import EXIT_PROBLEMS, EngineUnavailableError
 from ._params import TIME, TIME_FORMS, broker_conf, jobs_option
 from .output import (
     emit_document,
@@ -22,10 +22,6 @@ from .output import (
     topic_names,
     warn,
 )
-
-
-class EngineUnavailableError(RmqInspectError):
-    exit_code = 5  # like an I/O failure: the environment, not the data, is at fault
 
 
 @click.command("export")

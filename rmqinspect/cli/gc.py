@@ -6,9 +6,9 @@ import sys
 
 import click
 
+from ..errors import EXIT_PROBLEMS
 from ..store import Store
 from ..store.detect import detect_store
-from ..store.errors import EXIT_PROBLEMS
 from ._params import (
     CALENDAR_TIME,
     JAVA_INT_MAX,

@@ -23,8 +23,8 @@ from ..analyses.lookup import (
     reindexed_hits,
     restore_as_recovered,
 )
+from ..errors import RmqInspectError, StoreNotFoundError
 from ..store import Store
-from ..store.errors import RmqInspectError, StoreNotFoundError
 from ..store.rip82 import RIP82_DIR, rip82_dir
 from ._params import (
     INDEX_MAX,

@@ -22,7 +22,7 @@ import click
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from .. import __version__
-from ..store.errors import EXIT_CODES_HELP
+from ..errors import EXIT_CODES_HELP
 
 # name -> (module in rmqinspect.cli, the one-line help `rmqinspect --help` shows). Add a line to add a command.
 COMMANDS: dict[str, tuple[str, str]] = {

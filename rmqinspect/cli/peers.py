@@ -8,9 +8,9 @@ import sys
 
 import click
 
+from ..errors import EXIT_PROBLEMS
 from ..store import Store
 from ..store.broker_conf import read_broker_conf
-from ..store.errors import EXIT_PROBLEMS
 from ._params import broker_conf
 from .output import emit, emit_document, format_option, handle_errors, print_kv
 

@@ -9,7 +9,7 @@ import click
 
 from ..analyses.rebuild import PROBLEM_STOPS, rebuild
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS
+from ..errors import EXIT_PROBLEMS
 from ..analyses.parallel import default_jobs
 from ._params import CQ_FILE_SIZE, INDEX_MAX, INDEX_SLOTS, NON_NEGATIVE_LONG, OFFSET, broker_conf, broker_version_option_for, check_index_geometry, jobs_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, note, print_kv, progress, warn

@@ -11,8 +11,8 @@ from ..analyses.offsets import lost_window
 from ..analyses.parallel import default_jobs
 from ..analyses.recovery import RecoveryOptions, plan_recovery
 from ..analyses.salvage import salvage
+from ..errors import EXIT_PROBLEMS, EXIT_USAGE
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE
 from ..store.layout import ensure_output_outside
 from ._params import (
     CQ_FILE_SIZE,

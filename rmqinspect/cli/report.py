@@ -9,7 +9,7 @@ import time
 import click
 
 from .. import __version__
-from ..store.errors import UnsafeOutputError
+from ..errors import UnsafeOutputError
 from ._params import TIME, accepts_v2, broker_conf, broker_version_option_for
 from .output import handle_errors, progress, warn
 

@@ -6,8 +6,8 @@ import sys
 
 import click
 
+from ..errors import EXIT_PROBLEMS
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS
 from ._params import NON_NEGATIVE_LONG, QUEUE_ID, broker_conf, broker_version_option, store_argument
 from .output import emit, format_option, handle_errors, no_match, warn
 

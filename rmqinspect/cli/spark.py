@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..analyses.rows import RowFilter
-from ..store.errors import EXIT_PROBLEMS
+from ..errors import EXIT_PROBLEMS
 from ._params import NON_NEGATIVE_LONG, TIME, TIME_FORMS, broker_conf
 from .export import EngineUnavailableError
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, print_kv

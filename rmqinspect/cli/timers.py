@@ -7,8 +7,8 @@ import sys
 
 import click
 
+from ..errors import EXIT_PROBLEMS, StoreNotFoundError
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError
 from ..store.rip82 import RIP82_DIR, rip82_dir
 from ._params import POSITIVE_INT, TIME, TIME_FORMS, broker_conf, broker_version_option, store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, no_match, print_kv, topic_names, warn

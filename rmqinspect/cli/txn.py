@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..store.errors import EXIT_PROBLEMS
+from ..errors import EXIT_PROBLEMS
 from ._params import TIME, TIME_FORMS, broker_conf, broker_version_option_for, offsets_file_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv, warn
 

@@ -8,8 +8,8 @@ import click
 
 from ..analyses.parallel import default_jobs
 from ..analyses.verify import ALL_CHECKS, read_bytes, verify
+from ..errors import EXIT_PROBLEMS
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS
 from ._params import POSITIVE_LONG, accepts_v2, broker_conf, broker_version_option_for, jobs_option, store_argument
 from .output import dumps, emit, format_option, handle_errors, print_kv, progress
 

@@ -253,7 +253,7 @@ def dledger_group_dir(path: str, conf: BrokerConf | None = None) -> DLedgerGroup
     itself (every member's storePathRootDir on one host), those are the peers; otherwise each subdirectory is
     one peer's copy (a store root or its ``dledger-<selfId>`` directory), sorted by name. The group is named
     after the directory."""
-    from ..store.errors import StoreNotFoundError
+    from ..errors import StoreNotFoundError
     from ..store.layout import dledger_members
 
     path = os.path.normpath(path)
@@ -272,7 +272,7 @@ def dledger_peers(spark, groups: Sequence[DLedgerGroup], conf: BrokerConf | None
     ``conf``, the broker.conf given, handed to them with each group) and
     the report keeps the paths as written. A group whose data cannot be read gives a row with ``error`` (the
     message) and ``exit_code`` instead of the comparison."""
-    from ..store.errors import StoreNotFoundError
+    from ..errors import StoreNotFoundError
     from ..store.layout import StoreLayout
 
     names = [g.name for g in groups]
@@ -296,8 +296,8 @@ def dledger_peers(spark, groups: Sequence[DLedgerGroup], conf: BrokerConf | None
 
 def _dledger_group_task(item) -> dict:
     from rmqinspect.analyses.dledger import compare_peers
+    from rmqinspect.errors import RmqInspectError
     from rmqinspect.store import Store
-    from rmqinspect.store.errors import RmqInspectError
 
     name, labels, paths, roots, conf = item
     opened = []

@@ -6,7 +6,7 @@ import os
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from .errors import RmqInspectError
+from ..errors import RmqInspectError
 from .layout import StoreLayout
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class Store:
 
 
 def __getattr__(name: str):
-    # CommitLog and CheckpointData pull in numpy; importing the package (store.errors, store.version) must not
+    # CommitLog and CheckpointData pull in numpy; importing the package (errors, store.version) must not
     if name == "CommitLog":
         from .commitlog import CommitLog
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import CorruptDataError, StoreNotFoundError
 from ..formats.batch import (
     BCQ_DTYPE,
     BCQ_FIELDS,
@@ -23,7 +24,6 @@ from ..formats.batch import (
 from ..formats.consumequeue import CQ_EXT_MAX_ADDR, ext_real_offset
 from ..formats.properties import parse_properties
 from .broker_conf import BrokerConf, Setting, configured
-from .errors import CorruptDataError, StoreNotFoundError
 from .layout import is_offset_file_name, is_queue_dir_name
 from .mapped import MappedFile
 

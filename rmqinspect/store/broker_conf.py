@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import EXIT_USAGE, RmqInspectError
+from ..errors import BrokerConfigError
 
 MAX_CONF_BYTES = 1 << 20  # a broker.conf is a few KB; anything larger is not one
 
@@ -107,12 +107,6 @@ JAVA_INT_KEYS = {"combineCQMaxExtraSearchCommitLogFiles",
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Properties.load's line terminators
-
-
-class BrokerConfigError(RmqInspectError):
-    """A broker.conf the analyses cannot trust: a usage error, naming the file and line."""
-
-    exit_code = EXIT_USAGE
 
 
 @dataclass

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..errors import CorruptDataError, OffsetOutOfStoreError, StoreNotFoundError
 from ..formats.commitlog import (
     CRC32_RESERVED_LEN,
     HEADER_INDEX,
@@ -40,7 +41,6 @@ from ..formats.constants import (
 from ..formats.crc import crc32 as _crc32
 from ..formats.crc import crc32_function
 from .broker_conf import BrokerConf, Setting
-from .errors import CorruptDataError, OffsetOutOfStoreError, StoreNotFoundError
 from .layout import StoreLayout
 from .mapped import MappedFile
 from .message import Message

@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from .errors import CorruptDataError
+from ..errors import ConfigSyntaxError, CorruptDataError
 
 CONFIG_FILES = {
     "topics": "topics.json",
@@ -27,14 +27,6 @@ MAX_CONFIG_DEPTH = 64
 # the numbers fastjson writes are Java ints/longs (<= 20 characters); a longer literal is damage, and Python
 # refuses to convert more than 4300 digits anyway
 MAX_INT_DIGITS = 40
-
-
-class ConfigSyntaxError(ValueError):
-    """A config file that is not the JSON a broker writes: nested too deep, a number too long."""
-
-    def __init__(self, message: str, pos: int | None = None):
-        super().__init__(message + (f" at char {pos}" if pos is not None else ""))
-        self.pos = pos
 
 
 def quote_bare_keys(text: str) -> str:

@@ -12,11 +12,11 @@ import os
 import struct
 from dataclasses import asdict, dataclass, field
 
+from ..errors import RmqInspectError
 from ..formats.checkpoint import CHECKPOINT_TABLE
 from ..formats.constants import SysFlag
 from ..formats.properties import has_crc32_trailer
 from .commitlog import RUN_BATCH, RecordRun
-from .errors import RmqInspectError
 from .layout import is_rocksdb_dir, rocksdb_files
 from .version import BrokerVersion
 

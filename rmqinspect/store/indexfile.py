@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..errors import CorruptDataError, IndexGeometryError
 from ..formats.constants import DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
 from ..formats.indexfile import (
     HASH_SLOT_SIZE,
@@ -29,7 +30,6 @@ from ..formats.indexfile import (
 )
 from ..formats.javahash import build_index_key, index_key_hash
 from .broker_conf import BrokerConf, configured
-from .errors import EXIT_USAGE, CorruptDataError, RmqInspectError
 from .mapped import MappedFile
 
 if TYPE_CHECKING:
@@ -72,12 +72,6 @@ class FileLookup:
     offsets: list[int] = field(default_factory=list)
     steps: list[ChainStep] = field(default_factory=list)
     stopped: str = ""
-
-
-class IndexGeometryError(RmqInspectError):
-    """The file's geometry cannot be proven from its data: the user must give it (a usage matter)."""
-
-    exit_code = EXIT_USAGE
 
 
 class IndexFile:

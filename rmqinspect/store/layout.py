@@ -6,9 +6,9 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ..errors import StoreNotFoundError, UnsafeOutputError
 from ..formats.dledger import CHECKPOINT_FILE, CURRTERM_FILE, DATA_DIR, INDEX_DIR, MEMBER_DIR_PREFIX
 from .broker_conf import BrokerConf, configured
-from .errors import StoreNotFoundError, UnsafeOutputError
 from .fileset_checks import check_commitlog_dir
 from .live import check_store_lock
 

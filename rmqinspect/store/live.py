@@ -22,19 +22,13 @@ import fcntl
 import os
 import struct
 
-from .errors import EXIT_UNSAFE_OUTPUT, RmqInspectError
+from ..errors import StoreLiveError
 
 LOCK_FILE = "lock"  # StorePathConfigHelper.getLockFile: <storePathRootDir>/lock
 # struct flock (Linux, glibc): short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
 _FLOCK = "hhqqi"
 
 REFUSAL = "a running broker holds this store; copy it first, or pass --live"
-
-
-class StoreLiveError(RmqInspectError):
-    """A running broker holds the store's lock and ``--live`` was not given (exit code 6: refused)."""
-
-    exit_code = EXIT_UNSAFE_OUTPUT
 
 
 _live = [False]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import mmap
 import os
 
+from ..errors import StoreIOError
 from . import live
-from .errors import StoreIOError
 from .layout import is_dledger_data_dir
 
 

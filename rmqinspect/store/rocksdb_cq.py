@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import CorruptDataError, StoreIOError, StoreNotFoundError
 from ..formats.consumequeue import CQ_DTYPE, CQ_ENTRY_TABLE
 from ..formats.rocksdb_cq import (
     CF_OFFSET,
@@ -36,7 +37,6 @@ from ..formats.rocksdb_cq import (
 )
 from .broker_conf import BrokerConf, configured
 from .consumequeue import ConsumeQueue, list_queues, pre_blank_mask
-from .errors import CorruptDataError, StoreIOError, StoreNotFoundError
 from .layout import is_rocksdb_dir
 from .rocksdb_snapshot import SnapshotReader
 

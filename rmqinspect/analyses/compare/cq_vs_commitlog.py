@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ...errors import RmqInspectError
 from ...formats.consumequeue import is_ext_address
 from ...store.consumequeue import ConsumeQueue
-from ...store.errors import RmqInspectError
 from ..dispatch_rules import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
 
 

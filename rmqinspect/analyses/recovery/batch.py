@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import RmqInspectError
 from ...formats.constants import PROPERTY_INNER_NUM
 from ...formats.consumequeue import BCQ_STORE_UNIT_SIZE
 from ...store.batch import BatchConsumeQueue, list_batch_queues
 from ...store.broker_conf import BrokerConf
-from ...store.errors import RmqInspectError
 from .queues import QueueRecovery
 
 

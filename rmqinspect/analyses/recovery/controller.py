@@ -127,9 +127,9 @@ class Finding:
 def controller_findings(store: Store, data_end: int) -> list[Finding]:
     """The epoch file (as the broker reads it), the confirm offset against the data and the load check, for a
     store in controller mode (``detect_confirm_offset`` >= 0); empty otherwise."""
+    from ...errors import OffsetOutOfStoreError
     from ...formats.epoch import derive_end_offsets
     from ...store.epoch import read_epoch_checkpoint
-    from ...store.errors import OffsetOutOfStoreError
     from ..salvage import validate_at
 
     confirm = detect_confirm_offset(store)
