@@ -22,7 +22,7 @@ LAYERS = ("errors", "formats", "store", "sinks", "analyses", "fixtures", "spark"
 RANK = {name: i for i, name in enumerate(LAYERS)}
 TOP = len(LAYERS)  # rmqinspect/__init__.py, rmqinspect/__main__.py
 
-# Exceptions to the rules above (empty since issue 10 landed); an entry needs a comment saying why. Each is
+# Exceptions to the rules above (empty); an entry needs a comment saying why. Each is
 # (importing module, imported module, name or None for the module itself); delete it when the fix lands.
 ALLOWED: set[tuple[str, str, str | None]] = set()
 

@@ -1,4 +1,4 @@
-"""--broker-config FILE (and RMQINSPECT_BROKER_CONFIG) on every command (issue 11): flag > broker.conf >
+"""--broker-config FILE (and RMQINSPECT_BROKER_CONFIG) on every command: flag > broker.conf >
 proof from the data > default, on stores the project's writer built with non-default settings and on the
 oracle's rebuild scenario."""
 

@@ -1,4 +1,4 @@
-"""DLedger-mode stores (issue 14) against the oracle: every entry header and index unit as DLedger's API read
+"""DLedger-mode stores against the oracle: every entry header and index unit as DLedger's API read
 them, every message's entry fields, DLedger's recovery (ledger end, committed index/pos, max offset after load
 and after start, the lost-checkpoint comparison), layout detection and store-info, and the store unchanged."""
 

@@ -142,7 +142,7 @@ def test_global_debug_option_is_accepted():
 
 
 def test_cq_all_json_stays_valid_when_a_queue_file_is_a_dangling_symlink(tmp_path):
-    """issue 12: cq --all --format json exited 5 with stdout ending mid-array."""
+    """cq --all --format json exited 5 with stdout ending mid-array."""
     src = require_oracle("rocketmq-all-4.9.8/clean") / "store"
     store = tmp_path / "store"
     shutil.copytree(src, store, symlinks=True)
@@ -158,7 +158,7 @@ def test_cq_all_json_stays_valid_when_a_queue_file_is_a_dangling_symlink(tmp_pat
 
 
 def test_batch_cq_json_stays_valid_when_a_file_name_is_bad(tmp_path):
-    """issue 12: a batch-cq file named ...0007 made `batch-cq --format json` print `[` and exit 4."""
+    """a batch-cq file named ...0007 made `batch-cq --format json` print `[` and exit 4."""
     src = require_oracle("rocketmq-all-5.3.3/batchcq") / "store"
     store = tmp_path / "store"
     shutil.copytree(src, store, symlinks=True)

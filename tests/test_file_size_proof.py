@@ -1,5 +1,5 @@
-"""mappedFileSizeCommitLog and mappedFileSizeConsumeQueue proven from the files, or said to be ambiguous
-(issue 11): stores written by the project's writer, then cut or renamed."""
+"""mappedFileSizeCommitLog and mappedFileSizeConsumeQueue proven from the files, or said to be ambiguous: stores
+written by the project's writer, then cut or renamed."""
 
 from __future__ import annotations
 

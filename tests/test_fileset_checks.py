@@ -1,4 +1,4 @@
-"""Store file sets that are not what they seem (issue 12) and broker.conf store paths (issue 11): a commit-log
+"""Store file sets that are not what they seem and broker.conf store paths: a commit-log
 file symlinked out of the store, a directory or a dangling link in a file's place, storePathRootDir /
 storePathCommitLog naming another place than the copy, mapperFileSizeBatchConsumeQueue against the files.
 Each is said in one stderr line naming the file; nothing outside the copy is read unless a link in it says so."""

@@ -1,4 +1,4 @@
-"""Index geometry is proven from the data or declared ambiguous (issue 11): stores of non-default geometry
+"""Index geometry is proven from the data or declared ambiguous: stores of non-default geometry
 written by the project's writer, the oracle's index files, and a 420 MB file of the wrong length."""
 
 from __future__ import annotations

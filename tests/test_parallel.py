@@ -41,7 +41,7 @@ def _commitlog_files(name: str) -> int:
 
 # The scenarios the product reads today with more than one commitlog file (one file starts no worker: the
 # comparison would be jobs 1 against itself). DLedger stores keep their log in dledger-*/data, which is not read
-# yet (issue 14).
+# yet.
 SCENARIOS = [s for s in ALL_SCENARIOS if s == ORACLE_MISSING or _commitlog_files(s) > 1]
 # Split inside the files, a store of one file goes to workers too.
 CHUNKED_SCENARIOS = [s for s in ALL_SCENARIOS if s == ORACLE_MISSING or _commitlog_files(s) > 0]

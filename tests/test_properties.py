@@ -1,4 +1,4 @@
-"""Property-based tests (issue 12 item 3): what the project's writers write, the readers read back; and any
+"""Property-based tests: what the project's writers write, the readers read back; and any
 bit flip or truncation of it yields a decode or a typed RmqInspectError, never another exception.
 
 Records cover every sysflag combination the broker writes (transaction types, MULTI_TAGS, NEED_UNWRAP,

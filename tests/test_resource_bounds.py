@@ -1,4 +1,4 @@
-"""Resource bounds on hostile stores (issue 12 item 5): every command runs in a subprocess under an address-space
+"""Resource bounds on hostile stores: every command runs in a subprocess under an address-space
 limit (RLIMIT_AS); the test checks the exit code is documented, stderr carries no traceback (one clear line when
 the command fails), --format json stays one JSON document, the store is unchanged, and the peak RSS the child
 reports (getrusage) stays bounded.
