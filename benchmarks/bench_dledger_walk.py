@@ -20,12 +20,12 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from rmqinspect.fixtures.commitlog import CommitLogWriter  # noqa: E402
+from rmqinspect.fixtures.dledger import DLedgerWriter  # noqa: E402
+from rmqinspect.fixtures.sample import benchmark_messages  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402
 from rmqinspect.store.walk.file import walk_file
 from rmqinspect.store.walk.records import RecordRun
-from rmqinspect.writer.commitlog import CommitLogWriter  # noqa: E402
-from rmqinspect.writer.dledger import DLedgerWriter  # noqa: E402
-from rmqinspect.writer.sample import benchmark_messages  # noqa: E402
 
 FILE_SIZE = 64 * 1024 * 1024
 

@@ -29,8 +29,8 @@ HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.environ.get("RMQINSPECT_BENCH_TREE", HERE))
 
 from rmqinspect.analyses.export import export_local  # noqa: E402
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec  # noqa: E402
 from rmqinspect.formats.commitlog import encode_properties  # noqa: E402
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec  # noqa: E402
 
 
 def make_store(root: str, files: int, file_size: int, seed: int = 7) -> int:

@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
+from rmqinspect.fixtures.indexfile import write_chained_index
 from rmqinspect.store.indexfile import prove_geometry_of
 from rmqinspect.store.mapped import MappedFile
-from rmqinspect.writer.indexfile import write_chained_index
 
 SLOTS, ITEMS = 5_000_000, 20_000_000
 

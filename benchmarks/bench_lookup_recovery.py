@@ -25,10 +25,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from rmqinspect.analyses.lookup.fates import recovery_view
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery  # noqa: E402
+from rmqinspect.fixtures.commitlog import MessageSpec  # noqa: E402
+from rmqinspect.fixtures.store import StoreWriter  # noqa: E402
 from rmqinspect.formats.commitlog import encode_properties  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402
-from rmqinspect.writer.commitlog import MessageSpec  # noqa: E402
-from rmqinspect.writer.store import StoreWriter  # noqa: E402
 
 BASE_TS = 1_795_000_000_000
 

@@ -60,8 +60,8 @@ print(json.dumps({"seconds": dt, "exit_code": r.exit_code, "rss_mib": me.ru_maxr
 
 
 def generate(root: str, messages: int | None, target_bytes: int | None, file_size: int) -> dict:
+    from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
     from rmqinspect.formats.commitlog import encode_properties
-    from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 
     body = bytearray(os.urandom(BODY))
     ts = 1_795_000_000_000

@@ -16,9 +16,9 @@ import time
 import zlib
 
 from rmqinspect.analyses.peers import compare_replicas
+from rmqinspect.fixtures.replica import diverging_replicas, set_confirm_offset, write_epoch_file
+from rmqinspect.fixtures.sample import benchmark_messages
 from rmqinspect.store import Store
-from rmqinspect.writer.replica import diverging_replicas, set_confirm_offset, write_epoch_file
-from rmqinspect.writer.sample import benchmark_messages
 
 
 def crc_pass(paths: list[str]) -> float:

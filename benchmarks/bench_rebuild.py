@@ -10,7 +10,7 @@ the same run, each phase in a fresh child process (so its peak RSS is its own):
 * verify - CommitLog.scan(check_crc=True) over every record (the verify-style walk);
 * dispatch-only - the rebuild walk (compiled record scan + compiled dispatch_fields: TAGS/KEYS/UNIQ_KEY/DELAY,
   tagsCode, index key hashes) and the numpy dispatch bookkeeping, without any output;
-* rebuild - analyses.rebuild.dispatch_commitlog into ConsumeQueue + IndexFile writers (default geometry:
+* rebuild - analyses.dispatcher.dispatch_commitlog into ConsumeQueue + IndexFile writers (default geometry:
   6,000,000-byte CQ files, 5,000,000 slots / 20,000,000 items per index file), files closed.
 
 Prints a table and one JSON line. Data and output are deleted unless --keep.
@@ -34,8 +34,8 @@ BODY = 1024
 
 
 def generate(root: str, gib: float) -> dict:
+    from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
     from rmqinspect.formats.commitlog import encode_properties
-    from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 
     target = int(gib * (1 << 30))
     base_body = bytearray(os.urandom(BODY))
@@ -90,7 +90,7 @@ def phase(name: str, root: str, out: str) -> dict:
         nbytes = end - cl.min_offset
     elif name == "dispatch-only":
         # the dispatcher's walk + property extraction + key hashing with no sinks (CQ/index writers excluded)
-        from rmqinspect.analyses.rebuild import dispatch_commitlog
+        from rmqinspect.analyses.dispatcher import dispatch_commitlog
 
         class _NullIndex:  # hashes computed, puts discarded
             def put_batch(self, *a):
@@ -100,7 +100,7 @@ def phase(name: str, root: str, out: str) -> dict:
         records = rep.messages
         nbytes = rep.bytes_walked
     elif name == "rebuild":
-        from rmqinspect.analyses.rebuild import close_sinks, dispatch_commitlog
+        from rmqinspect.analyses.dispatcher import close_sinks, dispatch_commitlog
         from rmqinspect.formats.constants import DEFAULT_CQ_FILE_SIZE, DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
         from rmqinspect.sinks.consumequeue import ConsumeQueueSet
         from rmqinspect.sinks.indexfile import IndexFileSet

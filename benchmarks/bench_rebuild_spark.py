@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_export import load, make_store  # noqa: E402
 
-from rmqinspect.analyses.rebuild import RebuildOptions, dispatch_commitlog  # noqa: E402
+from rmqinspect.analyses.dispatcher import RebuildOptions, dispatch_commitlog  # noqa: E402
 from rmqinspect.sinks.consumequeue import ConsumeQueueSet  # noqa: E402
 from rmqinspect.sinks.indexfile import IndexFileSet  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402

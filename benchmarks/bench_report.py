@@ -23,13 +23,13 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rmqinspect.analyses.rebuild import close_sinks, dispatch_commitlog  # noqa: E402
+from rmqinspect.analyses.dispatcher import close_sinks, dispatch_commitlog  # noqa: E402
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec  # noqa: E402
 from rmqinspect.formats.commitlog import encode_properties  # noqa: E402
 from rmqinspect.formats.constants import DEFAULT_CQ_FILE_SIZE, DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS  # noqa: E402
 from rmqinspect.sinks.consumequeue import ConsumeQueueSet  # noqa: E402
 from rmqinspect.sinks.indexfile import IndexFileSet  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec  # noqa: E402
 
 BODY = 1024
 BASE_TS = 1_795_000_000_000

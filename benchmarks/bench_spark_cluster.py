@@ -31,7 +31,7 @@ from bench_parallel import generate  # noqa: E402
 
 
 def measure(spark, root: str, base: str, tag: str) -> dict:
-    from rmqinspect.analyses.rebuild_run import rebuild
+    from rmqinspect.analyses.rebuild import rebuild
     from rmqinspect.spark.jobs import export_spark
     from rmqinspect.spark.rebuild import rebuild_spark
     from rmqinspect.store import Store
@@ -54,7 +54,7 @@ def measure(spark, root: str, base: str, tag: str) -> dict:
 
 def local(root: str, base: str) -> dict:
     from rmqinspect.analyses.export import export_local
-    from rmqinspect.analyses.rebuild_run import rebuild
+    from rmqinspect.analyses.rebuild import rebuild
     from rmqinspect.store import Store
 
     t0 = time.perf_counter()

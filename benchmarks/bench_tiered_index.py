@@ -22,8 +22,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from rmqinspect.analyses.compact_index import compact_index_file  # noqa: E402
+from rmqinspect.fixtures.tiered_index import TieredIndexWriter  # noqa: E402
 from rmqinspect.store.tiered_index import ReadStats, TieredIndexFile  # noqa: E402
-from rmqinspect.writer.tiered_index import TieredIndexWriter  # noqa: E402
 
 
 def main() -> None:

@@ -34,10 +34,10 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rmqinspect.analyses.txn import scan_transactions  # noqa: E402
+from rmqinspect.fixtures.sample import benchmark_messages  # noqa: E402
+from rmqinspect.fixtures.store import StoreWriter  # noqa: E402
+from rmqinspect.fixtures.transaction import TransactionalBroker  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402
-from rmqinspect.writer.sample import benchmark_messages  # noqa: E402
-from rmqinspect.writer.store import StoreWriter  # noqa: E402
-from rmqinspect.writer.transaction import TransactionalBroker  # noqa: E402
 
 FILE_SIZE = 256 * 1024 * 1024
 T0 = 1_795_296_980_000

@@ -25,9 +25,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery  # noqa: E402
 from rmqinspect.analyses.verify import verify  # noqa: E402
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec  # noqa: E402
 from rmqinspect.formats.commitlog import encode_properties  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec  # noqa: E402
 
 GIB = 1 << 30
 FILE_SIZE = 1 << 30

@@ -25,13 +25,13 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from rmqinspect.fixtures.commitlog import CommitLogWriter  # noqa: E402
+from rmqinspect.fixtures.sample import benchmark_messages  # noqa: E402
 from rmqinspect.formats.commitlog import CommitLogRecord  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402
 from rmqinspect.store.walk.file import walk_file
 from rmqinspect.store.walk.kinds import MESSAGE
 from rmqinspect.store.walk.records import RecordRun, decode_slot, fast_available, scan_buffer
-from rmqinspect.writer.commitlog import CommitLogWriter  # noqa: E402
-from rmqinspect.writer.sample import benchmark_messages  # noqa: E402
 
 FILE_SIZE = 256 * 1024 * 1024
 

@@ -25,10 +25,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery  # noqa: E402
 from rmqinspect.analyses.salvage import salvage  # noqa: E402
 from rmqinspect.analyses.verify import ALL_CHECKS, verify  # noqa: E402
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec  # noqa: E402
 from rmqinspect.formats.commitlog import encode_properties  # noqa: E402
 from rmqinspect.store import Store  # noqa: E402
 from rmqinspect.store.walk.resync import walk_with_resync  # noqa: E402
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec  # noqa: E402
 from support.recover_fixtures import build_store  # noqa: E402
 
 ORACLE = "/work/shared/oracle"

@@ -8,7 +8,7 @@ topic directory names) and runs one command in-process (click's CliRunner), some
 It checks what the error contract promises:
 
 - no traceback (an exception other than SystemExit escaping the command), no hang (per-case alarm);
-- exit code in 0..6 (store/errors.py);
+- exit code in 0..6 (errors.py);
 - with --format json / ndjson: stdout is one JSON document / one JSON document per line;
 - the store's bytes are unchanged, and nothing is written outside --out (the case directory is listed).
 
@@ -84,8 +84,8 @@ def _writer_made(made: Path) -> None:
 
     made.mkdir(parents=True)
     build_store(str(made / "recover-small"), n=120)
-    from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec  # noqa: PLC0415
-    from rmqinspect.writer.sample import mixed_messages  # noqa: PLC0415
+    from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec  # noqa: PLC0415
+    from rmqinspect.fixtures.sample import mixed_messages  # noqa: PLC0415
 
     root = made / "mixed-v2"
     with CommitLogWriter(str(root / "commitlog"), file_size=1 << 16) as w:

@@ -2,7 +2,7 @@
 
 A target feeds arbitrary bytes to one reader the way a store would (a file in a private temp directory when the
 reader takes a path) and exercises what the commands then do with the result. It may raise ``RmqInspectError``
-(the typed error contract, store/errors.py); any other exception is a finding. Used by the atheris harnesses
+(the typed error contract, errors.py); any other exception is a finding. Used by the atheris harnesses
 (fuzz/run.py) and by the bounded smoke run in CI (tests/test_fuzz_smoke.py). Seeds come from the sample store
 and from stores the project's writer makes (``seed_corpus``).
 """
@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from rmqinspect.store.errors import RmqInspectError
+from rmqinspect.errors import RmqInspectError
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "tests" / "fixtures" / "sample-store"
@@ -68,8 +68,9 @@ def t_record(data: bytes) -> None:
 def t_walk(data: bytes) -> None:
     """walk_file over a whole buffer with both scanners, decoding every record the walk accepted."""
     from rmqinspect.store import scanner
-    from rmqinspect.store.commitlog import RecordRun, decode_slot, walk_file
     from rmqinspect.store.mapped import MappedFile
+    from rmqinspect.store.walk.file import walk_file
+    from rmqinspect.store.walk.records import RecordRun, decode_slot
 
     mf = MappedFile.of_buffer(data, 0, "fuzz")
     for compiled in (True, False):
@@ -129,12 +130,12 @@ def t_checkpoint(data: bytes) -> None:
 
 def t_config(data: bytes) -> None:
     """config/*.json: each file name the config command reads, with its row decoders."""
-    from rmqinspect.store.brokerconfig import read_broker_config
+    from rmqinspect.store.config_files import read_config_files
 
     d = os.path.join(scratch(), "config")
     for name in ("consumerOffset.json", "topics.json", "subscriptionGroup.json", "delayOffset.json"):
         _write(os.path.join("config", name), data)  # the same four names every case: overwritten, not re-made
-    cfg = read_broker_config(d)
+    cfg = read_config_files(d)
     for attr in ("topics", "subscription_groups", "consumer_offsets", "delay_offsets"):
         getattr(cfg, attr, None)
 
@@ -282,7 +283,7 @@ def seed_corpus(name: str) -> list[bytes]:
     seeds: list[bytes] = []
     cap = SEED_CAP
     if name == "recovery":
-        from rmqinspect.writer.sample import mixed_messages
+        from rmqinspect.fixtures.sample import mixed_messages
 
         from .writer_seeds import commitlog_bytes
 
@@ -290,7 +291,7 @@ def seed_corpus(name: str) -> list[bytes]:
             seeds += [bytes([flags]) + f.read_bytes()[:8192] for flags in (0, 1, 3, 12, 13, 16)]
         seeds.append(b"\x05" + commitlog_bytes(list(mixed_messages(30, seed=5))))
     elif name in ("record", "walk"):
-        from rmqinspect.writer.sample import mixed_messages
+        from rmqinspect.fixtures.sample import mixed_messages
 
         from .writer_seeds import commitlog_bytes
 

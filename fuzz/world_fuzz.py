@@ -96,7 +96,7 @@ class World:
             fx.write_checkpoint(fx.records[0].store_ts + 3000)
         self.tiered = work / "stores" / "tiered"
         if not (self.tiered / "tiered_index_file").exists():
-            from rmqinspect.writer.tiered_index import TieredIndexWriter
+            from rmqinspect.fixtures.tiered_index import TieredIndexWriter
 
             (self.tiered / "commitlog").mkdir(parents=True, exist_ok=True)
             for k, begin in enumerate((1_700_000_000_000, 1_700_000_100_000)):

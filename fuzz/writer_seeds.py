@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 
 
 def commitlog_bytes(specs: list[MessageSpec], file_size: int = 1 << 16) -> bytes:
@@ -18,7 +18,7 @@ def commitlog_bytes(specs: list[MessageSpec], file_size: int = 1 << 16) -> bytes
 
 
 def timerlog_bytes() -> bytes:
-    from rmqinspect.writer.timer import TimerStoreWriter
+    from rmqinspect.fixtures.timer import TimerStoreWriter
 
     with tempfile.TemporaryDirectory() as d:
         with TimerStoreWriter(d, timerlog_file_size=4096, slots_total=64) as w:
@@ -30,7 +30,7 @@ def timerlog_bytes() -> bytes:
 
 
 def tiered_bytes() -> list[bytes]:
-    from rmqinspect.writer.tiered_index import TieredIndexWriter
+    from rmqinspect.fixtures.tiered_index import TieredIndexWriter
 
     with tempfile.TemporaryDirectory() as d:
         w = TieredIndexWriter(d, 1_700_000_000_000, 16, 64)
@@ -42,7 +42,7 @@ def tiered_bytes() -> list[bytes]:
 
 
 def batch_bytes() -> list[bytes]:
-    from rmqinspect.writer.batch import BatchQueueWriter
+    from rmqinspect.fixtures.batch import BatchQueueWriter
 
     with tempfile.TemporaryDirectory() as d:
         with CommitLogWriter(os.path.join(d, "commitlog"), file_size=1 << 16) as cl:

@@ -1,9 +1,9 @@
 """The package's layering, checked on the source: imports point down only and no private name crosses modules.
 
-Layers, bottom to top (docs/architecture in COMMON terms): formats -> store -> sinks -> analyses -> spark -> cli,
+Layers, bottom to top (docs/architecture.md): errors -> formats -> store -> sinks -> analyses -> spark -> cli,
 with report (the HTML renderer of `rmqinspect report`) beside cli: above analyses, below cli, which calls it;
 with the package's own entry point (rmqinspect/__main__.py) above them all. A module may import its own layer
-and the layers below it. ``writer`` (fixture and benchmark writers) may import everything but cli/spark, and
+and the layers below it. ``fixtures`` (stores written for tests and benchmarks) may import everything but cli/spark, and
 nothing else in the package may import it. A name starting with ``_`` is private to its module (a private module,
 ``_fastscan`` or ``_params``, to its package): importing one from elsewhere fails this test.
 
@@ -24,11 +24,11 @@ import pytest
 PKG = "rmqinspect"
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), PKG)
 
-LAYERS = ("formats", "store", "sinks", "analyses", "writer", "spark", "report", "cli")
+LAYERS = ("errors", "formats", "store", "sinks", "analyses", "fixtures", "spark", "report", "cli")
 RANK = {name: i for i, name in enumerate(LAYERS)}
 TOP = len(LAYERS)  # rmqinspect/__init__.py, rmqinspect/__main__.py
 
-# Exceptions to the rules above (empty since issue 10 landed); an entry needs a comment saying why. Each is
+# Exceptions to the rules above (empty); an entry needs a comment saying why. Each is
 # (importing module, imported module, name or None for the module itself); delete it when the fix lands.
 ALLOWED: set[tuple[str, str, str | None]] = set()
 
@@ -103,8 +103,8 @@ def _violations():
                 continue
             if _layer(target) > _layer(module):
                 out.append(where + " (upward)")
-            if target.split(".")[1:2] == ["writer"] and module.split(".")[1:2] != ["writer"]:
-                out.append(where + " (writer/ is for fixtures and benchmarks only)")
+            if target.split(".")[1:2] == ["fixtures"] and module.split(".")[1:2] != ["fixtures"]:
+                out.append(where + " (fixtures/ is for tests and benchmarks only)")
             if _private(target.rpartition(".")[2]) and \
                     target.rpartition(".")[0] != (module if is_package else module.rpartition(".")[0]):
                 out.append(where + " (private module used outside its package)")
@@ -255,22 +255,127 @@ def test_allow_list_has_no_stale_entries():
 
 @pytest.mark.parametrize("source, expected", [
     ("from ..cli._params import TIME\n", "upward"),
-    ("from ..writer.store import StoreWriter\n", "writer/ is for fixtures"),
+    ("from ..fixtures.store import StoreWriter\n", "fixtures/ is for tests and benchmarks"),
     ("from ..store.commitlog import _tuple_to_row\n", "private name"),
     ("from ..store import _fastscan\n", "private module"),
 ])
 def test_the_checker_catches_each_kind(tmp_path, monkeypatch, source, expected):
     """The check itself can fail: a planted bad import in a fake analyses module is reported."""
     pkg = tmp_path / PKG
-    for d in ("analyses", "cli", "writer", "store"):
+    for d in ("analyses", "cli", "fixtures", "store"):
         (pkg / d).mkdir(parents=True)
         (pkg / d / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
     (pkg / "cli" / "_params.py").write_text("TIME = 1\n")
-    (pkg / "writer" / "store.py").write_text("StoreWriter = 1\n")
+    (pkg / "fixtures" / "store.py").write_text("StoreWriter = 1\n")
     (pkg / "store" / "commitlog.py").write_text("_tuple_to_row = 1\n")
     (pkg / "store" / "_fastscan.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
     (pkg / "analyses" / "bad.py").write_text(source)
     monkeypatch.setitem(globals(), "ROOT", str(pkg))
     found = _violations()
     assert any(expected in v and "rmqinspect.analyses.bad" in v for v in found), found
+
+
+# --- settings passed explicitly -------------------------------------------------------------------------------
+# The broker's settings reach the readers and analyses as arguments (``Store.open(path, conf=...)``,
+# ``store.conf``), never through process state: a ContextVar is not seen by a worker process or a Spark executor,
+# and a module global makes two stores opened with different broker.conf files in one process answer alike.
+# What store/, analyses/ and formats/ may still keep at module level is listed here with the reason; an entry is
+# deleted when its state goes (the stale-entry test below), so the list only shrinks.
+STATE_LAYERS = ("formats", "store", "analyses")
+MUTATORS = {"append", "add", "clear", "update", "pop", "popitem", "setdefault", "extend", "remove", "discard",
+            "insert"}
+ALLOWED_STATE: dict[tuple[str, str], str] = {
+    # caches: a value computed once from its key (the same answer every time), never a choice
+    ("rmqinspect.formats.crc", "_chosen"): "the fastest CRC-32 implementation importable, chosen once",
+    ("rmqinspect.formats.javahash", "_POW"): "powers of 31 for String.hashCode, grown on demand",
+    ("rmqinspect.formats.batch", "_SCHEMAS"): "construct schemas built once per variant",
+    ("rmqinspect.formats.commitlog", "_SCHEMAS"): "construct schemas built once per variant",
+    ("rmqinspect.formats.rocksdb_cq", "_KEY_SCHEMAS"): "construct schemas built once per topic length",
+    ("rmqinspect.analyses.lookup.fates", "_VIEWS"): "recovery views keyed by the store's files, mtimes and settings",
+    # engines: how the same answer is computed, not what it is
+    ("rmqinspect.store.scanner", "_enabled"): "compiled or pure-Python record scanner (same records; tests and "
+                                              "benchmarks compare both)",
+    ("rmqinspect.store.walk.parallel", "_worker_slots"): "shared-memory result slots a forked worker inherits",
+    # the channel notes are said on (stderr in the CLI), and which were said already: output, not a setting
+    ("rmqinspect.store.fileset_checks", "_SINK"): "where notes on the store's files are said",
+    ("rmqinspect.store.fileset_checks", "_SAID"): "notes said once per invocation",
+    # --live (a running broker's store): the one process-wide switch left, set by cli.main per invocation. Every
+    # MappedFile reads it to snapshot files a broker still writes; passing it explicitly means a layout flag
+    # carried to every reader that maps a file (17 call sites) - not done yet.
+    ("rmqinspect.store.live", "_live"): "--live, set per invocation (to be passed with the layout)",
+    ("rmqinspect.store.live", "_checked"): "lock checks done this invocation (live mode)",
+    ("rmqinspect.store.live", "_size_at_start"): "each live file's size when first seen (live mode)",
+}
+
+
+def _module_state(path: str, source: str | None = None) -> dict[str, int]:
+    """Module-level names a function rebinds (``global``) or mutates in place (item assignment, a mutating method,
+    augmented assignment), with the line: state one call leaves for the next."""
+    tree = ast.parse(source if source is not None else open(path, encoding="utf-8").read(), path)
+    top = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+           for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    found: dict[str, int] = {}
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        local = {a.arg for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Global):
+                for n in node.names:
+                    found.setdefault(n, node.lineno)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in top:
+                local.add(node.id)  # rebinding without ``global`` makes a local (caught by ``global`` otherwise)
+        for node in ast.walk(fn):
+            target = None
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+                for t in (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]):
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                        target = t.value.id
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in MUTATORS and isinstance(node.func.value, ast.Name):
+                target = node.func.value.id
+            if target in top and target not in local:
+                found.setdefault(target, node.lineno)
+    return found
+
+
+def _ambient():
+    out = {}
+    for module, path, _ in _modules():
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        if "ContextVar" in source:
+            out[(module, "ContextVar")] = f"{os.path.relpath(path, os.path.dirname(ROOT))}: uses a ContextVar"
+        if module.split(".")[1:2] and module.split(".")[1] in STATE_LAYERS:
+            for name, line in _module_state(path, source).items():
+                out[(module, name)] = f"{os.path.relpath(path, os.path.dirname(ROOT))}:{line}: {name} is module " \
+                                      "state a function changes"
+    return out
+
+
+def test_no_ambient_settings():
+    """No ContextVar anywhere in the package, and no module-level state in formats/, store/ or analyses/ that a
+    function changes, but for the listed caches, engine switches and output channels."""
+    found = _ambient()
+    assert sorted(v for k, v in found.items() if k not in ALLOWED_STATE) == []
+
+
+def test_state_allow_list_has_no_stale_entries():
+    assert sorted(set(ALLOWED_STATE) - set(_ambient())) == []
+
+
+@pytest.mark.parametrize("source, name", [
+    ("from contextvars import ContextVar\n_C = ContextVar('c')\n", "ContextVar"),
+    ("_CONF = None\ndef set_conf(c):\n    global _CONF\n    _CONF = c\n", "_CONF"),
+    ("_ON = [False]\ndef turn_on():\n    _ON[0] = True\n", "_ON"),
+    ("_SEEN = {}\ndef remember(k, v):\n    _SEEN.update({k: v})\n", "_SEEN"),
+])
+def test_the_state_checker_catches_each_kind(tmp_path, monkeypatch, source, name):
+    pkg = tmp_path / PKG
+    (pkg / "store").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "store" / "__init__.py").write_text("")
+    (pkg / "store" / "bad.py").write_text(source)
+    monkeypatch.setitem(globals(), "ROOT", str(pkg))
+    assert ("rmqinspect.store.bad", name) in _ambient()

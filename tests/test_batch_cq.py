@@ -9,14 +9,14 @@ import pytest
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
+from rmqinspect.errors import CorruptDataError
+from rmqinspect.fixtures.batch import BatchQueueWriter, write_cq_ext_unit
+from rmqinspect.fixtures.commitlog import CommitLogWriter
 from rmqinspect.formats import batch as F
 from rmqinspect.formats.constants import SysFlag
 from rmqinspect.formats.javahash import tags_code
 from rmqinspect.store import Store
 from rmqinspect.store.batch import BatchConsumeQueue, decode_inner_batch, list_batch_queues, read_cq_ext_unit
-from rmqinspect.store.errors import CorruptDataError
-from rmqinspect.writer.batch import BatchQueueWriter, write_cq_ext_unit
-from rmqinspect.writer.commitlog import CommitLogWriter
 from support import tree_hashes
 
 

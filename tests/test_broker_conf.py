@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from rmqinspect.errors import EXIT_USAGE
 from rmqinspect.store.broker_conf import KNOWN_KEYS, BrokerConfigError, Setting, read_broker_conf
-from rmqinspect.store.errors import EXIT_USAGE
 from support import ALL_SCENARIOS, load_expected, require_oracle
 
 
@@ -47,6 +47,7 @@ def test_java_properties_syntax(tmp_path):
     ("mappedFileSizeConsumeQueue=0", "must be positive"),
     ("checkCRCOnRecover=yes", "not true/false"),
     ("maxHashSlotNum=1" + "0" * 5000, "not an integer"),
+    ("brokerClusterName=c\\u00zz", "Invalid \\u escape"),  # Properties.load throws: the broker does not start
 ])
 def test_malformed_values_name_the_line(tmp_path, line, words):
     p = tmp_path / "broker.conf"

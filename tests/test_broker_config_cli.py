@@ -1,4 +1,4 @@
-"""--broker-config FILE (and RMQINSPECT_BROKER_CONFIG) on every command (issue 11): flag > broker.conf >
+"""--broker-config FILE (and RMQINSPECT_BROKER_CONFIG) on every command: flag > broker.conf >
 proof from the data > default, on stores the project's writer built with non-default settings and on the
 oracle's rebuild scenario."""
 
@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
-from rmqinspect.writer.store import StoreWriter
+from rmqinspect.fixtures.store import StoreWriter
 from support import load_expected, require_oracle, tree_hashes
 from support.msgstores import spec
 from support.rebuild import assert_same_cq, assert_same_index
@@ -54,7 +54,7 @@ def test_every_command_takes_broker_config():
         assert "--broker-config" in [o for p in cmd.params for o in getattr(p, "opts", ())], name
 
 
-def test_16_slot_store_lookups_exact_without_flags(tmp_path):
+def test_lookups_on_a_16_slot_store_are_exact_without_flags(tmp_path):
     """The issue's store (16 slots / 400 items, 8,104-byte files): every key found, with no flag."""
     res = _store(tmp_path / "s")
     before = tree_hashes(tmp_path / "s")

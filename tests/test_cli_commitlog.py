@@ -7,8 +7,8 @@ import struct
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.store.message import CONTRACT_KEYS
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support import SAMPLE_STORE, load_expected, require_oracle, tree_hashes
 
 
@@ -179,7 +179,7 @@ def test_wrong_magic(tmp_path):
     r = run("summary", tmp_path, "--format", "json")
     assert r.exit_code == 0
     s = json.loads(r.stdout)
-    # issue 11: the count resynchronises past the damage (as verify and export do) and says where
+    # the count resynchronises past the damage (as verify and export do) and says where
     assert s["files"][0]["damage_at"] == victim.physical_offset and s["messages"] == len(res) - 1
     assert [(d["start"], d["end"]) for d in s["damage"]] == [(victim.physical_offset, res[8].physical_offset)]
 

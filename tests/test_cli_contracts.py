@@ -21,8 +21,8 @@ def run(*args):
     return CliRunner().invoke(cli, [str(a) for a in args])
 
 
-# 1. a path inside a store, or just above it, means that store
-def test_1_path_inside_or_above_a_store():
+# a path inside a store, or just above it, means that store
+def test_a_path_inside_or_above_a_store_means_that_store():
     root = require_oracle("rocketmq-all-4.9.8/crash-torn-tail")
     inside = root / "store" / "consumequeue" / "LogTopic" / "1" / "00000000000000000000"
     r = run("summary", inside, "--format", "json")
@@ -37,8 +37,8 @@ def test_1_path_inside_or_above_a_store():
     assert r.exit_code == 3 and f"it holds the stores {root.parent / 'clean' / 'store'}, " in r.stderr
 
 
-# 2. identifiers are never cut piped (rendering on a terminal: tests/test_rendering.py); notes after the table
-def test_2_piped_tables_never_cut_identifiers():
+# identifiers are never cut piped (rendering on a terminal: tests/test_rendering.py); notes after the table
+def test_piped_tables_never_cut_identifiers():
     r = run("summary", SAMPLE)
     long_topic = next(t for t in json.loads(run("summary", SAMPLE, "--format", "json").stdout)["topics"]
                       if t.startswith("V2Topic"))
@@ -47,14 +47,14 @@ def test_2_piped_tables_never_cut_identifiers():
     assert r.output.rstrip().splitlines()[-1].startswith("rmqinspect: note:")  # after the table, not in it
 
 
-# 3. damaged bytes: a negative offset is a usage error
-def test_3_negative_offset_is_a_usage_error():
+# damaged bytes: a negative offset is a usage error
+def test_negative_offset_is_a_usage_error():
     r = run("decode-commitlog", SAMPLE, "--offset", "-5")
     assert r.exit_code == 2 and "outside the range" in r.stderr
 
 
-# 4. times: epoch seconds refused with the spellings that work; "s" suffix and relative times accepted
-def test_4_epoch_seconds_and_relative_times():
+# times: epoch seconds refused with the spellings that work; "s" suffix and relative times accepted
+def test_epoch_seconds_are_refused_and_relative_times_accepted():
     r = run("index-lookup", SAMPLE, "--topic", "OrderTopic", "--key", "ord-14", "--begin", "1795296980")
     assert r.exit_code == 2 and "looks like epoch seconds" in r.stderr and "1795296980000" in r.stderr
     assert "1795296980s" in r.stderr and "2026-11-21T" in r.stderr
@@ -66,8 +66,8 @@ def test_4_epoch_seconds_and_relative_times():
     assert "UTC unless it carries an offset" in " ".join(run("decode-commitlog", "--help").stdout.split())
 
 
-# 5. empty answers: one sentence, nearest topics, exit 3, everywhere; ids case-insensitive
-def test_5_empty_answers_and_case():
+# empty answers: one sentence, nearest topics, exit 3, everywhere; ids case-insensitive
+def test_empty_answers_name_the_nearest_and_ids_ignore_case():
     r = run("decode-commitlog", SAMPLE, "--topic", "OrderTopc")
     assert r.exit_code == 3 and "nearest: OrderTopic" in r.stderr
     r = run("cq", SAMPLE, "--topic", "OrderTopc", "--queue", "0")
@@ -80,14 +80,14 @@ def test_5_empty_answers_and_case():
     assert r.exit_code == 0 and [m["physical_offset"] for m in json.loads(r.stdout)] == [1964]
 
 
-# 6. one broker-version type; rebuild detects; summary's queue bounds as cq --all's
+# one broker-version type; rebuild detects; summary's queue bounds as cq --all's
 @pytest.mark.parametrize("v", ["4.4", "4.4.0", "4.9.8", "5", "5.x", "5.3.3", "5.x (detected)"])
-def test_6_one_broker_version_type(v):
+def test_every_broker_version_spelling_is_accepted_by_rebuild(v):
     r = run("rebuild", SAMPLE, "--dry-run", "--what", "cq", "--broker-version", v, "--format", "json")
     assert r.exit_code == 0, r.output
 
 
-def test_6_detected_version_reads_v2_records_and_bounds_agree():
+def test_detected_version_reads_v2_records_and_bounds_agree():
     # the sample store has V2 records: what summary prints must read them as the detected 5.x broker does
     v2 = next(t for t in json.loads(run("summary", SAMPLE, "--format", "json").stdout)["topics"]
               if t.startswith("V2Topic"))
@@ -106,8 +106,8 @@ def test_6_detected_version_reads_v2_records_and_bounds_agree():
     assert all(shown[k] == v for k, v in cq_all.items() if k in shown and not k[0].startswith("SCHEDULE"))
 
 
-# 7. start-up: no numpy, pyarrow or rocksdict for --help / --version; the table and the modules agree
-def test_7_cheap_start_and_registration_table():
+# start-up: no numpy, pyarrow or rocksdict for --help / --version; the table and the modules agree
+def test_help_and_version_import_no_heavy_module_and_the_table_matches():
     code = ("import sys; from rmqinspect.cli.main import cli\n"
             "for a in (['--help'], ['--version']):\n"
             "    try: cli(a)\n"
@@ -123,8 +123,8 @@ def test_7_cheap_start_and_registration_table():
     assert cli_main.LazyGroup
 
 
-# 8. consumer offsets from a file elsewhere
-def test_8_offsets_file(tmp_path):
+# consumer offsets from a file elsewhere
+def test_offsets_file_from_elsewhere_for_consumer_lag(tmp_path):
     root = require_oracle("rocketmq-all-4.9.8/crash-torn-tail")
     f = tmp_path / "consumerOffset.json"
     f.write_text(json.dumps({"offsetTable": {"LogTopic@g": {"1": 126}}}))
@@ -136,7 +136,7 @@ def test_8_offsets_file(tmp_path):
                                                                                                  "overflow")
 
 
-def test_8_offsets_file_for_gc(tmp_path):
+def test_offsets_file_from_elsewhere_for_gc(tmp_path):
     root = require_oracle("rocketmq-all-4.9.8/crash-torn-tail")
     f = tmp_path / "consumerOffset.json"
     f.write_text(json.dumps({"offsetTable": {"LogTopic@g": {"1": 3}}}))
@@ -148,7 +148,7 @@ def test_8_offsets_file_for_gc(tmp_path):
     assert run("gc", root / "store", "--dry-run", "--offsets", tmp_path / "none.json").exit_code == 2
 
 
-def test_6_cq_join_flags_a_queue_behind_and_rebuild_to_inside_a_record(tmp_path):
+def test_cq_join_flags_a_queue_behind_and_rebuild_refuses_a_boundary_inside_a_record(tmp_path):
     import shutil
 
     store = tmp_path / "store"
@@ -164,7 +164,7 @@ def test_6_cq_join_flags_a_queue_behind_and_rebuild_to_inside_a_record(tmp_path)
     assert r.exit_code == 2 and "lies inside the message record at 579" in r.stderr
 
 
-def test_3_dump_and_snap():
+def test_dump_snaps_to_the_enclosing_record():
     r = run("dump", SAMPLE, "--offset", "580", "--format", "json")
     assert r.exit_code == 0
     doc = json.loads(r.stdout)
@@ -180,7 +180,7 @@ def test_3_dump_and_snap():
     assert r.exit_code == 0 and json.loads(r.stdout)[0]["physical_offset"] == 579
 
 
-def test_3_torn_record_bytes_shown():
+def test_torn_record_bytes_are_shown():
     root = require_oracle("rocketmq-all-4.9.8/crash-torn-tail")
     r = run("decode-commitlog", root / "store", "--offset", "1197830", "--format", "hex")
     assert r.exit_code == 4 and "00124706  00 00 00 f9 da a3 20 a7" in r.stdout
@@ -189,7 +189,7 @@ def test_3_torn_record_bytes_shown():
     assert fields["total_size"]["value"] == "249" and "stop adding up" in fields["properties_length"]["note"]
 
 
-def test_2_reader_closing_the_pipe_early_is_no_error():
+def test_reader_closing_the_pipe_early_is_no_error():
     # `rmqinspect ... | head -1`: notes are flushed after the output, which must survive a closed stdout
     p = subprocess.Popen([sys.executable, "-m", "rmqinspect", "decode-commitlog", SAMPLE], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from support import require_oracle
 
 T0 = 1_763_700_000_000
@@ -71,7 +71,7 @@ def test_summary_counts_past_a_crc_damaged_record_and_says_where(tmp_path):
 def test_index_lookup_marks_hits_beyond_the_recovery_truncation(tmp_path):
     """A crashed store with CRC damage in its last file: the broker's recovery truncates there, so a hit past
     it is gone after restart even though its index file is not one the broker deletes."""
-    from rmqinspect.writer.store import StoreWriter
+    from rmqinspect.fixtures.store import StoreWriter
     from support.msgstores import spec
 
     root = tmp_path / "s"
@@ -117,7 +117,7 @@ def test_recover_headline_numbers_are_sums_of_their_details(scenario):
 
 
 def test_index_lookup_as_recovered_drops_what_the_broker_will_not_return(tmp_path):
-    from rmqinspect.writer.store import StoreWriter
+    from rmqinspect.fixtures.store import StoreWriter
     from support.msgstores import spec
 
     root = tmp_path / "s"
@@ -142,8 +142,8 @@ def test_index_lookup_without_the_recovery_model_gives_no_fate(tmp_path, monkeyp
     "survives". The same when the model cannot run (a warning says so); --as-recovered needs the model."""
     from rmqinspect.analyses.lookup.fates import RecoveryView
     from rmqinspect.cli import lookup as cli_lookup
-    from rmqinspect.store.errors import CorruptDataError
-    from rmqinspect.writer.store import StoreWriter
+    from rmqinspect.errors import CorruptDataError
+    from rmqinspect.fixtures.store import StoreWriter
     from support.msgstores import spec
 
     root = tmp_path / "s"

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
-from rmqinspect.store.brokerconfig import load_config_file, parse_fastjson, quote_bare_keys, read_broker_config
+from rmqinspect.store.config_files import load_config_file, parse_fastjson, quote_bare_keys, read_config_files
 from support import require_oracle, tree_hashes
 
 # fastjson 1.x pretty output shape (tabs, unquoted int keys), incl. the PR #10283 compatibility case
@@ -49,7 +49,7 @@ def test_quote_bare_keys_outside_strings_only():
 def test_read_all_tables(tmp_path):
     root = make_store(tmp_path / "s", {"consumerOffset.json": CONSUMER_OFFSET, "topics.json": TOPICS,
                                        "subscriptionGroup.json": GROUPS, "delayOffset.json": DELAY})
-    cfg = read_broker_config(str(root / "config"))
+    cfg = read_config_files(str(root / "config"))
     assert [(r["topic"], r["group"], r["queue_id"], r["offset"]) for r in cfg.consumer_offsets] == [
         ("%RETRY%gid-test", "gid-test", 0, 0), ("TopicTest", "gid-test", 0, 123), ("TopicTest", "gid-test", 1, 456),
         ("weird{0:1}", "g", -1, 7)]

@@ -1,4 +1,4 @@
-"""Config JSON no broker writes (issues 12, 19): nesting 1,000 deep, 100,000-digit integers, and null / string /
+"""Config JSON no broker writes: nesting 1,000 deep, 100,000-digit integers, and null / string /
 list values where an object or a number belongs. Each gives a problem line naming the file and key, or the
 .bak fallback ConfigManager.load takes - never RecursionError / ValueError / TypeError / AttributeError."""
 
@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
-from rmqinspect.store.brokerconfig import parse_fastjson
+from rmqinspect.store.config_files import parse_fastjson
 from support import require_oracle, tree_hashes
 
 GOOD = '{"offsetTable":{"PayTopic@g1":{0:3,1:5}}}'
@@ -65,7 +65,7 @@ def test_hostile_config_never_tracebacks(store, target, case, command):
     _write(store, target, HOSTILE[case])
     before = tree_hashes(store)
     r = _run([command[0], str(store), *command[1:], "--format", "json"])
-    # 3: consumer-lag on a store without consumerOffset.json (the clean oracle store has none): issue 13's rule
+    # 3: consumer-lag on a store without consumerOffset.json (the clean oracle store has none): the no-match rule
     assert r.exit_code in (0, 1, 4) or (r.exit_code == 3 and "no consumer offsets" in r.stderr), (r.exit_code,
                                                                                                   r.stderr)
     assert "Traceback" not in r.stderr
@@ -101,7 +101,7 @@ def test_too_deep_falls_back_to_bak_like_configmanager(store):
 
 
 def test_parser_limits():
-    from rmqinspect.store.brokerconfig import MAX_CONFIG_DEPTH, ConfigSyntaxError
+    from rmqinspect.store.config_files import MAX_CONFIG_DEPTH, ConfigSyntaxError
 
     with pytest.raises(ConfigSyntaxError):
         parse_fastjson("[" * (MAX_CONFIG_DEPTH + 1) + "]" * (MAX_CONFIG_DEPTH + 1))

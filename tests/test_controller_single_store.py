@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from rmqinspect.analyses.recovery.controller import detect_confirm_offset
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.replica import diverging_replicas, set_confirm_offset, write_broker_conf, write_epoch_file
+from rmqinspect.fixtures.sample import LONG_TOPIC, mixed_messages
 from rmqinspect.store import Store
-from rmqinspect.writer.replica import diverging_replicas, set_confirm_offset, write_broker_conf, write_epoch_file
-from rmqinspect.writer.sample import LONG_TOPIC, mixed_messages
 from support import load_replica_expected, require_replicas, tree_hashes
 
 FAILOVER = "rocketmq-develop-8fc57f1/ha-autoswitch-failover"

@@ -1,6 +1,6 @@
 """`cq --as-recovered`: every file consume queue as the broker holds it after recovering the directory equals
 expected.json's consumeQueues (read back by RocketMQ after load/start), crashed stores included, with no flags
-and with the scenario's own broker.conf (issue 11)."""
+and with the scenario's own broker.conf."""
 
 from __future__ import annotations
 

@@ -14,9 +14,9 @@ from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
 from rmqinspect.analyses.recovery.queues import entry_fates
 from rmqinspect.analyses.recovery.rocksdb import queue_entries_after_recovery
 from rmqinspect.cli.main import cli
+from rmqinspect.errors import RmqInspectError
 from rmqinspect.store import Store
 from rmqinspect.store.consumequeue import ConsumeQueue
-from rmqinspect.store.errors import RmqInspectError
 from rmqinspect.store.rocksdb_cq import ConsumeQueues
 from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
 

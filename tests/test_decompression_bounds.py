@@ -1,4 +1,4 @@
-"""Decompression is bounded (issues 12, 19): a valid record (correct BODYCRC) whose 60 KB zstd body expands to
+"""Decompression is bounded: a valid record (correct BODYCRC) whose 60 KB zstd body expands to
 1.9 GB made decode-commitlog peak at 1,912 MiB and salvage at 1,080 MiB; zlib 60 KB -> 60 MB reached 816 MiB.
 Every command now decompresses through formats.compression.decompress_body with a cap and says the body was
 cut. Peak RSS is measured on a fresh child process (resource.getrusage of its own children only)."""
@@ -15,9 +15,9 @@ import lz4.frame
 import pytest
 import zstandard
 
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.constants import CompressionType, SysFlag
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 
 BOMB_BYTES = 1900 * (1 << 20)  # 1.9 GiB of zeros
 CODEC_BITS = {CompressionType.LZ4: 0x100, CompressionType.ZSTD: 0x200, CompressionType.ZLIB: 0x300}

@@ -8,12 +8,12 @@ import os
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.sinks.rocksdb_cq import write_rocksdb_consume_queue
 from rmqinspect.store import Store
 from rmqinspect.store.detect import detect_store
 from rmqinspect.store.version import BrokerVersion
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support import tree_hashes
 
 

@@ -10,8 +10,8 @@ import shutil
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
-from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.writer.dledger import DLedgerWriter
+from rmqinspect.fixtures.commitlog import MessageSpec
+from rmqinspect.fixtures.dledger import DLedgerWriter
 from support import tree_hashes
 
 

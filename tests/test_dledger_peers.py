@@ -13,8 +13,8 @@ from rmqinspect.analyses.dledger import compare_peers, entry_problems
 from rmqinspect.analyses.recovery.dledger import dledger_recover
 from rmqinspect.analyses.verify import verify
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.dledger import DLedgerWriter
 from rmqinspect.store import Store
-from rmqinspect.writer.dledger import DLedgerWriter
 from support import tree_hashes
 from support.dledger_peers import SIZE, flip_last_body_byte, leader_change_group, peer_spec, write_peer
 

@@ -8,8 +8,8 @@ import json
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
-from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.writer.dledger import DLedgerWriter
+from rmqinspect.fixtures.commitlog import MessageSpec
+from rmqinspect.fixtures.dledger import DLedgerWriter
 from support.msgstores import common_specs, write_store
 
 COMMITLOG_RULE = "normal recovery starts at the third-last commit-log file"

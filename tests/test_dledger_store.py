@@ -1,4 +1,4 @@
-"""DLedger-mode stores (issue 14) against the oracle: every entry header and index unit as DLedger's API read
+"""DLedger-mode stores against the oracle: every entry header and index unit as DLedger's API read
 them, every message's entry fields, DLedger's recovery (ledger end, committed index/pos, max offset after load
 and after start, the lost-checkpoint comparison), layout detection and store-info, and the store unchanged."""
 
@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
 from rmqinspect.analyses.recovery.dledger import dledger_recover
 from rmqinspect.cli.main import cli
+from rmqinspect.errors import StoreNotFoundError
 from rmqinspect.formats.dledger import BODY_OFFSET, ENTRY_HEADER_TABLE, INDEX_UNIT_TABLE
 from rmqinspect.store import Store
-from rmqinspect.store.broker_conf import broker_conf_in_effect, read_broker_conf
-from rmqinspect.store.errors import StoreNotFoundError
+from rmqinspect.store.broker_conf import read_broker_conf
 from support import load_expected, require_oracle, tree_hashes
 
 SCENARIOS = ["rocketmq-all-4.9.8/dledger-clean", "rocketmq-all-4.9.8/dledger-crash-intact"]
@@ -147,16 +147,15 @@ def test_broker_config_chooses_and_checks_the_member(tmp_path):
     p = require_oracle(SCENARIOS[0]) / "store"
     conf = tmp_path / "broker.conf"
     conf.write_text("enableDLegerCommitLog=true\ndLegerGroup=broker-a\ndLegerSelfId=n1\ndLegerPeers=n0-h:1;n1-h:2\n")
-    with broker_conf_in_effect(read_broker_conf(conf)), pytest.raises(StoreNotFoundError, match="dledger-n1"):
-        Store.open(p)
+    with pytest.raises(StoreNotFoundError, match="dledger-n1"):
+        Store.open(p, conf=read_broker_conf(conf))
     conf.write_text("enableDLegerCommitLog=true\ndLegerGroup=broker-a\ndLegerSelfId=n0\n")
-    with broker_conf_in_effect(read_broker_conf(conf)):
-        st = Store.open(p)
-        from rmqinspect.store.detect import detect_store
+    st = Store.open(p, conf=read_broker_conf(conf))
+    from rmqinspect.store.detect import detect_store
 
-        d = detect_store(st).dledger
-        assert d is not None and d["group"] == "broker-a" and "dLegerSelfId" in d["chosen_by"]
-        st.close()
+    d = detect_store(st).dledger
+    assert d is not None and d["group"] == "broker-a" and "dLegerSelfId" in d["chosen_by"]
+    st.close()
     r = CliRunner().invoke(cli, ["store-info", str(p / "dledger-n0" / "data")])
     assert r.exit_code == 0 and "DLedger" in r.stdout
 

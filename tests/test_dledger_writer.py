@@ -1,4 +1,4 @@
-"""The project's writer in DLedger mode (writer/dledger.py): byte for byte the oracle's data files, index files,
+"""The project's writer in DLedger mode (fixtures/dledger.py): byte for byte the oracle's data files, index files,
 checkpoint and currterm when fed the oracle's messages and terms; whole DLedger stores whose consume queues and
 index the oracle-proven dispatcher makes; multi-term logs and a follower truncated as a new leader would."""
 
@@ -9,9 +9,9 @@ import os
 import pytest
 
 from rmqinspect.analyses.recovery.dledger import dledger_recover
+from rmqinspect.fixtures.commitlog import MessageSpec, spec_from_message
+from rmqinspect.fixtures.dledger import DLedgerStoreWriter, DLedgerWriter
 from rmqinspect.store import Store
-from rmqinspect.writer.commitlog import MessageSpec, spec_from_message
-from rmqinspect.writer.dledger import DLedgerStoreWriter, DLedgerWriter
 from support import load_expected, require_oracle
 
 

@@ -29,6 +29,34 @@ def test_example_output_is_what_the_command_prints(ex):
     assert ex.block == regen.run(ex.args), f"{ex.where} is stale: run `python docs/regen.py`"
 
 
+GENERATED = [g for doc in regen.documents() for g in regen.generated(doc)]
+
+
+@pytest.mark.parametrize("g", GENERATED, ids=[f"{g.where} {g.kind}" for g in GENERATED])
+def test_python_examples_and_the_package_picture_are_current(g):
+    """docs/python-api.md's examples print what their blocks show; docs/architecture.md's picture is the one the
+    imports draw today."""
+    assert g.block == regen.fill(g), f"{g.where} is stale: run `python docs/regen.py`"
+
+
+def test_the_python_api_and_the_architecture_are_documented():
+    kinds = [(g.doc.name, g.kind) for g in GENERATED]
+    assert kinds.count(("python-api.md", "python")) >= 6 and ("architecture.md", "picture") in kinds
+    arch = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for recipe in ("### Adding a format", "### Adding a command", "### Adding an analysis"):
+        assert recipe in arch
+
+
+def test_the_picture_shows_every_layer_and_only_downward_arrows():
+    picture = regen.package_picture()
+    for layer in regen.LAYERS:
+        assert f'    {layer}["{layer}' in picture
+    for line in picture.splitlines():
+        if " --> " in line:
+            a, b = line.split(" --> ")
+            assert regen.LAYERS.index(a.strip()) > regen.LAYERS.index(b.strip()), line
+
+
 def test_readme_is_short_and_starts_with_the_two_set_up_commands():
     lines = README.splitlines()
     assert len(lines) < 200

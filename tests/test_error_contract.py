@@ -14,22 +14,31 @@ from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
 from rmqinspect.cli.output import emit, format_option, handle_errors
-from rmqinspect.store.errors import EXIT_CORRUPT, EXIT_IO, CorruptDataError
+from rmqinspect.errors import EXIT_CORRUPT, EXIT_IO, CorruptDataError
 from support import require_oracle
 
-# a reader as the library writes them: it holds the file and offset it is at in locals named path / offset
+# a reader as the library writes them: damage it meets is said with its file and offset, a header cut short
+# through the one chokepoint (errors.unpack_at); anything else escaping it is a value no check caught
 _READER = """
+import struct
+
+from rmqinspect.errors import unpack_at
+
+
 def rows(exc, after):
     path = "/store/commitlog/00000000000000000000"
     for i in range(after):
         offset = i * 100
         yield {"i": i}
     offset = 4242
+    if exc is None:
+        unpack_at(struct.Struct(">iq"), bytes(4250), offset, path, "record header")
     raise exc
 """
+FILE = "/store/commitlog/00000000000000000000"
 
 
-def _failing_rows(exc: BaseException, after: int = 2):
+def _failing_rows(exc: BaseException | None, after: int = 2):
     ns: dict = {"__name__": "rmqinspect.store.fake_reader"}
     exec(compile(_READER, "fake_reader.py", "exec"), ns)
     return ns["rows"](exc, after)
@@ -52,13 +61,14 @@ def _runner():
 
 
 @pytest.mark.parametrize("exc,code", [
+    (None, EXIT_CORRUPT),  # a header cut by the end of the file, read through unpack_at
+    (CorruptDataError("bad magic", FILE, 4242), EXIT_CORRUPT),
     (ValueError("7 is not a valid CompressionType"), EXIT_CORRUPT),
     (OverflowError("date value out of range"), EXIT_CORRUPT),
     (ZeroDivisionError("integer modulo by zero"), EXIT_CORRUPT),
     (KeyError("x"), EXIT_CORRUPT),
     (RecursionError("maximum recursion depth exceeded"), EXIT_CORRUPT),
     (MemoryError(), EXIT_CORRUPT),
-    (CorruptDataError("bad magic", "/store/commitlog/00000000000000000000", 4242), EXIT_CORRUPT),
     (OSError(5, "Input/output error", "/store/x"), EXIT_IO),
 ])
 @pytest.mark.parametrize("fmt", ["json", "ndjson", "table"])
@@ -69,9 +79,13 @@ def test_failure_mid_stream_keeps_output_valid_and_says_where(exc, code, fmt):
     assert len(err) == 1, err  # one line, no traceback
     assert err[0].startswith("rmqinspect: error: ")
     assert "output stopped after 2 rows" in err[0]
-    if not isinstance(exc, OSError):
-        assert "/store/commitlog/00000000000000000000" in err[0]
-        assert "4242" in err[0]
+    if exc is None or isinstance(exc, CorruptDataError):
+        assert f"{FILE} @ 4242: " in err[0]  # the reader named them
+        if exc is None:
+            assert "record header needs 12 bytes, 8 left" in err[0]
+    elif not isinstance(exc, OSError):
+        # a value no check caught: said with the place in the code, never a file guessed from its variables
+        assert FILE not in err[0] and "[in rmqinspect.store.fake_reader.rows:" in err[0]
     if isinstance(exc, MemoryError):
         assert "too large" in err[0]
     if fmt == "json":
@@ -79,6 +93,38 @@ def test_failure_mid_stream_keeps_output_valid_and_says_where(exc, code, fmt):
     elif fmt == "ndjson":
         assert r.stdout.endswith("\n")
         assert [json.loads(x) for x in r.stdout.splitlines()] == [{"i": 0}, {"i": 1}]
+
+
+def test_unpack_at_names_file_and_offset_instead_of_a_struct_error():
+    import struct
+
+    from rmqinspect.errors import unpack_at
+
+    layout = struct.Struct(">iq")
+    assert unpack_at(layout, bytes(20), 8, FILE) == (0, 0)
+    for buf, at, left in ((bytes(20), 10, 10), (b"", 0, 0), (bytes(4), 100, 0)):
+        with pytest.raises(CorruptDataError) as ei:
+            unpack_at(layout, buf, at, FILE, "entry header", base=1000)
+        e = ei.value
+        assert (e.path, e.offset, e.exit_code) == (FILE, 1000 + at, EXIT_CORRUPT)
+        assert str(e) == f"{FILE} @ {1000 + at}: entry header needs 12 bytes, {left} left"
+
+
+def test_every_error_is_an_rmqinspect_error_with_its_exit_code():
+    """One tree at the bottom (rmqinspect.errors): what formats/ raises for undecodable bytes is still a
+    ValueError for the callers that test for one, and each class says its exit code once."""
+    from rmqinspect import errors
+    from rmqinspect.formats.compression import CompressionType, decompress_body
+
+    classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, BaseException)]
+    assert all(issubclass(c, errors.RmqInspectError) for c in classes), classes
+    with pytest.raises(errors.DecodeError) as ei:
+        decompress_body(CompressionType.ZLIB, b"not zlib")
+    assert isinstance(ei.value, ValueError) and ei.value.exit_code == EXIT_CORRUPT
+    assert {c.__name__: c.exit_code for c in classes if c.__name__ in (
+        "StoreNotFoundError", "BrokerConfigError", "StoreIOError", "UnsafeOutputError", "EngineUnavailableError")} \
+        == {"StoreNotFoundError": 3, "BrokerConfigError": 2, "StoreIOError": 5, "UnsafeOutputError": 6,
+            "EngineUnavailableError": 5}
 
 
 def test_debug_shows_the_traceback(monkeypatch):
@@ -96,7 +142,7 @@ def test_global_debug_option_is_accepted():
 
 
 def test_cq_all_json_stays_valid_when_a_queue_file_is_a_dangling_symlink(tmp_path):
-    """issue 12: cq --all --format json exited 5 with stdout ending mid-array."""
+    """cq --all --format json exited 5 with stdout ending mid-array."""
     src = require_oracle("rocketmq-all-4.9.8/clean") / "store"
     store = tmp_path / "store"
     shutil.copytree(src, store, symlinks=True)
@@ -112,7 +158,7 @@ def test_cq_all_json_stays_valid_when_a_queue_file_is_a_dangling_symlink(tmp_pat
 
 
 def test_batch_cq_json_stays_valid_when_a_file_name_is_bad(tmp_path):
-    """issue 12: a batch-cq file named ...0007 made `batch-cq --format json` print `[` and exit 4."""
+    """a batch-cq file named ...0007 made `batch-cq --format json` print `[` and exit 4."""
     src = require_oracle("rocketmq-all-5.3.3/batchcq") / "store"
     store = tmp_path / "store"
     shutil.copytree(src, store, symlinks=True)

@@ -9,9 +9,9 @@ import os
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.javahash import build_index_key
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support import load_expected, require_oracle, tree_hashes
 from tests.test_index_corrupt import IndexBuilder
 

@@ -176,8 +176,8 @@ def test_fast_path_equals_reference_on_oracle(scenario):
 
 
 def _hostile_specs() -> list:
+    from rmqinspect.fixtures.commitlog import MessageSpec
     from rmqinspect.formats.commitlog import encode_properties
-    from rmqinspect.writer.commitlog import MessageSpec
 
     v6a, v6b = bytes(range(16)), b"\xfe\x80" + b"\0" * 13 + b"\x01"
     out = [spec(i, topic=t) for i, t in enumerate(["../../evil", "a/b\\c", "ñ名", "x" * 200, "%2e%2e"])]

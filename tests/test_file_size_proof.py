@@ -1,5 +1,5 @@
-"""mappedFileSizeCommitLog and mappedFileSizeConsumeQueue proven from the files, or said to be ambiguous
-(issue 11): stores written by the project's writer, then cut or renamed."""
+"""mappedFileSizeCommitLog and mappedFileSizeConsumeQueue proven from the files, or said to be ambiguous: stores
+written by the project's writer, then cut or renamed."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import os
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.store import StoreWriter
 from rmqinspect.store.commitlog import prove_file_size
 from rmqinspect.store.mapped import MappedFile
-from rmqinspect.writer.store import StoreWriter
 from support.msgstores import spec
 
 

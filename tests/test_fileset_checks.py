@@ -1,4 +1,4 @@
-"""Store file sets that are not what they seem (issue 12) and broker.conf store paths (issue 11): a commit-log
+"""Store file sets that are not what they seem and broker.conf store paths: a commit-log
 file symlinked out of the store, a directory or a dangling link in a file's place, storePathRootDir /
 storePathCommitLog naming another place than the copy, mapperFileSizeBatchConsumeQueue against the files.
 Each is said in one stderr line naming the file; nothing outside the copy is read unless a link in it says so."""
@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
 from rmqinspect.store.batch import BatchConsumeQueue
-from rmqinspect.store.broker_conf import broker_conf_in_effect, read_broker_conf
+from rmqinspect.store.broker_conf import read_broker_conf
 from support import require_oracle
 
 CLEAN = "rocketmq-all-4.9.8/clean"
@@ -104,9 +104,9 @@ def test_batch_consume_queue_file_size(tmp_path):
     conf = tmp_path / "broker.conf"
     for value, source, bad in ((920, "config", 0), (46000, "config", 5)):
         conf.write_text(f"mapperFileSizeBatchConsumeQueue={value}\n")
-        with broker_conf_in_effect(read_broker_conf(conf)):
-            assert (q.file_size.value, q.file_size.source) == (value, source)
-            assert len(q.file_notes()) == bad
+        qc = BatchConsumeQueue("BatchTopic", 0, str(d), read_broker_conf(conf))
+        assert (qc.file_size.value, qc.file_size.source) == (value, source)
+        assert len(qc.file_notes()) == bad
     r = CliRunner().invoke(cli, ["batch-cq", str(d.parent.parent.parent), "--topic", "BatchTopic", "--queue", "0",
                                  "--broker-config", str(conf)])
     assert r.exit_code == 0 and sum("mapperFileSizeBatchConsumeQueue 46000 (config)" in x for x in _warnings(r)) == 5

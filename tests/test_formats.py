@@ -125,7 +125,7 @@ def test_msg_ids():
     assert len(mid) == 56 and decode_offset_msg_id(mid).physical_offset == 77
 
 
-# --- one declaration per layout: construct, struct, numpy and positions agree (issue 10) ----------------------
+# --- one declaration per layout: construct, struct, numpy and positions agree ----------------------
 
 MODULES = (FB, FCK, FC, FCQ, FI, FR, FT, FTM)
 # every field table the package declares, by "module.NAME" (the same table may be exported twice)

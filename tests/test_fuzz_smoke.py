@@ -1,4 +1,4 @@
-"""The fuzz harnesses in CI, bounded (issue 12 item 4): every parser target of fuzz/targets.py runs over its seed
+"""The fuzz harnesses in CI, bounded: every parser target of fuzz/targets.py runs over its seed
 corpus (sample store, writer-made structures), every saved crash input (fuzz/regressions/TARGET/*: each was a
 crash once and is a regression test now) and a few hundred deterministic mutations. A typed RmqInspectError is
 the contract; any other exception fails. Long runs: python fuzz/run.py (atheris)."""

@@ -10,11 +10,11 @@ from click.testing import CliRunner
 
 from rmqinspect.analyses.gc import GcSettings, disk_used_ratio, is_time_to_delete, plan_gc
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.consumequeue import CQ_ENTRY
 from rmqinspect.formats.indexfile import INDEX_HEADER
 from rmqinspect.store import Store
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support import require_oracle, tree_hashes
 
 H = 3_600_000
@@ -149,7 +149,7 @@ def test_gc_losses_through_rocksdb_cq_fixture(tmp_path):
     log): gc computes min offsets and per-group losses through the RocksDB reader, equal to the file CQ."""
     import shutil
 
-    from rmqinspect.analyses.rebuild_run import rebuild_rocksdb_consume_queue
+    from rmqinspect.analyses.rebuild import rebuild_rocksdb_consume_queue
     from rmqinspect.store.rocksdb_cq import RocksDBConsumeQueueStore, open_consume_queues
 
     src = require_oracle("rocketmq-all-5.3.3/clean") / "store"

@@ -1,4 +1,4 @@
-"""Numbers from disk are never trusted (issues 12, 19): commitlog/CQ file names must be exactly 20 ASCII digits
+"""Numbers from disk are never trusted: commitlog/CQ file names must be exactly 20 ASCII digits
 within a Java long; a store time outside the calendar (one flipped bit) is data, never a loop bound or an
 OverflowError."""
 
@@ -66,7 +66,7 @@ def _runner():
                                   ["consumer-lag", "{s}", "--mode", "abnormal"], ["export", "{s}", "--out", "{t}/exp"],
                                   ["summary", "{s}"]])
 def test_commitlog_file_named_past_long_max(clean_store, tmp_path, bad, argv):
-    """issue 12/19: OverflowError in verify / salvage.walk_batches / recover.plan_recovery / export."""
+    """OverflowError in verify / salvage.walk_batches / recover.plan_recovery / export."""
     cl = clean_store / "commitlog"
     victim = sorted(cl.iterdir())[3]
     victim.rename(cl / bad)
@@ -104,7 +104,7 @@ def _flip_store_time(store, bit: int) -> None:
 
 @pytest.mark.parametrize("bit", [44, 50, 62])
 def test_rebuild_dry_run_with_a_store_time_far_in_the_future(clean_store, tmp_path, bit):
-    """issue 19: bit 44 (year ~2584) ran rebuild --dry-run for > 10 minutes (the next index file name was
+    """bit 44 (year ~2584) ran rebuild --dry-run for > 10 minutes (the next index file name was
     searched 1 ms at a time); bit 50 (year ~37700) raised OverflowError in index_file_name. Small index files
     (--index-max 50) so the index rolls many times."""
     _flip_store_time(clean_store, bit)

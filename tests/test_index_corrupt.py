@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from rmqinspect.analyses.lookup.query import IndexService, query_message
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.indexfile import (
     INDEX_HEADER_SIZE,
@@ -23,7 +24,6 @@ from rmqinspect.formats.indexfile import (
 )
 from rmqinspect.formats.javahash import build_index_key, index_key_hash
 from rmqinspect.store import Store
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support import tree_hashes
 
 SLOTS, MAX_ITEMS = 8, 40  # few slots: chains with several keys, and collisions

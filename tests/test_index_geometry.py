@@ -1,4 +1,4 @@
-"""Index geometry is proven from the data or declared ambiguous (issue 11): stores of non-default geometry
+"""Index geometry is proven from the data or declared ambiguous: stores of non-default geometry
 written by the project's writer, the oracle's index files, and a 420 MB file of the wrong length."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import time
 
 import pytest
 
+from rmqinspect.fixtures.indexfile import write_chained_index
 from rmqinspect.formats.constants import DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
 from rmqinspect.formats.indexfile import INDEX_HEADER, index_file_size, item_position, slot_position
 from rmqinspect.formats.javahash import build_index_key, index_key_hash
 from rmqinspect.store.indexfile import IndexFile, IndexGeometryError, prove_index_geometry
-from rmqinspect.writer.indexfile import write_chained_index
 from tests.support import oracle_scenarios, require_oracle
 from tests.support.msgstores import writer_index_files
 
@@ -35,7 +35,7 @@ def test_inference_picks_the_writers_geometry(tmp_path, slots, items):
         assert IndexFile(p).slots == slots
 
 
-def test_16_400_was_read_as_one_slot_before(tmp_path):
+def test_a_16_slot_400_item_index_is_not_read_as_one_slot(tmp_path):
     """The issue's store: 8,104-byte files read as 1 slot / 403 items by the old search."""
     p = writer_index_files(str(tmp_path / "s"), 16, 400)[0]
     assert os.path.getsize(p) == 8104

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rmqinspect.fixtures.indexfile import write_chained_index
 from rmqinspect.formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE, item_position, slot_position
 from rmqinspect.store.indexfile import SMALL_INDEX_FILE_BYTES, index_words, prove_geometry_of, prove_index_geometry
-from rmqinspect.writer.indexfile import write_chained_index
 from support import ORACLE, SAMPLE_STORE
 from support.msgstores import writer_index_files
 

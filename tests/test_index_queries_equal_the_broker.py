@@ -10,7 +10,7 @@ import pytest
 from rmqinspect.analyses.lookup.fates import mark_fates, recovery_view
 from rmqinspect.analyses.lookup.query import IndexService, query_message
 from rmqinspect.store import Store
-from rmqinspect.store.broker_conf import broker_conf_in_effect, read_broker_conf
+from rmqinspect.store.broker_conf import read_broker_conf
 from support import ALL_SCENARIOS, load_expected, require_oracle
 
 KEEP = ("survives", "redispatched")
@@ -23,8 +23,8 @@ def _conf_file(tmp_path, store_config: dict):
     return read_broker_conf(p)
 
 
-def _matches(path, exp) -> tuple[int, int, set]:
-    st = Store.open(path / "store")
+def _matches(path, exp, conf) -> tuple[int, int, set]:
+    st = Store.open(path / "store", conf=conf)
     idx = path / "expected" / "index"
     svc = IndexService.for_store(st, str(idx) if idx.is_dir() else None)
     view = recovery_view(st)
@@ -49,8 +49,7 @@ def test_queries_equal_the_broker(scenario, with_conf, tmp_path):
         pytest.skip("DLedger crash: the broker deleted an index file and DLedger re-indexes nothing, so a query "
                     "of the files on disk differs by design (test_index_oracle queries the files the broker kept)")
     conf = _conf_file(tmp_path, exp["storeConfig"]) if with_conf else None
-    with broker_conf_in_effect(conf):
-        on_disk, as_recovered, sources = _matches(path, exp)
+    on_disk, as_recovered, sources = _matches(path, exp, conf)
     n = len(exp["queries"])
     assert as_recovered == n, (as_recovered, n)
     assert on_disk == n

@@ -16,24 +16,24 @@ from click.testing import CliRunner
 
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
 from rmqinspect.cli.main import cli
-from rmqinspect.formats.commitlog import PHYSICAL_OFFSET_POSITION, encode_properties
-from rmqinspect.formats.rip82 import IndexRecord, TimerRecord, TransRecord
-from rmqinspect.sinks.rocksdb_cq import rows_from_consume_queues
-from rmqinspect.store import Store
-from rmqinspect.store.broker_conf import broker_conf_in_effect, read_broker_conf
-from rmqinspect.store.detect import detect_store
-from rmqinspect.store.rip82 import RIP82Store, rip82_dir
-from rmqinspect.store.rocksdb_cq import ConsumeQueues
-from rmqinspect.store.version import BrokerVersion
-from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.writer.layouts import (
+from rmqinspect.fixtures.commitlog import MessageSpec
+from rmqinspect.fixtures.layouts import (
     add_rocksdb_consume_queue,
     leave_bak_only,
     write_metadata_rocksdb,
     write_rip82_store,
     write_timerwheel_snapshot,
 )
-from rmqinspect.writer.store import StoreWriter
+from rmqinspect.fixtures.store import StoreWriter
+from rmqinspect.formats.commitlog import PHYSICAL_OFFSET_POSITION, encode_properties
+from rmqinspect.formats.rip82 import IndexRecord, TimerRecord, TransRecord
+from rmqinspect.sinks.rocksdb_cq import rows_from_consume_queues
+from rmqinspect.store import Store
+from rmqinspect.store.broker_conf import read_broker_conf
+from rmqinspect.store.detect import detect_store
+from rmqinspect.store.rip82 import RIP82Store, rip82_dir
+from rmqinspect.store.rocksdb_cq import ConsumeQueues
+from rmqinspect.store.version import BrokerVersion
 from support import tree_hashes
 
 pytest.importorskip("rocksdict")
@@ -64,8 +64,8 @@ def _conf(tmp_path, **kv) -> str:
 
 
 def _plan(root, version=V534, conf=None, **kw):
-    with broker_conf_in_effect(read_broker_conf(conf) if conf else None):
-        return plan_recovery(Store.open(str(root)), RecoveryOptions(version=version, with_salvage=False, **kw))
+    st = Store.open(str(root), conf=read_broker_conf(conf) if conf else None)
+    return plan_recovery(st, RecoveryOptions(version=version, with_salvage=False, **kw))
 
 
 def test_combine_store_written_beside_the_file_queue_is_detected_as_5_3_4(tmp_path):
@@ -164,7 +164,7 @@ def test_stale_physical_offset_ends_an_abnormal_scan_from_5_5_0_when_enabled(tmp
     assert _plan(root, version=V534, conf=on, force_mode="abnormal").stop_kind != "stale"
 
 
-def test_5_4_and_5_5_layouts_are_detected_with_their_release(tmp_path):
+def test_layouts_of_5_4_and_5_5_are_detected_with_their_release(tmp_path):
     cases = {
         "rip82": (lambda r: write_rip82_store(str(r)), "RocksDBMessageStore/", "5.4.0"),
         "separate": (lambda r: add_rocksdb_consume_queue(str(r), separate_dir="consumequeue_rocksdb"),

@@ -10,7 +10,7 @@ import json
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
-from rmqinspect.writer.tiered_index import TieredIndexWriter
+from rmqinspect.fixtures.tiered_index import TieredIndexWriter
 from support import require_oracle, tree_hashes
 
 SAMPLE = "tests/fixtures/sample-store"

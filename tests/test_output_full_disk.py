@@ -28,7 +28,7 @@ def stores(tmp_path_factory):
     fx.patch(second[3].offset + 91, b"\xff\xfe")
     fx.set_abort()
     fx.write_checkpoint(fx.records[0].store_ts + 3000)
-    from rmqinspect.writer.tiered_index import TieredIndexWriter
+    from rmqinspect.fixtures.tiered_index import TieredIndexWriter
 
     tiered = base / "tiered"
     (tiered / "commitlog").mkdir(parents=True)

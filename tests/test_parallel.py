@@ -16,18 +16,18 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmqinspect.analyses import rebuild_run
+from rmqinspect.analyses import rebuild as rebuild_mod
+from rmqinspect.analyses.dispatcher import RebuildOptions
 from rmqinspect.analyses.export import export_local
-from rmqinspect.analyses.rebuild import RebuildOptions
-from rmqinspect.analyses.rebuild_run import rebuild
+from rmqinspect.analyses.rebuild import rebuild
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
 from rmqinspect.analyses.recovery import scan as recovery_scan
 from rmqinspect.analyses.salvage import salvage
 from rmqinspect.analyses.summary import summarize
 from rmqinspect.analyses.verify import ALL_CHECKS, verify
 from rmqinspect.cli.main import cli
+from rmqinspect.errors import CorruptDataError
 from rmqinspect.store import Store
-from rmqinspect.store.errors import CorruptDataError
 from rmqinspect.store.walk import parallel
 from rmqinspect.store.walk import resync as salvage_mod
 from rmqinspect.store.walk.resync import chunk_tasks, record_chunks, walk_tasks
@@ -42,7 +42,7 @@ def _commitlog_files(name: str) -> int:
 
 # The scenarios the product reads today with more than one commitlog file (one file starts no worker: the
 # comparison would be jobs 1 against itself). DLedger stores keep their log in dledger-*/data, which is not read
-# yet (issue 14).
+# yet.
 SCENARIOS = [s for s in ALL_SCENARIOS if s == ORACLE_MISSING or _commitlog_files(s) > 1]
 # Split inside the files, a store of one file goes to workers too.
 CHUNKED_SCENARIOS = [s for s in ALL_SCENARIOS if s == ORACLE_MISSING or _commitlog_files(s) > 0]
@@ -271,7 +271,7 @@ def test_chunk_starts_the_walk_passes_over(tmp_path, monkeypatch):
         return [p + 7 if k % 2 else p for k, p in enumerate(out)]
 
     monkeypatch.setattr(salvage_mod, "record_chunks", skewed)
-    monkeypatch.setattr(rebuild_run, "record_chunks", skewed)
+    monkeypatch.setattr(rebuild_mod, "record_chunks", skewed)
     monkeypatch.setattr(recovery_scan, "record_chunks", skewed)
     counts = {"made": 0, "kept": 0}
     real_join = salvage_mod.join_chunks
@@ -294,12 +294,12 @@ def test_chunk_starts_the_walk_passes_over(tmp_path, monkeypatch):
     # rebuild: chunk dispatches that did not stop exactly at the next chunk's start (the join dispatched the rest
     # of those files again)
     st = Store.open(root)
-    args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
+    args = rebuild_mod.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
     st.close()
     missed = []
     for a in args:
         if a[7] is not None:
-            rep = rebuild_run.dispatch_file(a)["report"]
+            rep = rebuild_mod.dispatch_file(a)["report"]
             missed += [a] if not (rep.stop_kind == "to" and rep.end_offset == a[1] + a[7]) else []
     assert len(args) > len(st.commitlog.files) and missed
     # recover's scan: chunk walks that went past their end (walked again from their start in the parent)
@@ -315,20 +315,37 @@ def test_chunk_starts_the_walk_passes_over(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_workers_see_the_broker_conf_in_effect(method, tmp_path, monkeypatch):
-    """The broker.conf in effect in the command is in effect in its workers, whatever the start method (a
-    ContextVar is not shared by a spawned process: the engine hands it over with each task)."""
-    from rmqinspect.store.broker_conf import broker_conf_in_effect, read_broker_conf
-    from support.conf_probe import configured_value
+def test_workers_read_relocated_dledger_files_as_the_parent_does(method, tmp_path, monkeypatch):
+    """A DLedger member whose data files the broker.conf relocates (storePathDLedgerCommitLog, not a
+    dledger-<selfId>/data directory): only the parent's layout, opened with that broker.conf, knows they hold
+    entries. The workers get that with each task, whatever the start method (no process state carries it), and
+    dispatch the same messages as the parent."""
+    import shutil
+
+    from rmqinspect.fixtures.commitlog import MessageSpec
+    from rmqinspect.fixtures.dledger import DLedgerWriter
+    from rmqinspect.store.broker_conf import read_broker_conf
 
     monkeypatch.setenv(parallel.START_METHOD_ENV, method)
+    w = DLedgerWriter(str(tmp_path / "dledger-n0"), 4096, 32 * 64)
+    for i in range(30):
+        w.append(MessageSpec(topic="T", queue_id=i % 3, body=b"m%d-" % i * (1 + i % 5), born_timestamp=1000 + i,
+                             store_timestamp=2000 + i), 1)
+    w.write_checkpoint(w.entries[-1].index)
+    w.write_currterm(1, "n0")
+    shutil.move(str(tmp_path / "dledger-n0" / "data"), str(tmp_path / "dledger-data"))
     conf = tmp_path / "broker.conf"
-    conf.write_text("mappedFileSizeCommitLog=4096\nmaxIndexNum=40\n")
-    keys = ["mappedFileSizeCommitLog", "maxIndexNum", "maxHashSlotNum"]
-    with broker_conf_in_effect(read_broker_conf(conf)):
-        got = list(parallel.map_files(configured_value, keys, 2))
-    assert got == [(4096, "config"), (40, "config"), None]
-    assert list(parallel.map_files(configured_value, keys, 2)) == [None, None, None]
+    conf.write_text("enableDLegerCommitLog=true\ndLegerSelfId=n0\nstorePathRootDir=/data/rmq/store\n"
+                    "storePathDLedgerCommitLog=/data/rmq/store/dledger-data\n")
+    st = Store.open(str(tmp_path), conf=read_broker_conf(conf))
+    try:
+        assert st.commitlog.dledger and len(st.commitlog.files) > 1
+        args = rebuild_mod.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
+        here = [rebuild_mod.dispatch_file(a)["report"].messages for a in args]
+        there = [r["report"].messages for r in parallel.map_files(rebuild_mod.dispatch_file, args, 2)]
+    finally:
+        st.close()
+    assert there == here and sum(here) == 30
 
 
 def _private_shm(tmp_path, monkeypatch) -> str:
@@ -344,10 +361,10 @@ def _three_chunk_dispatches(root: str) -> tuple[list, list]:
     """The rebuild dispatch of the first three chunks of ``root``: by two workers, and in this process."""
     st = Store.open(root)
     try:
-        args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())[:3]
+        args = rebuild_mod.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())[:3]
     finally:
         st.close()
-    return list(parallel.map_files(rebuild_run.dispatch_file, args, 2)), [rebuild_run.dispatch_file(a) for a in args]
+    return list(parallel.map_files(rebuild_mod.dispatch_file, args, 2)), [rebuild_mod.dispatch_file(a) for a in args]
 
 
 def _count_unpacks(monkeypatch) -> dict:
@@ -410,19 +427,19 @@ def test_a_result_slot_is_used_again_only_when_nothing_refers_to_its_arrays(tmp_
     root = _damaged(tmp_path, "middle")
     st = Store.open(root)
     try:
-        args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
+        args = rebuild_mod.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
     finally:
         st.close()
     slots = 2 + 1 + 2  # map_files' slot count for two workers
     assert len(args) > 3 * slots
-    kept = list(parallel.map_files(rebuild_run.dispatch_file, args, 2))
+    kept = list(parallel.map_files(rebuild_mod.dispatch_file, args, 2))
     assert n["slot"] == slots and n["file"] == len(args) - slots
-    for a, b in zip(kept, (rebuild_run.dispatch_file(x) for x in args)):
+    for a, b in zip(kept, (rebuild_mod.dispatch_file(x) for x in args)):
         _same_dispatch(a, b)
     del kept
     n["slot"] = n["file"] = 0
-    seq = iter([rebuild_run.dispatch_file(x) for x in args])
-    for a in parallel.map_files(rebuild_run.dispatch_file, args, 2):
+    seq = iter([rebuild_mod.dispatch_file(x) for x in args])
+    for a in parallel.map_files(rebuild_mod.dispatch_file, args, 2):
         _same_dispatch(a, next(seq))
     assert n == {"slot": len(args), "file": 0}
     assert os.listdir(shm) == []

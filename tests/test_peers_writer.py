@@ -14,6 +14,8 @@ from click.testing import CliRunner
 
 from rmqinspect.analyses.peers import TruncationKind, Verdict, compare_replicas, open_replica
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.replica import diverging_replicas, set_confirm_offset, write_broker_conf, write_epoch_file
+from rmqinspect.fixtures.sample import LONG_TOPIC, mixed_messages
 from rmqinspect.formats.epoch import (
     LONG_MAX,
     EpochEntry,
@@ -25,8 +27,6 @@ from rmqinspect.formats.epoch import (
 from rmqinspect.store import Store
 from rmqinspect.store.broker_conf import read_broker_conf
 from rmqinspect.store.epoch import read_epoch_checkpoint
-from rmqinspect.writer.replica import diverging_replicas, set_confirm_offset, write_broker_conf, write_epoch_file
-from rmqinspect.writer.sample import LONG_TOPIC, mixed_messages
 from support import tree_hashes
 
 

@@ -8,15 +8,15 @@ import os
 
 import pytest
 
-from rmqinspect.analyses.rebuild import close_sinks, dispatch_commitlog
+from rmqinspect.analyses.dispatcher import close_sinks, dispatch_commitlog
 from rmqinspect.analyses.report_data import collect_store_report, report_read_bytes
 from rmqinspect.analyses.verify import ALL_CHECKS, read_bytes, verify
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.constants import DEFAULT_CQ_FILE_SIZE
 from rmqinspect.sinks.consumequeue import ConsumeQueueSet
 from rmqinspect.sinks.indexfile import IndexFileSet
 from rmqinspect.store import Store
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support import SAMPLE_STORE
 
 FILE = 1 << 20

@@ -1,4 +1,4 @@
-"""Property-based tests (issue 12 item 3): what the project's writers write, the readers read back; and any
+"""Property-based tests: what the project's writers write, the readers read back; and any
 bit flip or truncation of it yields a decode or a typed RmqInspectError, never another exception.
 
 Records cover every sysflag combination the broker writes (transaction types, MULTI_TAGS, NEED_UNWRAP,
@@ -24,6 +24,10 @@ import zstandard
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from rmqinspect.errors import RmqInspectError
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
+from rmqinspect.fixtures.tiered_index import TieredIndexWriter
+from rmqinspect.fixtures.timer import TimerStoreWriter
 from rmqinspect.formats import rocksdb_cq as rcq
 from rmqinspect.formats.batch import encode_inner_item
 from rmqinspect.formats.checkpoint import CHECKPOINT
@@ -33,20 +37,16 @@ from rmqinspect.formats.properties import encode_properties
 from rmqinspect.sinks.indexfile import IndexFileSet
 from rmqinspect.store import scanner
 from rmqinspect.store.batch import BatchConsumeQueue, decode_inner_batch
-from rmqinspect.store.brokerconfig import read_broker_config
 from rmqinspect.store.checkpoint import read_checkpoint
 from rmqinspect.store.commitlog import CommitLog, open_commitlog
+from rmqinspect.store.config_files import read_config_files
 from rmqinspect.store.consumequeue import ConsumeQueue
-from rmqinspect.store.errors import RmqInspectError
 from rmqinspect.store.indexfile import IndexFile, lookup_key_string
 from rmqinspect.store.mapped import MappedFile
 from rmqinspect.store.tiered_index import TieredIndexFile
 from rmqinspect.store.timer import TimerLog
 from rmqinspect.store.walk.file import walk_file
 from rmqinspect.store.walk.records import RecordRun, decode_slot
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
-from rmqinspect.writer.tiered_index import TieredIndexWriter
-from rmqinspect.writer.timer import TimerStoreWriter
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                          HealthCheck.data_too_large])
@@ -291,7 +291,7 @@ def test_config_offsets_read_back_and_any_json_is_typed(table, garbage):
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "consumerOffset.json"), "w", encoding="utf-8") as f:
             json.dump({"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in table.items()}}, f)
-        rows = read_broker_config(tmp).consumer_offsets
+        rows = read_config_files(tmp).consumer_offsets
         want = sorted((k, q, o) for k, v in table.items() for q, o in v.items())
         got = sorted((r["topic"] + "@" + r["group"], int(r["queue_id"]), int(r["offset"])) for r in rows)
         assert got == want
@@ -299,7 +299,7 @@ def test_config_offsets_read_back_and_any_json_is_typed(table, garbage):
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
                 json.dump(garbage if name != "topics.json" else {"topicConfigTable": garbage}, f)
         try:
-            read_broker_config(tmp)
+            read_config_files(tmp)
         except RmqInspectError:
             pass
 

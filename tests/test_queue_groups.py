@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmqinspect.analyses.rebuild import queue_groups
+from rmqinspect.analyses.dispatcher import queue_groups
 
 
 def _reference(tid, qid):

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from rmqinspect.analyses.rebuild_run import rebuild
+from rmqinspect.analyses.rebuild import rebuild
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.commitlog import MessageSpec
+from rmqinspect.fixtures.store import StoreWriter
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.consumequeue import CQ_DTYPE, CQ_ENTRY, PRE_BLANK_SIZE
 from rmqinspect.formats.indexfile import INDEX_HEADER, INDEX_ITEM
 from rmqinspect.sinks.indexfile import index_file_name
 from rmqinspect.store import Store
-from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.writer.store import StoreWriter
 from support import require_oracle, tree_hashes
 from support.rebuild import GEOMETRY, assert_same_cq, assert_same_index
 from support.rebuild import files_by_relpath as _files
@@ -336,7 +336,7 @@ def test_missing_commitlog_file_stops_at_the_gap(tmp_path):
 def test_rebuild_library_call_is_what_the_command_writes(tmp_path):
     """``rebuild()`` is the command without click: same files, the same document as --format json and in
     rebuild.json, and a dry run over the store it was written from finds nothing to report."""
-    from rmqinspect.analyses.rebuild_run import INDEX_FILE_NAMING, RebuildRun, rebuild
+    from rmqinspect.analyses.rebuild import INDEX_FILE_NAMING, RebuildRun, rebuild
 
     store = tmp_path / "store"
     _small_store(store)
@@ -365,7 +365,7 @@ def test_rebuild_library_call_is_what_the_command_writes(tmp_path):
 def test_one_output_rule_for_every_writer(tmp_path):
     """ensure_output_outside: inside the root, inside a commitlog directory that is a symlink to elsewhere, a
     file path inside the store, a directory holding the store - all refused with exit code 6; a sibling is fine."""
-    from rmqinspect.store.errors import EXIT_UNSAFE_OUTPUT, UnsafeOutputError
+    from rmqinspect.errors import EXIT_UNSAFE_OUTPUT, UnsafeOutputError
     from rmqinspect.store.layout import ensure_new_directory, ensure_output_outside
 
     store = tmp_path / "broker" / "store"
@@ -402,7 +402,7 @@ def test_per_file_cq_blocks_land_like_the_sequential_walk(tmp_path):
     entries arrive as packed blocks and go through put_packed. The files equal the sequential dispatch's, and
     the dry-run comparison (which takes the blocks entry by entry) lists the same differences in the same order."""
     from rmqinspect.analyses.compare.rebuild_vs_store import CompareConsumeQueueSet, Reconciliation
-    from rmqinspect.analyses.dispatch import DEFAULT_DELAY_TABLE
+    from rmqinspect.analyses.dispatch_rules import DEFAULT_DELAY_TABLE
     from rmqinspect.sinks.consumequeue import ConsumeQueueSet
     from rmqinspect.spark.rebuild import dispatch_file
 

@@ -1,5 +1,5 @@
 """The compiled dispatch (store/_fastscan.c ``dispatch_fields``) and the bulk dispatcher equal the reference
-implementations: ``parse_properties``, ``formats.javahash`` and ``analyses.dispatch`` on every oracle record,
+implementations: ``parse_properties``, ``formats.javahash`` and ``analyses.dispatch_rules`` on every oracle record,
 on randomized / hostile properties, and end to end (rebuild output byte for byte, compiled vs pure Python)."""
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ import random
 import numpy as np
 import pytest
 
-from rmqinspect.analyses import rebuild as rb
-from rmqinspect.analyses.dispatch import index_keys
+from rmqinspect.analyses import dispatcher as rb
+from rmqinspect.analyses.dispatch_rules import index_keys
+from rmqinspect.fixtures.commitlog import MessageSpec
+from rmqinspect.fixtures.store import StoreWriter
 from rmqinspect.formats.javahash import build_index_key, index_key_hash, java_string_hash, tags_code
 from rmqinspect.formats.properties import dispatch_properties, encode_properties, parse_properties
 from rmqinspect.sinks.consumequeue import ConsumeQueueSet
@@ -21,8 +23,6 @@ from rmqinspect.store.walk import records as clmod
 from rmqinspect.store.walk.file import walk_file
 from rmqinspect.store.walk.kinds import MESSAGE
 from rmqinspect.store.walk.records import RecordRun
-from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.writer.store import StoreWriter
 from support import ALL_SCENARIOS, require_oracle
 from support.dispatch import RecordingSink, reference_dispatch_rows
 
@@ -246,7 +246,7 @@ def test_compiled_rebuild_equals_pure_python_rebuild(tmp_path, monkeypatch, dela
 
 
 def test_per_record_sink_sees_the_reference_puts_in_order(tmp_path):
-    """Independent path: full Message decode + analyses.dispatch rules, record by record."""
+    """Independent path: full Message decode + analyses.dispatch_rules rules, record by record."""
     store = tmp_path / "store"
     _edge_store(store)
     with Store.open(store) as st:

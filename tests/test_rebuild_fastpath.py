@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rmqinspect.analyses.dispatch import index_keys
-from rmqinspect.analyses.rebuild import topic_is_safe
+from rmqinspect.analyses.dispatch_rules import index_keys
+from rmqinspect.analyses.dispatcher import topic_is_safe
 from rmqinspect.formats.javahash import build_index_key, index_key_hash, index_key_hashes
 from rmqinspect.formats.properties import dispatch_properties, parse_properties
 from rmqinspect.store import Store
@@ -79,7 +79,7 @@ def test_topic_rule(topic, ok):
 def test_inline_walk_equals_record_scan_on_every_oracle_store(name):
     """The dispatcher's inline fast walk accepts exactly the records scan_buffer accepts (all four host
     layouts, V1 and V2 records, the torn tail) and derives the same CQ entries as the full decode path."""
-    from rmqinspect.analyses.rebuild import dispatch_commitlog
+    from rmqinspect.analyses.dispatcher import dispatch_commitlog
 
     p = require_oracle(name)
     with Store.open(p / "store") as st:

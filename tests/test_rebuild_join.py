@@ -1,4 +1,4 @@
-"""The parallel rebuild's in-order join (analyses/rebuild_run.py) on the cases its fast paths must not change: the
+"""The parallel rebuild's in-order join (analyses/rebuild.py) on the cases its fast paths must not change: the
 workers group each chunk's consume-queue entries by queue themselves (``RecordingCQ.put_run``) and say which blocks
 are dense, so the join appends those after checking only their first entry; the index slot chains come with the
 used slots in ascending order (``slot_links``). A store whose queues have gaps, repeats and a late start, records
@@ -13,15 +13,15 @@ import sys
 import numpy as np
 import pytest
 
-from rmqinspect.analyses import rebuild_run
-from rmqinspect.analyses.rebuild import RebuildOptions
-from rmqinspect.analyses.rebuild_run import rebuild
+from rmqinspect.analyses import rebuild as rebuild_mod
+from rmqinspect.analyses.dispatcher import RebuildOptions
+from rmqinspect.analyses.rebuild import rebuild
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.consumequeue import CQ_DTYPE
 from rmqinspect.sinks.indexfile import slot_links
 from rmqinspect.store import Store
 from rmqinspect.store.walk.parallel import CHUNK_ENV
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support import tree_bytes
 
 REPEATS = ("RepTopic", 1)  # every fourth entry repeats the one before it: the dispatcher drops it (a repeat)
@@ -65,7 +65,7 @@ def _run(store, out, jobs: int):
     d = run.to_dict()
     d.pop("out")
     files = tree_bytes(out)
-    files.pop(rebuild_run.MANIFEST)  # names the output directory; its content is run.to_dict()
+    files.pop(rebuild_mod.MANIFEST)  # names the output directory; its content is run.to_dict()
     return d, list(run.report.skipped_topics.items()), files
 
 
@@ -83,11 +83,11 @@ def test_parallel_join_equals_jobs_1_with_gaps_skips_and_rolls(tmp_path, monkeyp
     assert len([n for n in files if n.startswith(os.path.join("consumequeue", "RepTopic"))]) > 2
     # the chunks really went through both join paths: dense blocks, and blocks with a repeat inside
     with Store.open(store) as st:
-        args = rebuild_run.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
+        args = rebuild_mod.chunk_dispatch_args(st.commitlog, True, True, RebuildOptions())
     assert len(args) > 10
     flags: dict = {}
     for a in args:
-        res = rebuild_run.dispatch_file(a)
+        res = rebuild_mod.dispatch_file(a)
         for (topic, qid, qoff, packed), dense in zip(res["cq"], res["cq_dense"]):
             flags.setdefault((topic, qid), set()).add(dense)
             assert packed.dtype == CQ_DTYPE and packed.nbytes == len(qoff) * 20
@@ -97,7 +97,7 @@ def test_parallel_join_equals_jobs_1_with_gaps_skips_and_rolls(tmp_path, monkeyp
 def test_recorded_blocks_keep_each_queue_in_commitlog_order():
     """Runs put in several pieces come back per queue in first-seen order, each queue's entries in put order,
     packed as the CQ files hold them; a block is dense only when its offsets step by one and its ends grow."""
-    cq = rebuild_run.RecordingCQ()
+    cq = rebuild_mod.RecordingCQ()
     cq.put_run(["A", "B"], np.array([0, 1, 0, 1]), np.array([2, 0, 2, 0]), np.array([5, 0, 6, 2]),
                np.array([100, 200, 300, 400]), np.array([10, 10, 10, 10]), np.array([7, 8, 9, 10]))
     cq.queue("B", 0).put_many(np.array([3]), np.array([500]), np.array([10]), np.array([11]))

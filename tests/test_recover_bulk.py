@@ -113,8 +113,8 @@ def test_dispatch_many_equals_dispatch(tmp_path, case):
 def test_crc32_property_note(tmp_path, crc_at):
     """A record with the 5.2.0+ __CRC32# trailer among the re-dispatched ones makes the plan note that the
     store was written by 5.2.0+ when 4.x rules are applied (one such record is enough; none, no note)."""
+    from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
     from rmqinspect.formats.commitlog import encode_properties
-    from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 
     root = tmp_path / "s"
     with CommitLogWriter(str(root / "commitlog"), 1 << 16) as w:

@@ -250,8 +250,8 @@ def test_property_crc_checked_by_verify(tmp_path):
     keeps the structure and the body CRC valid but breaks the property CRC."""
     import os
 
+    from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
     from rmqinspect.formats.commitlog import encode_properties
-    from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 
     d = tmp_path / "s"
     with CommitLogWriter(str(d / "commitlog"), 8192) as w:

@@ -6,8 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
-from rmqinspect.store.config import fastjson_to_json, read_config
-from rmqinspect.store.errors import CorruptDataError
+from rmqinspect.errors import CorruptDataError
+from rmqinspect.store.config_files import quote_bare_keys, read_config
 from support import tree_hashes
 from support.recover_fixtures import build_store
 
@@ -15,10 +15,10 @@ FASTJSON = '{\n\t"offsetTable":{\n\t\t"OrderTopic@gid-a":{0:80,1:10\n\t\t},\n\t\
 
 
 def test_fastjson_unquoted_integer_keys_outside_strings_only():
-    assert json.loads(fastjson_to_json('{0:250,-1:3, 12 :4}')) == {"0": 250, "-1": 3, "12": 4}
+    assert json.loads(quote_bare_keys('{0:250,-1:3, 12 :4}')) == {"0": 250, "-1": 3, "12": 4}
     # a string value that looks like a map must be left alone
-    assert json.loads(fastjson_to_json('{"note":"{1:2,3:4}",5:6}')) == {"note": "{1:2,3:4}", "5": 6}
-    assert json.loads(fastjson_to_json(FASTJSON))["offsetTable"]["OrderTopic@gid-a"] == {"0": 80, "1": 10}
+    assert json.loads(quote_bare_keys('{"note":"{1:2,3:4}",5:6}')) == {"note": "{1:2,3:4}", "5": 6}
+    assert json.loads(quote_bare_keys(FASTJSON))["offsetTable"]["OrderTopic@gid-a"] == {"0": 80, "1": 10}
 
 
 def test_read_config_bak_fallback(tmp_path):

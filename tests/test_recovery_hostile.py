@@ -1,4 +1,4 @@
-"""Recovery on hostile stores (issue 19, fuzzer findings 1:1634, 1:3606, 1:1528): a consume-queue file the
+"""Recovery on hostile stores (fuzzer findings 1:1634, 1:3606, 1:1528): a consume-queue file the
 model rolls into but never writes made truncate_dirty raise KeyError; a queue whose only file is 7 bytes long
 became a 7-byte file geometry and dispatch raised IndexError."""
 
@@ -37,7 +37,7 @@ def test_truncate_dirty_on_a_rolled_unwritten_file(tmp_path):
     before = tree_hashes(store)
     for argv in (["recover", str(store), "--dry-run"], ["consumer-lag", str(store), "--mode", "abnormal"]):
         r = _runner().invoke(cli, [*argv, "--format", "json"])
-        # (3: consumer-lag on a store without consumerOffset.json, the no-match rule of issue 13)
+        # (3: consumer-lag on a store without consumerOffset.json, the no-match rule)
         assert r.exit_code in (0, 1) or (r.exit_code == 3 and "no consumer offsets" in r.stderr), r.stderr
         json.loads(r.stdout)
     assert tree_hashes(store) == before

@@ -25,12 +25,12 @@ from rmqinspect.analyses.recovery.plan import (
     scan_commitlog,
 )
 from rmqinspect.analyses.recovery.queues import ConsumeQueueModel
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.consumequeue import CQ_ENTRY
 from rmqinspect.store import Store
 from rmqinspect.store.consumequeue import ConsumeQueue
 from rmqinspect.store.version import BrokerVersion
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support import ALL_SCENARIOS, SAMPLE_STORE, require_oracle, tree_hashes
 from support.recover_fixtures import BASE_TS, Fixture, Rec
 

@@ -1,4 +1,4 @@
-"""Tables on a terminal (issue 13): at 80 and 200 columns, long topics and 32-character ids are never cut or
+"""Tables on a terminal: at 80 and 200 columns, long topics and 32-character ids are never cut or
 wrapped; free-text columns are folded or left out first; rows go vertical when the identifiers alone do not fit."""
 
 from __future__ import annotations

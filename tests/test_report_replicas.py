@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from rmqinspect.cli.main import cli
-from rmqinspect.writer.replica import diverging_replicas
-from rmqinspect.writer.sample import mixed_messages
+from rmqinspect.fixtures.replica import diverging_replicas
+from rmqinspect.fixtures.sample import mixed_messages
 from support import load_replica_expected, require_replicas, tree_hashes
 
 pytest.importorskip("plotly")

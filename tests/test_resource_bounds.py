@@ -1,4 +1,4 @@
-"""Resource bounds on hostile stores (issue 12 item 5): every command runs in a subprocess under an address-space
+"""Resource bounds on hostile stores: every command runs in a subprocess under an address-space
 limit (RLIMIT_AS); the test checks the exit code is documented, stderr carries no traceback (one clear line when
 the command fails), --format json stays one JSON document, the store is unchanged, and the peak RSS the child
 reports (getrusage) stays bounded.
@@ -290,8 +290,8 @@ def test_tiered_index_geometry_search_is_linear(tmp_path):
     table's non-empty slots once per candidate: 37 s for 2 MiB, quadratic. Now prefix sums: linear."""
     import time
 
+    from rmqinspect.errors import CorruptDataError
     from rmqinspect.formats import tiered_index as F
-    from rmqinspect.store.errors import CorruptDataError
     from rmqinspect.store.tiered_index import TieredIndexFile
 
     p = tmp_path / "00000000000000000000"

@@ -7,10 +7,10 @@ import os
 
 import pytest
 
+from rmqinspect.errors import UnsafeOutputError
 from rmqinspect.formats import rocksdb_cq as F
 from rmqinspect.sinks.rocksdb_cq import rows_from_consume_queues, write_rocksdb_consume_queue
 from rmqinspect.store import Store
-from rmqinspect.store.errors import UnsafeOutputError
 from rmqinspect.store.rocksdb_cq import (
     RocksDBConsumeQueueStore,
     is_rocksdb_dir,
@@ -181,7 +181,7 @@ def test_cli_rocksdb_cq_on_written_fixture(tmp_path):
 
 
 def test_not_rocksdb_and_corrupt(tmp_path):
-    from rmqinspect.store.errors import CorruptDataError, StoreNotFoundError
+    from rmqinspect.errors import CorruptDataError, StoreNotFoundError
 
     with pytest.raises(StoreNotFoundError):
         RocksDBConsumeQueueStore(str(tmp_path))
@@ -194,7 +194,7 @@ def test_not_rocksdb_and_corrupt(tmp_path):
 def test_rebuild_from_commitlog_equals_broker_rocksdb(tmp_path):
     """Regenerating the RocksDB CQ of rocksdb-cq-small from its commit log reproduces every row the broker
     wrote (key, physical offset, size, tagsCode, store timestamp) and its offset table."""
-    from rmqinspect.analyses.rebuild_run import rebuild_rocksdb_consume_queue
+    from rmqinspect.analyses.rebuild import rebuild_rocksdb_consume_queue
 
     p = require_oracle(ROCKS)
     before = tree_hashes(p / "store")
@@ -214,7 +214,7 @@ def test_migration_compare_file_vs_rocksdb(tmp_path):
     """The RocksDB CQ rebuilt from the 5.3.3 clean commit log equals the broker's file CQ; a changed row is
     reported with its queue offset."""
     from rmqinspect.analyses.compare.cq_vs_cq import compare_consume_queues
-    from rmqinspect.analyses.rebuild_run import rebuild_rocksdb_consume_queue
+    from rmqinspect.analyses.rebuild import rebuild_rocksdb_consume_queue
 
     p = require_oracle(CLEAN5)
     st = Store.open(p / "store")
@@ -242,7 +242,7 @@ def test_migration_compare_file_vs_rocksdb(tmp_path):
 def test_cli_compare_file_cq(tmp_path):
     from click.testing import CliRunner
 
-    from rmqinspect.analyses.rebuild_run import rebuild_rocksdb_consume_queue
+    from rmqinspect.analyses.rebuild import rebuild_rocksdb_consume_queue
     from rmqinspect.cli.main import cli
 
     p = require_oracle(CLEAN5)

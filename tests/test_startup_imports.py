@@ -1,4 +1,4 @@
-"""Start-up guards (issue 13): what the cheap command paths must not import, checked on sys.modules of a fresh
+"""Start-up guards: what the cheap command paths must not import, checked on sys.modules of a fresh
 interpreter that ran the command (not a timing test: benchmarks/bench_startup.py measures the time).
 
 - ``--help``, ``--version`` and decoding a msgId import neither numpy nor construct nor the recovery model;

@@ -1,5 +1,5 @@
 """A STORETIMESTAMP is not covered by the body CRC: a flipped bit there passes the broker's checks and used to
-become a loop bound (issue 19). verify reports it as damage, naming file and position; an undamaged store
+become a loop bound. verify reports it as damage, naming file and position; an undamaged store
 (every oracle scenario) reports none."""
 
 from __future__ import annotations

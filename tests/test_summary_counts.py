@@ -13,10 +13,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rmqinspect.analyses.summary import summarize
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.store import Store, scanner
 from rmqinspect.store.walk.records import RecordRun
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 
 NEEDLE = "__CRC32#"
 SHAM_TRAILER = b"body" + NEEDLE.encode() + b"\x01" + b"1234567"

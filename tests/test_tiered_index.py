@@ -12,11 +12,11 @@ from click.testing import CliRunner
 
 from rmqinspect.analyses.compact_index import compact_index_file
 from rmqinspect.cli.main import cli
+from rmqinspect.errors import CorruptDataError
+from rmqinspect.fixtures.tiered_index import TieredIndexWriter
 from rmqinspect.formats import tiered_index as F
 from rmqinspect.formats.javahash import java_string_hash
-from rmqinspect.store.errors import CorruptDataError
 from rmqinspect.store.tiered_index import COMPACTED, UNSEALED, ReadStats, TieredIndexFile
-from rmqinspect.writer.tiered_index import TieredIndexWriter
 from support import tree_hashes
 
 BEGIN = 1_795_000_000_000

@@ -9,13 +9,13 @@ from click.testing import CliRunner
 
 from rmqinspect.analyses.timers import list_timers
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
+from rmqinspect.fixtures.timer import TimerStoreWriter
 from rmqinspect.formats import timer as F
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.constants import TIMER_TOPIC
 from rmqinspect.store import Store
 from rmqinspect.store.timer import TimerLog, TimerWheel, read_timercheck, walk_slot
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
-from rmqinspect.writer.timer import TimerStoreWriter
 from support import tree_hashes
 
 NOW = 1_795_300_000_000

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
 from rmqinspect.analyses.txn import checker_progress, scan_transactions
 from rmqinspect.cli.main import cli
+from rmqinspect.fixtures.commitlog import MessageSpec
+from rmqinspect.fixtures.store import StoreWriter
+from rmqinspect.fixtures.transaction import TransactionalBroker
 from rmqinspect.formats.constants import TransactionType
 from rmqinspect.store import Store
-from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.writer.store import StoreWriter
-from rmqinspect.writer.transaction import TransactionalBroker
 from support import ALL_SCENARIOS, load_expected, require_oracle, tree_hashes
 from support.txn_stores import T0, write_every_verdict
 
@@ -313,7 +313,7 @@ def test_report_has_a_transactions_section_only_when_the_store_has_transactions(
 def test_txn_checks_the_rip82_trans_rows_against_the_commit_log(tmp_path):
     """RocksDBMessageStore/'s trans column family (5.4.0+, modelled) lists open halves: the txn command says which
     the commit log also shows open, which it shows ended, and which name no half."""
-    from rmqinspect.writer.layouts import TransRecord, write_rip82_store
+    from rmqinspect.fixtures.layouts import TransRecord, write_rip82_store
 
     root = tmp_path / "s"
     h = write_every_verdict(root)

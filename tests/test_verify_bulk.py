@@ -8,10 +8,10 @@ import pytest
 
 from rmqinspect.analyses.recovery import BrokerVersion, RecoveryOptions, plan_recovery
 from rmqinspect.analyses.verify import ALL_CHECKS, verify
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.store import Store, scanner
 from rmqinspect.store.walk.resync import walk_with_resync
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support.recover_fixtures import build_store
 
 pytestmark = pytest.mark.skipif(not scanner.compiled_built(), reason="compiled scanner not built")

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from rmqinspect.analyses import verify as verify_mod
-from rmqinspect.analyses.rebuild import close_sinks, dispatch_commitlog
+from rmqinspect.analyses.dispatcher import close_sinks, dispatch_commitlog
 from rmqinspect.analyses.verify import ALL_CHECKS, verify
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.constants import DEFAULT_CQ_FILE_SIZE
 from rmqinspect.sinks.consumequeue import ConsumeQueueSet
 from rmqinspect.sinks.indexfile import IndexFileSet
 from rmqinspect.store import Store
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 from support import ALL_SCENARIOS, SAMPLE_STORE, require_oracle, tree_hashes
 
 SLOTS, MAX_ITEMS = 97, 600

@@ -5,9 +5,9 @@ import random
 
 import pytest
 
+from rmqinspect.fixtures.commitlog import CommitLogWriter, spec_from_message
+from rmqinspect.fixtures.sample import mixed_messages
 from rmqinspect.store import Store
-from rmqinspect.writer.commitlog import CommitLogWriter, spec_from_message
-from rmqinspect.writer.sample import mixed_messages
 
 
 def test_reencoding_reproduces_clean_commitlogs(scenario, tmp_path):
@@ -53,7 +53,7 @@ def test_mixed_store_round_trips(tmp_path):
 
 
 def test_property_crc_trailer(tmp_path):
-    from rmqinspect.writer.commitlog import MessageSpec
+    from rmqinspect.fixtures.commitlog import MessageSpec
 
     rng = random.Random(3)
     with CommitLogWriter(str(tmp_path / "commitlog"), 1 << 16) as w:

@@ -7,12 +7,12 @@ import os
 
 import pytest
 
+from rmqinspect.fixtures.commitlog import MessageSpec, spec_from_message
+from rmqinspect.fixtures.store import StoreWriter
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.store import Store
 from rmqinspect.store.consumequeue import ConsumeQueue, list_queues
 from rmqinspect.store.indexfile import IndexFile
-from rmqinspect.writer.commitlog import MessageSpec, spec_from_message
-from rmqinspect.writer.store import StoreWriter
 from support import require_oracle, tree_hashes
 
 VERSIONS = ["rocketmq-all-4.9.8", "rocketmq-all-5.3.3"]

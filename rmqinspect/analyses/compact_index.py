@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..formats.tiered_index import (COMPACT_INDEX_ITEM_SIZE, END_MAGIC, HEADER, HEADER_SIZE, INDEX_ITEM_SIZE,
                                     SLOT, compacted_file_size, item_position, slot_position)
-from ..store.errors import CorruptDataError, UnsafeOutputError
+from ..errors import CorruptDataError, UnsafeOutputError
 from ..store.tiered_index import COMPACTED, TieredIndexFile
 from ..sinks.staging import Staged
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from ..store.errors import RmqInspectError
+from ..errors import RmqInspectError
 
 
 def _ignore(_: str) -> None:
@@ -87,7 +87,7 @@ def cq_recovery_plan(st, cq_file_size, version=None):
     from ..store.broker_conf import configured
     from .recovery import RecoveryOptions, plan_recovery
 
-    crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
+    crc, safe = configured(st.conf, "checkCRCOnRecover"), configured(st.conf, "messageIndexSafe")
     return plan_recovery(st, RecoveryOptions(check_crc=crc.value if crc else True,
                                              index_safe=safe.value if safe else False, with_salvage=False,
                                              keep_redispatch=False, cq_file_size=cq_file_size, version=version))

@@ -190,7 +190,7 @@ def compare_peers(stores: list[Store], labels: list[str] | None = None) -> Peers
     logs: list[DLedgerLog] = []
     for st in stores:
         if st.dledger is None:
-            from ..store.errors import StoreNotFoundError
+            from ..errors import StoreNotFoundError
 
             raise StoreNotFoundError("not a DLedger-mode store (no dledger-<selfId>/data)", st.root)
         logs.append(st.dledger)

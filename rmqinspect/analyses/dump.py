@@ -1,4 +1,4 @@
-"""Raw bytes at any commit-log offset, valid or not (issue 13): ``hexdump -C`` lines, the record that encloses an
+"""Raw bytes at any commit-log offset, valid or not: ``hexdump -C`` lines, the record that encloses an
 offset (the broker's walk from the file's start: ``CommitLog.walk``), and a best-effort overlay of the record
 header fields over the bytes (FORMATS.md §1.2, the field tables of ``formats.commitlog``), stopping where the
 lengths stop adding up."""

@@ -15,8 +15,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from ..errors import StoreNotFoundError
 from ..sinks.staging import Staged
-from ..store.errors import StoreNotFoundError
+from ..store.broker_conf import BrokerConf
 from ..store.layout import StoreLayout, ensure_new_directory, ensure_output_outside
 from ..store.walk.parallel import map_files
 from .rows import (
@@ -32,14 +33,15 @@ from .rows import (
 from .txn import txn_states_by_file
 
 
-def store_labels(stores: Sequence[str], labels: Sequence[str] | None = None) -> list[str]:
+def store_labels(stores: Sequence[str], labels: Sequence[str] | None = None, conf: BrokerConf | None = None
+                 ) -> list[str]:
     """Labels for the ``source`` column: the given ones, else each store directory's name, disambiguated with
     the parent directory (``broker-a/store``) and finally the full path when names collide."""
     if labels:
         if len(labels) != len(stores):
             raise ValueError(f"{len(labels)} labels for {len(stores)} stores")
         return list(labels)
-    roots = [StoreLayout.open(s).root for s in stores]
+    roots = [StoreLayout.open(s, conf).root for s in stores]
     out = [os.path.basename(r) or r for r in roots]
     if len(set(out)) < len(out):
         out = [os.path.join(os.path.basename(os.path.dirname(r)), os.path.basename(r)) for r in roots]
@@ -48,21 +50,22 @@ def store_labels(stores: Sequence[str], labels: Sequence[str] | None = None) -> 
     return out
 
 
-def file_tasks(stores: Sequence[str], labels: Sequence[str] | None = None, *, txn_states: bool = False
-               ) -> list[FileTask]:
+def file_tasks(stores: Sequence[str], labels: Sequence[str] | None = None, *, txn_states: bool = False,
+               conf: BrokerConf | None = None) -> list[FileTask]:
     """Every commitlog file of every store, in store order then commitlog order. ``txn_states``: with each
-    file's transaction verdicts (the ``txn_state`` column; one pass of ``analyses.txn`` per store first)."""
-    labels = store_labels(stores, labels)
+    file's transaction verdicts (the ``txn_state`` column; one pass of ``analyses.txn`` per store first).
+    ``conf``: the broker.conf the stores are opened with (which DLedger member, where its data files are)."""
+    labels = store_labels(stores, labels, conf)
     tasks = []
     for store, label in zip(stores, labels):
-        lay = StoreLayout.open(store)
+        lay = StoreLayout.open(store, conf)
         entries = lay.commitlog_file_paths()
         if not entries:
             raise StoreNotFoundError("no commitlog files", lay.commitlog_dirs[0] if lay.commitlog_dirs else lay.root)
-        per_file = txn_states_by_file(store, [start for start, _ in entries]) if txn_states else None
+        per_file = txn_states_by_file(store, [start for start, _ in entries], conf) if txn_states else None
         for i, (start, path) in enumerate(entries):
             tasks.append(FileTask(_text(label), _text(lay.root), path, start, os.stat(path).st_size, i,
-                                  i == len(entries) - 1, per_file[i] if per_file else ()))
+                                  i == len(entries) - 1, per_file[i] if per_file else (), lay.dledger is not None))
     return tasks
 
 
@@ -72,7 +75,7 @@ def _text(name: str) -> str:
     return os.fsencode(name).decode("utf-8", "backslashreplace") if not name.isascii() else name
 
 
-def check_output_dir(out: str, stores: Iterable[str]) -> None:
+def check_output_dir(out: str, stores: Iterable[str], conf: BrokerConf | None = None) -> None:
     """Refuse an output directory inside any inspected store, or one that already holds files. A Hadoop URI
     (``hdfs://``, ``s3a://``; Spark engine only) cannot be inside a local store and is left to Spark."""
     if "://" in out:
@@ -83,7 +86,7 @@ def check_output_dir(out: str, stores: Iterable[str]) -> None:
         raise ValueError(f"--out {os.fsencode(out)!r}: Parquet writing (pyarrow) needs a path of UTF-8 characters; "
                          "choose another --out") from None
     for s in stores:
-        ensure_output_outside(StoreLayout.open(s), out)
+        ensure_output_outside(StoreLayout.open(s, conf), out)
     ensure_new_directory(out)
 
 
@@ -137,13 +140,14 @@ def _write_task(args) -> FileResult:
 
 
 def export_local(stores: Sequence[str], out: str, *, labels: Sequence[str] | None = None, with_body: bool = False,
-                 flt: RowFilter | None = None, advance=None, jobs: int | None = None) -> ExportResult:
+                 flt: RowFilter | None = None, advance=None, jobs: int | None = None,
+                 conf: BrokerConf | None = None) -> ExportResult:
     """Write the Parquet dataset with pyarrow (hive partitions topic_partition/store_date), one commitlog file
     per task: ``jobs`` 1 (the library default, ``parallel.resolve_jobs``) in this process, one file after another;
     more through ``store.walk.parallel`` (every task writes its own ``part-<number>-*`` files, so the dataset is
     the same file for file)."""
-    check_output_dir(out, stores)
-    tasks = file_tasks(stores, labels, txn_states=True)
+    check_output_dir(out, stores, conf)
+    tasks = file_tasks(stores, labels, txn_states=True, conf=conf)
     # written under a temporary name beside out, renamed at the end (sinks.staging): nothing at out after an
     # error, a full disk or a signal
     staged = Staged(out, "the Parquet dataset", directory=True)

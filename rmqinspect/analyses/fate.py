@@ -1,11 +1,11 @@
-"""A message's fate in one answer (issue 13): where its record is and in what state, its consume-queue entry or
+"""A message's fate in one answer: where its record is and in what state, its consume-queue entry or
 why it has none, its index items, whether it survives a restart of this directory, and which consumer groups
 already consumed it.
 
 Nothing here re-implements a rule: the record comes from ``CommitLog.read_message``, the entry from the store's
 ConsumeQueue, the restart from the recovery model (``plan_recovery``: ``truncate_offset`` and
 ``RecoveryPlan.consume_queue_entries``, the queue the broker holds after load() and start()), the index items from
-``find_index_items`` and the dispatch rules from ``analyses.dispatch``; consumption from the committed offsets
+``find_index_items`` and the dispatch rules from ``analyses.dispatch_rules``; consumption from the committed offsets
 (``analyses.offsets.read_consumer_offsets``).
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..errors import RmqInspectError
 from ..formats.constants import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_TOPIC,
@@ -24,8 +25,7 @@ from ..formats.constants import (
 from ..formats.javahash import build_index_key, index_key_hash
 from ..store import Store
 from ..store.consumequeue import ConsumeQueue
-from ..store.errors import RmqInspectError
-from .dispatch import (
+from .dispatch_rules import (
     DEFAULT_DELAY_TABLE,
     DelayLevelError,
     dispatch_tags_code,

@@ -59,7 +59,7 @@ def verify_file(task: FileTask) -> FileVerify:
         res.problems.append({"source": task.source, "file": task.path, "physical_offset": task.start + pos,
                              "check": check, "detail": detail})
 
-    mf = MappedFile(task.path, task.start)
+    mf = MappedFile(task.path, task.start, dledger=task.dledger)
     try:
         buf = mf.buffer
         for ev in walk_file(mf, check_crc=True, crc_continue=True):

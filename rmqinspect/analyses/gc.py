@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..formats.consumequeue import CQ_ENTRY, CQ_STORE_UNIT_SIZE
 from ..formats.indexfile import INDEX_HEADER, INDEX_HEADER_TABLE
-from ..store.brokerconfig import consumer_offset_rows, load_config_file
+from ..store.config_files import consumer_offset_rows, load_config_file
 from ..store.consumequeue import ConsumeQueue, list_queues
 
 HOUR_MS = 3_600_000

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..errors import RmqInspectError
 from ..store.batch import BatchConsumeQueue
-from ..store.errors import RmqInspectError
 
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024  # DefaultMessageStore.MAX_PULL_MSG_SIZE
 BCQ_UNIT_SIZE = 46  # what getMessage multiplies queue offsets by for maxFilterMessageSize

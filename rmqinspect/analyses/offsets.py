@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..errors import StoreNotFoundError
 from ..store import Store
-from ..store.brokerconfig import consumer_offset_rows
-from ..store.config import ConfigFile, read_config
-from ..store.errors import StoreNotFoundError
+from ..store.config_files import ConfigFile, consumer_offset_rows, read_config
 
 
 @dataclass

@@ -24,12 +24,12 @@ from enum import StrEnum
 
 import numpy as np
 
+from ..errors import OffsetOutOfStoreError
 from ..formats.epoch import EpochEntry, derive_end_offsets, find_consistent_point
 from ..store import Store
 from ..store.broker_conf import BrokerConf
-from ..store.brokerconfig import read_broker_config
+from ..store.config_files import read_config_files
 from ..store.epoch import EpochFile, HaIdentity, ha_identity, read_epoch_checkpoint
-from ..store.errors import OffsetOutOfStoreError
 from ..store.walk.kinds import BLANK, MESSAGE
 from ..store.walk.records import Record, RecordRun
 from ..store.walk.resync import Good, validate_at, walk_with_resync
@@ -318,7 +318,7 @@ def _config(store: Store):
     cdir = store.layout.config_dir
     if not os.path.isdir(cdir):
         return None
-    return read_broker_config(cdir)
+    return read_config_files(cdir)
 
 
 def _config_offsets(cfg) -> list[dict] | None:

@@ -20,12 +20,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..errors import RmqInspectError
 from ..store import Store
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.broker_conf import configured
 from ..store.commitlog import prove_file_size
 from ..store.consumequeue import ConsumeQueue, list_queues
-from ..store.errors import RmqInspectError
 from ..store.indexfile import IndexFile
 from ..store.rocksdb_cq import ConsumeQueues
 from ..store.version import BrokerVersion
@@ -253,7 +253,7 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
 
 def commitlog_geometry(store: Store) -> dict:
     """mappedFileSizeCommitLog in use and its source: --broker-config, else proven from the files."""
-    conf = configured("mappedFileSizeCommitLog")
+    conf = configured(store.conf, "mappedFileSizeCommitLog")
     if conf is not None:
         return {"mapped_file_size": store.commitlog.file_size, "source": "config", "detail": conf.detail}
     got = prove_file_size(store.commitlog.files)
@@ -421,11 +421,11 @@ def _all_queue_bounds(store: Store):
     except RmqInspectError:
         clmin = None
     d = store.layout.consumequeue_dir
-    batch = [BatchConsumeQueue(t, q, p) for t, q, p in list_batch_queues(store.root)]
+    batch = [BatchConsumeQueue(t, q, p, store.conf) for t, q, p in list_batch_queues(store.root)]
     if not os.path.isdir(d):
         yield from queue_bounds(batch, clmin)
         return
-    with ConsumeQueues(d) as queues:
+    with ConsumeQueues(d, conf=store.conf) as queues:
         qs = ([ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(d)] if queues.kind == "file"
               else list(queues))
         yield from queue_bounds(qs + batch, clmin)
@@ -441,7 +441,7 @@ def index_file_rows(store: Store, plan: RecoveryPlan) -> list[IndexFileRow]:
     rows = []
     for name in sorted(n for n in os.listdir(d) if os.path.isfile(os.path.join(d, n))):
         try:
-            idx = IndexFile(os.path.join(d, name))
+            idx = IndexFile(os.path.join(d, name), conf=store.conf)
         except RmqInspectError as e:
             rows.append(IndexFileRow(name, None, None, None, None, None, None, None, None, None, name in dropped,
                                      e.message))

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..errors import RmqInspectError
 from ..formats.rip82 import INDEX_KEY_TYPE, INDEX_UNIQUE_TYPE
 from ..store import Store
-from ..store.errors import RmqInspectError
 from ..store.rip82 import RIP82Store, rip82_dir
 
 MODELLED = "RocksDBMessageStore/ (RIP-82, 5.4.0+): modelled from the change descriptions, not checked against a broker"

@@ -19,7 +19,7 @@ tests/rows_reference.py holds a per-record decoder (``CommitLog.messages``' ``de
 tests prove equal to this one, row for row.
 
 It lives in analyses/ because two of its columns are broker rules of this layer (``tags_code``: the dispatcher's
-rule in ``analyses.dispatch``) or dataset choices (the partition columns), and it reads the store like every
+rule in ``analyses.dispatch_rules``) or dataset choices (the partition columns), and it reads the store like every
 other analysis. pyarrow is imported lazily: the rest of rmqinspect never needs it.
 """
 
@@ -66,7 +66,7 @@ from ..store.scanner import compiled
 from ..store.walk.file import walk_file
 from ..store.walk.kinds import Kind
 from ..store.walk.records import RECORD_FIELDS, RecordRun
-from .dispatch import DelayLevelError, dispatch_tags_code
+from .dispatch_rules import DelayLevelError, dispatch_tags_code
 
 # --- the columns ----------------------------------------------------------------------------------
 
@@ -240,6 +240,9 @@ class FileTask:
     # (offsets, states) of this file's transaction records, sorted (analyses.txn.txn_states_by_file); the
     # verdict is a store-wide answer, so it is computed once before the files are handed out
     txn: tuple = ()
+    # whether the file is a DLedger data file (entries around the records): the parent's layout decides it, with
+    # the broker.conf it was opened with; None: from the path (a dledger-<selfId>/data directory)
+    dledger: bool | None = None
 
     @property
     def name(self) -> str:
@@ -737,7 +740,7 @@ def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | No
     """Arrow RecordBatches (at most ``batch_rows`` rows each) for one commitlog file, scanned from position 0 to
     its blank record / zero tail / end. ``result`` (optional) receives the row count and the damage seen."""
     schema = arrow_schema(with_body)
-    mf = MappedFile(task.path, task.start)
+    mf = MappedFile(task.path, task.start, dledger=task.dledger)
     try:
         dec = RowDecoder(mf.buffer, task, schema, with_body, flt)
         try:

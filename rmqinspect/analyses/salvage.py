@@ -9,7 +9,7 @@ from ..store import Store
 from ..store.walk.kinds import Damage, DamageKind
 from ..store.walk.records import RecordRun, decode_slot, unpack_header
 from ..store.walk.resync import BlankRecord, walk_batches
-from .dispatch import goes_to_consume_queue
+from .dispatch_rules import goes_to_consume_queue
 
 
 @dataclass

@@ -12,7 +12,7 @@ from ..formats.commitlog import body_position
 from ..store.walk.records import topic_and_properties, unpack_header
 from ..store.scanner import compiled
 from ..store.detect import detect_store
-from .rebuild import queue_groups
+from .dispatcher import queue_groups
 from .rows import topic_ids
 from ..store.walk.kinds import Damage, DamageKind
 from ..store.walk.resync import BlankRecord, walk_batches

@@ -17,7 +17,7 @@ from ..formats.constants import (PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PR
                                  PROPERTY_TIMER_OUT_MS)
 from ..formats.timer import MAGIC_DELETE, MAGIC_ROLL
 from ..formats.javahash import java_string_hash
-from ..store.errors import RmqInspectError
+from ..errors import RmqInspectError
 from ..store.timer import TimerLog, TimerWheel, read_timercheck, walk_slot
 
 

@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from ..errors import RmqInspectError
 from ..formats.commitlog import PREPARED_TRANSACTION_OFFSET_BEFORE_BODY
 from ..formats.constants import (
     CID_SYS_RMQ_TRANS,
@@ -63,8 +64,8 @@ from ..formats.constants import (
 from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
 from ..formats.properties import parse_properties
 from ..store import Store
+from ..store.broker_conf import BrokerConf
 from ..store.consumequeue import ConsumeQueue
-from ..store.errors import RmqInspectError
 from ..store.message import split_keys
 from ..store.walk.kinds import DAMAGE_KINDS
 from ..store.walk.records import Gap, PageReleaser, Record, RecordRun
@@ -325,10 +326,6 @@ class TxnScan:
     # --- the answer ---------------------------------------------------------------------------------
     def __len__(self) -> int:
         return self.ng
-
-    def real_topic_of(self, g: int) -> str | None:
-        t = int(self.h["rtopic"][self.first[g]])
-        return self.real_topic_names[t] if t >= 0 else None
 
     def select(self, *, topic: str | None = None, states: set[str] | None = None, since: int | None = None,
                until: int | None = None):
@@ -791,12 +788,12 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
 
 
 
-def txn_states_by_file(store_path: str, starts: list[int]) -> list[tuple]:
+def txn_states_by_file(store_path: str, starts: list[int], conf: BrokerConf | None = None) -> list[tuple]:
     """For each commitlog file (by start offset, in order): (offsets, states) of its transaction records, the
     ``txn_state`` column of ``export`` and the Spark rows (a store without transactions: empty tuples)."""
     import numpy as np
 
-    st = Store.open(store_path)
+    st = Store.open(store_path, conf=conf)
     try:
         offs, states = scan_transactions(st).state_index()
     finally:

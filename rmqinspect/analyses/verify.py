@@ -30,12 +30,12 @@ from ..formats.properties import check_property_crc, crc32_trailer_rows, crc32_t
 from ..store import Store
 from ..store.walk.records import RecordRun
 from ..store.consumequeue import list_queues, pre_blank_mask
-from ..store.errors import RmqInspectError
+from ..errors import RmqInspectError
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
 from ..store.rocksdb_cq import ConsumeQueues, is_rocksdb_dir
-from .dispatch import goes_to_consume_queue, index_keys
-from .rebuild import dispatch_fields
+from .dispatch_rules import goes_to_consume_queue, index_keys
+from .dispatcher import dispatch_fields
 from .rows import topic_ids
 from ..store.walk.kinds import Damage, DamageKind
 from ..store.walk.resync import BlankRecord, walk_batches
@@ -448,14 +448,14 @@ def _queue_chunks(cq, rel):
 
 def _verify_cq(store: Store, rep: VerifyReport, recs: _Records, data_end: int, rel) -> None:
     cqdir = store.layout.consumequeue_dir
-    batch = [BatchConsumeQueue(t, q, d) for t, q, d in list_batch_queues(store.root)]
+    batch = [BatchConsumeQueue(t, q, d, store.conf) for t, q, d in list_batch_queues(store.root)]
     if not os.path.isdir(cqdir):
         if not batch:
             rep.notes.append("no consumequeue/ directory: the broker rebuilds every queue from the commit log")
             return
         _verify_queues(store, rep, recs, data_end, rel, [], batch)
         return
-    with ConsumeQueues(cqdir) as queues:
+    with ConsumeQueues(cqdir, conf=store.conf) as queues:
         if queues.kind == "rocksdb":
             rep.notes.append("RocksDB consume queue (5.x): entries read from a private snapshot of consumequeue/")
         _verify_queues(store, rep, recs, data_end, rel, list(queues), batch)
@@ -683,7 +683,7 @@ def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel, slots: i
         try:
             # flag > broker.conf > proof: an unproven geometry is reported, never used (a wrong one would
             # make every item look dangling)
-            idx = IndexFile(path, slots, max_items)
+            idx = IndexFile(path, slots, max_items, store.conf)
         except IndexGeometryError as e:
             rep.index_geometry[name] = prove_geometry_of(path).to_dict()
             rep.add(Problem("index", "index_geometry_unknown", 0, 0, rel(path), 0, e.message), merge=False)

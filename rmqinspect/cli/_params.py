@@ -15,8 +15,6 @@ from ..store.broker_conf import (
     BrokerConfigError,
     Setting,
     read_broker_conf,
-    reset_active_broker_conf,
-    set_active_broker_conf,
 )
 from ..store.version import ACCEPTED, BrokerVersion
 
@@ -34,12 +32,12 @@ def resolve_store_callback(ctx: click.Context, param: click.Parameter, value):
     above several stores is refused naming them (exit 3)."""
     if value is None:
         return value
-    from ..store.errors import StoreNotFoundError
+    from ..errors import StoreNotFoundError
     from ..store.layout import resolve_store_path
     from .output import error, hold_note
 
     try:
-        resolved, why = resolve_store_path(value)
+        resolved, why = resolve_store_path(value, ctx.meta.get(BROKER_CONF_META))
     except StoreNotFoundError as e:
         error(str(e))
         ctx.exit(e.exit_code)
@@ -209,8 +207,9 @@ def accepts_v2(version: BrokerVersion | None) -> bool:
 # --- --broker-config: appended to every command by cli.main (one definition, no per-command decorator) ---
 
 def _load_broker_config(ctx: click.Context, param: click.Parameter, value):
-    """Parse the file before the command runs (a malformed value is a usage error naming the line) and put it
-    in effect for the invocation: readers not given a value by a flag consult it before inferring."""
+    """Parse the file before the command runs (a malformed value is a usage error naming the line) and keep it
+    with the invocation (``broker_conf()``): the command opens its stores with it (``Store.open(path,
+    conf=broker_conf())``), and readers not given a value by a flag consult it before inferring."""
     if not value:
         return None
     try:
@@ -218,8 +217,6 @@ def _load_broker_config(ctx: click.Context, param: click.Parameter, value):
     except BrokerConfigError as e:
         raise click.BadParameter(str(e), ctx, param) from None
     ctx.meta[BROKER_CONF_META] = conf
-    token = set_active_broker_conf(conf)
-    ctx.call_on_close(lambda: reset_active_broker_conf(token))
     return conf
 
 

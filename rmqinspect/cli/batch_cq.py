@@ -7,7 +7,7 @@ import os
 import click
 
 from ..store import Store
-from ._params import NON_NEGATIVE_LONG, QUEUE_ID, broker_version_option, store_argument
+from ._params import NON_NEGATIVE_LONG, QUEUE_ID, broker_conf, broker_version_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, no_match, print_kv, topic_names, warn
 
 
@@ -34,7 +34,7 @@ def batch_cq(store, topic, queue_id, expand, get_offset, max_msg_nums, broker_ro
     from ..formats.constants import SysFlag
     from ..store.batch import BatchConsumeQueue, decode_inner_batch, list_batch_queues
 
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     qs = [q for q in list_batch_queues(st.root) if (topic is None or q[0] == topic)
           and (queue_id is None or q[1] == queue_id)]
     if not qs:
@@ -49,7 +49,7 @@ def batch_cq(store, topic, queue_id, expand, get_offset, max_msg_nums, broker_ro
 
         if topic is None or queue_id is None:
             raise click.UsageError("--get needs --topic and --queue")
-        res = batch_get_message(BatchConsumeQueue(*qs[0]), get_offset, max_msg_nums, st.commitlog,
+        res = batch_get_message(BatchConsumeQueue(*qs[0], st.conf), get_offset, max_msg_nums, st.commitlog,
                                 GetMessageOptions(slave=broker_role == "slave"))
 
         def render(doc):
@@ -67,7 +67,7 @@ def batch_cq(store, topic, queue_id, expand, get_offset, max_msg_nums, broker_ro
 
     def rows():
         for t, q, d in qs:
-            bcq = BatchConsumeQueue(t, q, d)
+            bcq = BatchConsumeQueue(t, q, d, st.conf)
             for e in bcq.entries():
                 base = {"topic": t, "queue_id": q, **e}
                 if not expand:
@@ -87,7 +87,7 @@ def batch_cq(store, topic, queue_id, expand, get_offset, max_msg_nums, broker_ro
         cols = ("topic", "queue_id", "queue_offset", "physical_offset", "inner_index", "body_size", "properties")
     emit(rows(), fmt, cols)
     for t, q, d in qs:  # mapperFileSizeBatchConsumeQueue (--broker-config, else the files' length) vs the files
-        for note in BatchConsumeQueue(t, q, d).file_notes():
+        for note in BatchConsumeQueue(t, q, d, st.conf).file_notes():
             warn(note)
 
 

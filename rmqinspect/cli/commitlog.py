@@ -8,8 +8,8 @@ import click
 
 from ..analyses.rows import RowFilter
 from ..analyses.summary import summarize
+from ..errors import EXIT_CORRUPT, EXIT_PROBLEMS, CorruptDataError
 from ..store import Store
-from ..store.errors import EXIT_CORRUPT, EXIT_PROBLEMS, CorruptDataError
 from ..store.walk.parallel import default_jobs
 from ..store.walk.records import Gap
 from ._params import (
@@ -19,6 +19,7 @@ from ._params import (
     TIME,
     TIME_FORMS,
     accepts_v2,
+    broker_conf,
     broker_version_option_for,
     jobs_option,
     max_body_option,
@@ -104,7 +105,7 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
       rmqinspect decode-commitlog STORE --topic OrderTopic --key ord-15 --format ndjson
     """
     accept_v2 = accepts_v2(broker_version)
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     cl = st.commitlog
     flt = MessageFilter(topic, queue, key, tag, since, until, uniq_key)
     if offset is not None and from_ is None:
@@ -196,7 +197,7 @@ def _output_messages(msgs, fmt, body, cl, body_limit: int) -> int:
             click.echo(_hexdump(f.buffer, pos, m.total_size, m.physical_offset))
         return n
     cols = TABLE_COLUMNS + (("body",) if body != "none" else ())
-    if cl.dledger:  # DLedger mode (issue 14): the entry around each record
+    if cl.dledger:  # DLedger mode: the entry around each record
         cols = cols[:1] + ("dledger_index", "dledger_term", "dledger_pos") + cols[1:]
     return emit((_row(m, body, body_limit) for m in msgs), fmt, cols)
 
@@ -210,7 +211,7 @@ def _output_messages(msgs, fmt, body, cl, body_limit: int) -> int:
 def summary(store, fmt, broker_version, jobs):
     """File map, offsets, per-topic and per-queue counts, time range, checkpoint, abort file, and what the
     files say about the RocketMQ version that wrote them (4.x / 5.x evidence)."""
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     cl = st.commitlog
     with progress(cl.end_offset - cl.min_offset, "scanning commitlog", fmt == "table") as advance:
         s = summarize(st, advance, broker_version, jobs=jobs or default_jobs())

@@ -10,12 +10,12 @@ import click
 
 from ..analyses.compare.cq_vs_commitlog import join_queue, queue_bounds
 from ..analyses.cq_fates import EntryFates, cq_recovery_plan
+from ..errors import EXIT_PROBLEMS, RmqInspectError, StoreNotFoundError
 from ..store import Store
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.consumequeue import ConsumeQueue, list_queues
-from ..store.errors import EXIT_PROBLEMS, RmqInspectError, StoreNotFoundError
 from ..store.rocksdb_cq import ConsumeQueues, served_kind
-from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, release_option, store_argument
+from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, broker_conf, release_option, store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, note, warn
 
 COLUMNS = ("queue_offset", "physical_offset", "size", "tags_code")
@@ -65,7 +65,7 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, c
       rmqinspect cq STORE --all
       rmqinspect cq STORE --topic OrderTopic --queue 0 --from 100 --count 10 --join
     """
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     if as_recovered:
         _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt, broker_version,
                       None if cq_format == "auto" else cq_format)
@@ -78,7 +78,7 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, c
             raise StoreNotFoundError("no consumequeue directory", d)
         _cq(st, d, None, batch, topic, queue_id, from_, count, join, all_, cq_file_size, fmt)
         return
-    with ConsumeQueues(d, None if cq_format == "auto" else cq_format) as queues:
+    with ConsumeQueues(d, None if cq_format == "auto" else cq_format, st.conf) as queues:
         if queues.combined and cq_format == "auto":
             other = "rocksdb" if queues.kind == "file" else "file"
             warn(f"consumequeue/ holds a file and a RocksDB consume queue (CombineConsumeQueueStore, 5.3.4+): "
@@ -99,7 +99,7 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
             qs = (ConsumeQueue(q.topic, q.queue_id, q.path, cq_file_size) for q in list_queues(d))
         else:
             qs = iter(queues)
-        bqs = (BatchConsumeQueue(t, q, p) for t, q, p in batch)
+        bqs = (BatchConsumeQueue(t, q, p, st.conf) for t, q, p in batch)
         rows = (vars(b) for b in queue_bounds(itertools.chain(qs, bqs), clmin))
         if emit(rows, fmt, ALL_COLUMNS) == 0:
             warn(f"no consume queues under {d}")
@@ -114,7 +114,7 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
         if join:
             raise click.UsageError(f"{topic}/{queue_id} is a BatchConsumeQueue: use `batch-cq --expand` to check "
                                    "its records")
-        _batch_entries(BatchConsumeQueue(topic, queue_id, bq), from_, count, fmt)
+        _batch_entries(BatchConsumeQueue(topic, queue_id, bq, st.conf), from_, count, fmt)
         return
     if queues is None:
         raise StoreNotFoundError(f"no consume queue for {topic!r} queue {queue_id}", d)
@@ -125,7 +125,7 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
         raise StoreNotFoundError(e.message + nearest_topics(topic, st.root), e.path, e.offset) from None
     if not join:
         fates = EntryFates.of(st, d, topic, queue_id, cq_file_size, broker_version, on_note=warn) \
-            if queues.kind == served_kind(d) else None
+            if queues.kind == served_kind(d, st.conf) else None
         rows = ({"topic": topic, "queue_id": queue_id, "queue_offset": a, "physical_offset": b, "size": c,
                  "tags_code": t} | ({"fate": fates((a, b, c, t))} if fates else {})
                 for a, b, c, t in q.entries(from_, count))
@@ -163,7 +163,7 @@ def _behind(st, q, topic: str, queue_id: int) -> int:
     """Records of this queue that the commit log holds past its consume queue's last entry (what verify calls
     cq_behind): the walk from the end of the last entry's record to the end of the log. Returns 1 (a problem)
     when there are any."""
-    from ..analyses.dispatch import goes_to_consume_queue
+    from ..analyses.dispatch_rules import goes_to_consume_queue
 
     last = None
     for e in q.entries(None, None):

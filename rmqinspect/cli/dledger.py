@@ -7,8 +7,9 @@ import sys
 import click
 
 from ..analyses.dledger import compare_peers
+from ..errors import EXIT_PROBLEMS
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS
+from ._params import broker_conf
 from .output import emit, emit_document, format_option, handle_errors, print_kv
 
 PEER_COLUMNS = ("peer", "self_id", "role", "entries", "last_index", "last_term", "data_end", "committed_index",
@@ -29,7 +30,7 @@ def dledger_peers(stores, fmt):
     """
     if len(stores) < 2:
         raise click.UsageError("give at least two stores (peers of one DLedger group)")
-    opened = [Store.open(s) for s in stores]
+    opened = [Store.open(s, conf=broker_conf()) for s in stores]
     try:
         rep = compare_peers(opened, labels=list(stores))
     finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._params import OFFSET, POSITIVE_INT, store_argument
+from ._params import OFFSET, POSITIVE_INT, broker_conf, store_argument
 from .output import emit, emit_document, handle_errors, note
 
 DEFAULT_LENGTH = 256
@@ -35,7 +35,7 @@ def dump(store, offset, length, snap, fmt):
     from ..analyses.dump import enclosing_record, field_overlay, hexdump_lines
     from ..store import Store
 
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     cl = st.commitlog
     f, _ = cl.locate(offset)
     rec = enclosing_record(cl, offset)

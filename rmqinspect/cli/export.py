@@ -7,8 +7,8 @@ import sys
 import click
 
 from ..analyses.rows import RowFilter
-from ..store.errors import EXIT_PROBLEMS, RmqInspectError
-from ._params import TIME, TIME_FORMS, jobs_option
+from ..errors import EXIT_PROBLEMS, EngineUnavailableError
+from ._params import TIME, TIME_FORMS, broker_conf, jobs_option
 from .output import (
     emit_document,
     format_option,
@@ -22,10 +22,6 @@ from .output import (
     topic_names,
     warn,
 )
-
-
-class EngineUnavailableError(RmqInspectError):
-    exit_code = 5  # like an I/O failure: the environment, not the data, is at fault
 
 
 @click.command("export")
@@ -66,10 +62,10 @@ def export(stores, out, engine, master, with_body, topics, since, until, labels,
             from ..analyses.export import export_local, file_tasks
             from ..store.walk.parallel import default_jobs
 
-            total = sum(t.size for t in file_tasks(stores, labels or None))
+            total = sum(t.size for t in file_tasks(stores, labels or None, conf=broker_conf()))
             with progress(total, "exporting", fmt == "table") as advance:
                 res = export_local(stores, out, labels=labels or None, with_body=with_body, flt=flt,
-                                   advance=advance, jobs=jobs or default_jobs())
+                                   advance=advance, jobs=jobs or default_jobs(), conf=broker_conf())
         else:
             from ..spark.session import SparkUnavailableError
 
@@ -80,7 +76,8 @@ def export(stores, out, engine, master, with_body, topics, since, until, labels,
                 spark = get_session(master)
             except (ImportError, SparkUnavailableError) as e:
                 raise EngineUnavailableError(str(e)) from e
-            res = export_spark(spark, stores, out, labels=labels or None, with_body=with_body, flt=flt)
+            res = export_spark(spark, stores, out, labels=labels or None, with_body=with_body, flt=flt,
+                               conf=broker_conf())
     except ValueError as e:
         raise click.UsageError(str(e)) from e
     for d in res.damage:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._params import OFFSET, broker_version_option_for, offsets_file_option, store_argument
+from ._params import OFFSET, broker_conf, broker_version_option_for, offsets_file_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, layout, ms_to_iso, no_match, note, print_kv
 
 TABLE_COLUMNS = ("physical_offset", "file", "position", "record", "topic", "queue_id", "queue_offset", "uniq_key")
@@ -48,7 +48,7 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
         raise click.UsageError("give exactly one of --key (with --topic), --msgid, --uniq-key, --offset")
     if key is not None and not topic:
         raise click.UsageError("--key needs --topic (the index key is TOPIC#KEY)")
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     svc = IndexService.for_store(st)
     asked = records_asked(st, svc, key=key, topic=topic, msg_id=msg_id, uniq_key=uniq_key, offset=offset,
                           broker_version=broker_version)

@@ -6,14 +6,15 @@ import sys
 
 import click
 
+from ..errors import EXIT_PROBLEMS
 from ..store import Store
 from ..store.detect import detect_store
-from ..store.errors import EXIT_PROBLEMS
 from ._params import (
     CALENDAR_TIME,
     JAVA_INT_MAX,
     TIME_FORMS,
     FiniteFloatRange,
+    broker_conf,
     broker_version_option,
     offsets_file_option,
     store_argument,
@@ -62,7 +63,7 @@ def gc(store, dry_run, now, file_reserved_hours, delete_when, disk_ratio, disk_m
             zone = ZoneInfo(tz)
         except Exception:
             raise click.BadParameter(f"unknown time zone {tz!r}", param_hint="--tz") from None
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     settings = GcSettings(now if now is not None else int(_time.time() * 1000), file_reserved_hours, delete_when,
                           disk_ratio, disk_max_used_ratio, clean_file_forcibly_enable=not no_clean_forcibly,
                           manual=manual, tz=zone, broker_major=detect_store(st, broker_version).major,

@@ -13,8 +13,8 @@ from ..analyses.lookup.explain import explain_missing
 from ..analyses.lookup.fates import mark_fates, recovery_view, reindexed_hits, restore_as_recovered
 from ..analyses.lookup.msgid import MsgIdReport, decode_msg_id, find_msg_id
 from ..analyses.lookup.query import DEFAULT_MAX_MSGS_NUM_BATCH, JAVA_LONG_MAX, IndexService, query_message
+from ..errors import RmqInspectError, StoreNotFoundError
 from ..store import Store
-from ..store.errors import RmqInspectError, StoreNotFoundError
 from ..store.rip82 import RIP82_DIR, rip82_dir
 from ._params import (
     INDEX_MAX,
@@ -23,6 +23,7 @@ from ._params import (
     POSITIVE_INT,
     TIME,
     TIME_FORMS,
+    broker_conf,
     check_index_geometry,
     conf_setting,
     release_option,
@@ -136,7 +137,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
     """
     if as_recovered and no_fate:
         raise click.UsageError("--as-recovered needs the recovery model, which --no-fate turns off")
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     if tiered or (index_dir is None and not os.path.isdir(st.layout.index_dir)
                   and os.path.isdir(os.path.join(st.root, "tiered_index_file"))):
         from .tiered_index import tiered_index_lookup
@@ -289,7 +290,7 @@ def msgid(msg_id, store, topic, as_recovered, index_dir, index_slots, index_max,
         raise click.BadParameter(interpretations[0]["error"], param_hint="MSG_ID")
     rep = MsgIdReport(msg_id, interpretations)
     if store:
-        st = Store.open(store)
+        st = Store.open(store, conf=broker_conf())
         view = _recovery_view(st, required=as_recovered, version=broker_version)
         rep = find_msg_id(st, _service(st, index_dir, index_slots, index_max), msg_id, topic, _max_batch(max_batch),
                           view, as_recovered)
@@ -363,7 +364,7 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
     if len(given) != 1:
         raise click.UsageError("give exactly one of --key, --uniq-key, --msg-id")
     kind, value = given[0]
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     svc = _service(st, index_dir, index_slots, index_max)
     rep = explain_missing(st, svc, topic, value, kind, begin, end, max_num, _max_batch(max_batch), scan_bytes,
                           _recovery_view(st, required=as_recovered, version=broker_version), as_recovered)

@@ -22,14 +22,14 @@ import click
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from .. import __version__
-from ..store.errors import EXIT_CODES_HELP
+from ..errors import EXIT_CODES_HELP
 
 # name -> (module in rmqinspect.cli, the one-line help `rmqinspect --help` shows). Add a line to add a command.
 COMMANDS: dict[str, tuple[str, str]] = {
     "batch-cq": ("batch_cq", "List BatchConsumeQueue entries (batchconsumequeue/, 46-byte entries, 5.x "
                              "queue.type=BatchCQ)."),
     "compact-index": ("tiered_index", "Convert unsealed tiered index files into the compacted layout."),
-    "config": ("broker_config", "Decode config/*.json (topics, subscription groups, consumer offsets, delay "
+    "config": ("config", "Decode config/*.json (topics, subscription groups, consumer offsets, delay "
                                 "offsets)."),
     "consumer-lag": ("recover", "Per consumer group and queue: committed offset against the queue's max offset "
                                 "before and after the broker's recovery."),

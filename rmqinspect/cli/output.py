@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from ..store.errors import EXIT_CORRUPT, EXIT_IO, RmqInspectError, StoreNotFoundError
+from ..errors import EXIT_CORRUPT, EXIT_IO, RmqInspectError, StoreNotFoundError
 from .lifecycle import Interrupted, release_frames
 
 FORMAT_CHOICES = ("table", "json", "ndjson")
@@ -354,7 +354,7 @@ def topic_names(store_root: str, rocksdb_rows: bool = True) -> list[str]:
                 from ..store.rocksdb_cq import list_rocksdb_queues
 
                 names.update(q.topic for q in list_rocksdb_queues(path))
-    from ..store.brokerconfig import load_config_file, topic_rows
+    from ..store.config_files import load_config_file, topic_rows
 
     with contextlib.suppress(OSError):
         load = load_config_file(os.path.join(store_root, "config"), "topics.json")
@@ -451,33 +451,6 @@ def debug_enabled() -> bool:
     return _debug[0] or os.environ.get("RMQINSPECT_DEBUG", "") not in ("", "0")
 
 
-# local names that, in the frame that failed, say which file and position was being read
-_PATH_NAMES = ("path", "file_path", "filename", "fname", "file")
-_OFFSET_NAMES = ("offset", "phy_offset", "physical_offset", "pos", "position", "file_offset")
-
-
-def _where(tb) -> str:
-    """Best effort "file @ offset" for an unexpected exception: the innermost rmqinspect frame that holds a
-    path (a local, or ``self.path``) and, in that frame, an offset."""
-    frames = []
-    while tb is not None:
-        frames.append(tb.tb_frame)
-        tb = tb.tb_next
-    for f in reversed(frames):
-        if not f.f_globals.get("__name__", "").startswith("rmqinspect"):
-            continue
-        loc = f.f_locals
-        path = next((loc[k] for k in _PATH_NAMES if isinstance(loc.get(k), (str, os.PathLike))), None)
-        if path is None:
-            path = getattr(loc.get("self"), "path", None)
-        if not isinstance(path, (str, os.PathLike)):
-            continue
-        offset = next((loc[k] for k in _OFFSET_NAMES if isinstance(loc.get(k), int)
-                       and not isinstance(loc.get(k), bool)), None)
-        return os.fspath(path) + (f" @ {offset}" if offset is not None else "")
-    return ""
-
-
 def _innermost(tb) -> str:
     last = None
     while tb is not None:
@@ -493,20 +466,20 @@ def _innermost(tb) -> str:
 def describe_unexpected(e: BaseException) -> tuple[str, int]:
     """The one stderr line and exit code for an exception that no reader turned into a typed error.
 
-    Numbers read from the store that no check caught end up here as ValueError / OverflowError / IndexError
-    / struct.error ...: they are damage at the place named (exit 4). A MemoryError is a size or count too
-    large to hold (from the store or an option), never an empty message."""
-    where = _where(e.__traceback__)
+    Readers name the file and offset of damage themselves (``CorruptDataError``, through ``errors.unpack_at``):
+    an exception arriving here untyped is a value no check caught, said as unreadable data (exit 4) with the
+    place in the code it came from, never a file guessed from the code's variables. A MemoryError is a size or
+    count too large to hold (from the store or an option), never an empty message."""
     inner = _innermost(e.__traceback__)
     if isinstance(e, MemoryError):
         detail = str(e) or "no detail"
-        msg = (f"{where + ': ' if where else ''}too large to hold in memory ({detail}): a size or count read "
-               f"from the store, or given as an option, is absurd")
+        msg = (f"too large to hold in memory ({detail}): a size or count read from the store, or given as an "
+               f"option, is absurd")
     elif isinstance(e, RecursionError):
-        msg = f"{where + ': ' if where else ''}data nested too deeply to read"
+        msg = "data nested too deeply to read"
     else:
         text = str(e) or type(e).__name__
-        msg = f"{where + ': ' if where else ''}unreadable data ({type(e).__name__}: {text})"
+        msg = f"unreadable data ({type(e).__name__}: {text})"
     if inner:
         msg += f" [in {inner}; --debug shows the traceback]"
     return msg, EXIT_CORRUPT
@@ -520,7 +493,7 @@ def _stopped(e: BaseException) -> str:
 def handle_errors(fn: Callable) -> Callable:
     """The error contract, in one place: every exception escaping a command becomes ONE line on stderr
     (``rmqinspect: error: FILE @ OFFSET: what``, plus where the output stopped when it had started) and the
-    documented exit code (store/errors.py); ``--debug`` adds the traceback. Usage errors stay click's (2)."""
+    documented exit code (errors.py); ``--debug`` adds the traceback. Usage errors stay click's (2)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):

@@ -8,9 +8,10 @@ import sys
 
 import click
 
+from ..errors import EXIT_PROBLEMS
 from ..store import Store
 from ..store.broker_conf import read_broker_conf
-from ..store.errors import EXIT_PROBLEMS
+from ._params import broker_conf
 from .output import emit, emit_document, format_option, handle_errors, print_kv
 
 REPLICA_COLUMNS = ("replica", "mode", "role", "broker_id", "min_offset", "max_offset", "messages", "confirm",
@@ -85,7 +86,7 @@ def peers(stores, confs, master, list_messages, fmt):
         raise click.UsageError(f"--conf given {len(confs)} times for {len(stores)} stores: give one per store, in "
                                "order, or none")
     parsed = [read_broker_conf(c) for c in confs] if confs else None
-    opened = [Store.open(s) for s in stores]
+    opened = [Store.open(s, conf=broker_conf()) for s in stores]
     try:
         dledger = [st.layout.dledger is not None for st in opened]
         if all(dledger):

@@ -7,11 +7,22 @@ import functools
 
 import click
 
-from ..analyses.rebuild_run import PROBLEM_STOPS, dispatch_version, rebuild, record_around
+from ..analyses.rebuild import PROBLEM_STOPS, dispatch_version, rebuild, record_around
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS
+from ..errors import EXIT_PROBLEMS
 from ..store.walk.parallel import default_jobs
-from ._params import CQ_FILE_SIZE, check_index_geometry, INDEX_MAX, INDEX_SLOTS, NON_NEGATIVE_LONG, OFFSET, broker_version_option_for, jobs_option, store_argument
+from ._params import (
+    CQ_FILE_SIZE,
+    INDEX_MAX,
+    INDEX_SLOTS,
+    NON_NEGATIVE_LONG,
+    OFFSET,
+    broker_conf,
+    broker_version_option_for,
+    check_index_geometry,
+    jobs_option,
+    store_argument,
+)
 from .output import emit, emit_document, format_option, handle_errors, note, print_kv, progress, warn
 
 QUEUE_COLUMNS = ("topic", "queue_id", "rebuilt_entries", "store_entries", "matching", "missing", "extra", "wrong",
@@ -69,7 +80,7 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
         from .spark import spark_session
 
         dispatch = functools.partial(rebuild_spark, spark_session(master))
-    with Store.open(store) as st:
+    with Store.open(store, conf=broker_conf()) as st:
         for name, at in (("--from", from_), ("--to", to)):  # a boundary inside a record is no boundary
             rec = record_around(st, at) if at is not None else None
             if rec is not None:

@@ -10,13 +10,14 @@ import click
 from ..analyses.offsets import lost_window
 from ..analyses.recovery import RecoveryOptions, plan_recovery
 from ..analyses.salvage import salvage
+from ..errors import EXIT_PROBLEMS, EXIT_USAGE
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS, EXIT_USAGE
 from ..store.layout import ensure_output_outside
 from ..store.walk.parallel import default_jobs
 from ._params import (
     CQ_FILE_SIZE,
     RELEASE_RULES_HELP,
+    broker_conf,
     broker_version_option_for,
     jobs_option,
     max_body_option,
@@ -32,7 +33,7 @@ mode_option = click.option("--mode", type=click.Choice(("auto", "normal", "abnor
 
 def _plan(store, broker_version, check_crc=True, index_safe=False, mode="auto", keep_redispatch=False,
           cq_file_size=None, jobs=None):
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     plan = plan_recovery(st, RecoveryOptions(version=broker_version, check_crc=check_crc, index_safe=index_safe,
                                              force_mode=None if mode == "auto" else mode,
                                              keep_redispatch=keep_redispatch, cq_file_size=cq_file_size,
@@ -143,8 +144,8 @@ def _render_controller(ha: dict | None) -> None:
 
 
 def _totals(plan) -> dict:
-    """The headline numbers, each the sum of the details it labels (issue 11: a headline that is not the sum
-    of the table under it reads as a contradiction)."""
+    """The headline numbers, each the sum of the details it labels (a headline that is not the sum of the table
+    under it reads as a contradiction)."""
     lost = plan.messages_lost
     return {
         # per queue: entries the recovery cuts from the consume queue (sum of consume_queues[].entries_cut)
@@ -226,7 +227,7 @@ def _render(plan, lw) -> None:
         ("per topic", f"{lost.get('per_topic', {})} (intact records past truncation, plus damaged regions that "
          "held a cut consume-queue entry)"),
     ] + _combine_rows(plan) + [("note", n) for n in plan.notes])
-    if plan.dledger is not None:  # DLedger mode (issue 14): DLedger's own recovery decides the offsets
+    if plan.dledger is not None:  # DLedger mode: DLedger's own recovery decides the offsets
         d = plan.dledger
         print_kv("DLedger recovery", [
             ("member", d.self_id), ("ledger", f"index {d.ledger_begin_index} .. {d.ledger_end_index}, last term "
@@ -307,7 +308,7 @@ def salvage_cmd(store, out_path, broker_version, body, max_body_bytes, jobs, fmt
     codes, keep candidates that are self-consistent (size bounds, stored physical offset, CRC, queue-offset
     monotonicity), classify each damaged region (torn tail, zero page, CRC mismatch, stale data, missing
     file). Never writes into STORE. Exit 1 when messages would be lost."""
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     if out_path is not None:
         ensure_output_outside(st, out_path)
     jobs = jobs or default_jobs()

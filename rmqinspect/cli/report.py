@@ -1,4 +1,4 @@
-"""`report`: the post-mortem of one or more stores as one self-contained HTML page (issue 15)."""
+"""`report`: the post-mortem of one or more stores as one self-contained HTML page."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 import click
 
 from .. import __version__
-from ..store.errors import UnsafeOutputError
+from ..errors import UnsafeOutputError
 from ._params import TIME, accepts_v2, broker_conf, broker_version_option_for
 from .output import handle_errors, progress, warn
 
@@ -51,7 +51,7 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
     from ..store.layout import ensure_output_outside
 
     require_plotly()  # before minutes of scanning
-    opened = [Store.open(p) for p in stores]
+    opened = [Store.open(p, conf=broker_conf()) for p in stores]
     for st in opened:
         ensure_output_outside(st, out_path)
     if os.path.isdir(out_path):

@@ -6,9 +6,9 @@ import sys
 
 import click
 
+from ..errors import EXIT_PROBLEMS
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS
-from ._params import NON_NEGATIVE_LONG, QUEUE_ID, broker_version_option, store_argument
+from ._params import NON_NEGATIVE_LONG, QUEUE_ID, broker_conf, broker_version_option, store_argument
 from .output import emit, format_option, handle_errors, no_match, warn
 
 CQ_COLUMNS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "tags_code", "store_timestamp")
@@ -36,7 +36,7 @@ def rocksdb_cq(store, topic, queue_id, from_, count, list_only, offsets, compare
     """
     from ..store.rocksdb_cq import RocksDBConsumeQueueStore
 
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     with RocksDBConsumeQueueStore(st.layout.consumequeue_dir) as db:
         every = list(db.queues())
         qs = [q for q in every if (topic is None or q.topic == topic) and (queue_id is None or q.queue_id == queue_id)]

@@ -7,8 +7,8 @@ import sys
 import click
 
 from ..analyses.rows import RowFilter
-from ..store.errors import EXIT_PROBLEMS
-from ._params import NON_NEGATIVE_LONG, TIME, TIME_FORMS
+from ..errors import EXIT_PROBLEMS
+from ._params import NON_NEGATIVE_LONG, TIME, TIME_FORMS, broker_conf
 from .export import EngineUnavailableError
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, print_kv
 
@@ -105,7 +105,7 @@ def verify_cmd(stores, master, labels, fmt):
     blank record and zero tail) plus file geometry, as one report. Exit 1 when problems are found."""
     from ..spark.jobs import verify
 
-    rep = verify(spark_session(master), stores, labels=_labels(labels, stores))
+    rep = verify(spark_session(master), stores, labels=_labels(labels, stores), conf=broker_conf())
     emit_document(rep, fmt, _render_verify)
     if not rep["ok"]:
         sys.exit(EXIT_PROBLEMS)
@@ -134,7 +134,8 @@ def diff_cmd(stores, master, labels, limit, fmt):
 
     if len(stores) < 2:
         raise click.UsageError("diff needs at least two replica stores")
-    rep = diff(spark_session(master), stores, labels=_labels(labels, stores), limit=limit).to_dict()
+    rep = diff(spark_session(master), stores, labels=_labels(labels, stores), limit=limit,
+               conf=broker_conf()).to_dict()
     emit_document(rep, fmt, _render_diff)
     if rep["by_offset"] or rep["by_uniq_key"]:
         sys.exit(EXIT_PROBLEMS)
@@ -176,7 +177,7 @@ def dledger_peers_cmd(group_dirs, group_specs, master, fmt):
     the run exits with that error's code."""
     from ..spark.jobs import DLedgerGroup, dledger_group_dir, dledger_peers
 
-    groups = [dledger_group_dir(d) for d in group_dirs]
+    groups = [dledger_group_dir(d, broker_conf()) for d in group_dirs]
     for spec in group_specs:
         name, sep, peers = spec.partition("=")
         if not sep or not name or not peers:
@@ -190,7 +191,7 @@ def dledger_peers_cmd(group_dirs, group_specs, master, fmt):
     names = [g.name for g in groups]
     if len(set(names)) != len(names):
         raise click.UsageError(f"group names repeat ({', '.join(names)}): name them with --group")
-    rows = dledger_peers(spark_session(master), groups)
+    rows = dledger_peers(spark_session(master), groups, broker_conf())
     emit_document(rows, fmt, _render_dledger_peers)
     errors = [r["exit_code"] for r in rows if "error" in r]
     if errors:

@@ -6,7 +6,7 @@ import click
 
 from ..store import Store
 from ..store.detect import detect_store
-from ._params import broker_version_option, store_argument
+from ._params import broker_conf, broker_version_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, print_kv
 
 
@@ -22,7 +22,7 @@ def store_info(store, broker_version, fmt):
     __CRC32# properties, RocksDB files in consumequeue/, timerlog/, timerwheel, batchconsumequeue/,
     tiered_index_file/.
     """
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     d = detect_store(st, broker_version)
     doc = d.to_dict()
     doc["ha"] = _ha(st)
@@ -31,7 +31,7 @@ def store_info(store, broker_version, fmt):
         print_kv("store", [("root", st.root), ("version guess", d.version_guess), ("version used", d.version),
                            ("consume queue", d.consume_queue_kind), ("release", d.release_sentence)]
                  + [("layout", x) for x in d.layout_sentences()])
-        if d.dledger:  # DLedger mode (issue 14)
+        if d.dledger:  # DLedger mode
             print_kv("DLedger", [(k, v) for k, v in d.dledger.items() if not isinstance(v, list)])
         _render_ha(doc["ha"])
         emit(({"signal": e.signal, "found": "yes" if e.found else "no", "implies": e.implies, "detail": e.detail}

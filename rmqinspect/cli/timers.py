@@ -7,10 +7,10 @@ import sys
 
 import click
 
+from ..errors import EXIT_PROBLEMS, StoreNotFoundError
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS, StoreNotFoundError
 from ..store.rip82 import RIP82_DIR, rip82_dir
-from ._params import POSITIVE_INT, TIME, TIME_FORMS, broker_version_option, store_argument
+from ._params import POSITIVE_INT, TIME, TIME_FORMS, broker_conf, broker_version_option, store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, no_match, print_kv, topic_names, warn
 
 
@@ -37,7 +37,7 @@ def timers(store, topic, due_before, pending, precision_ms, rip82, broker_versio
     """
     from ..analyses.timers import list_timers
 
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     if rip82 or (not os.path.isdir(os.path.join(st.root, "timerlog")) and rip82_dir(st.root) is not None):
         _rip82_timers(st, due_before, fmt)
         return

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from ..store.errors import EXIT_PROBLEMS
-from ._params import TIME, TIME_FORMS, broker_version_option_for, offsets_file_option, store_argument
+from ..errors import EXIT_PROBLEMS
+from ._params import TIME, TIME_FORMS, broker_conf, broker_version_option_for, offsets_file_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv, warn
 
 TABLE_COLUMNS = ("physical_offset", "state", "real_topic", "uniq_key", "check_count", "after_restart")
@@ -60,7 +60,7 @@ def txn(store, topic, key, msg_id, states, since, until, summary_only, no_restar
     from ..analyses.txn import checker_progress, scan_transactions
     from ..store import Store
 
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     plan = None
     if not no_restart:
         from ..analyses.recovery import RecoveryOptions, plan_recovery

@@ -7,10 +7,10 @@ import sys
 import click
 
 from ..analyses.verify import ALL_CHECKS, read_bytes, verify
+from ..errors import EXIT_PROBLEMS
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS
 from ..store.walk.parallel import default_jobs
-from ._params import POSITIVE_LONG, accepts_v2, broker_version_option_for, jobs_option, store_argument
+from ._params import POSITIVE_LONG, accepts_v2, broker_conf, broker_version_option_for, jobs_option, store_argument
 from .output import dumps, emit, format_option, handle_errors, print_kv, progress
 
 PROBLEM_COLUMNS = ("check", "kind", "start", "end", "count", "file", "position", "reason")
@@ -53,7 +53,7 @@ def verify_cmd(store, checks, max_errors, broker_version, index_slots, index_max
       rmqinspect verify STORE
       rmqinspect verify STORE --checks crc,structure --format ndjson
     """
-    st = Store.open(store)
+    st = Store.open(store, conf=broker_conf())
     # the bar's total: the bytes verify reads (commit log, consume queues, index items), each once
     total = sum(read_bytes(st, checks).values()) if fmt == "table" else 0
     with progress(total, "verifying", fmt == "table") as advance:

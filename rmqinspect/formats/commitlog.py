@@ -218,10 +218,6 @@ body_crc = crc32_value
 # --- encoding (used by the project's own writer) ------------------------------------------------
 
 
-def encode_host(ip: bytes, port: int) -> bytes:
-    return ip + INT32.pack(port)
-
-
 def encode_record(
     *,
     queue_id: int,

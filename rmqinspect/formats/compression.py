@@ -12,6 +12,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from ..errors import DecodeError
 from .constants import CompressionType
 
 DEFAULT_BODY_LIMIT = 16 << 20  # bytes of decompressed body kept; 4x RocketMQ's default maxMessageSize
@@ -27,7 +28,7 @@ class Decompressed:
 
 def decompress_body(codec: CompressionType, body: bytes, limit: int = DEFAULT_BODY_LIMIT) -> Decompressed:
     """Decompress ``body`` with ``codec``, keeping at most ``limit`` bytes (memory stays O(limit)).
-    Raises ValueError when the codec fails or the stream ends early."""
+    Raises DecodeError (a ValueError) when the codec fails or the stream ends early."""
     if limit < 0:
         raise ValueError(f"decompression limit {limit} is negative")
     try:
@@ -37,11 +38,13 @@ def decompress_body(codec: CompressionType, body: bytes, limit: int = DEFAULT_BO
             return _zstd(body, limit)
         if codec == CompressionType.LZ4:
             return _lz4(body, limit)
-    except ValueError:
+    except DecodeError:
         raise
+    except ValueError as e:  # the codec's own refusal, said as it says it
+        raise DecodeError(str(e)) from e
     except Exception as e:  # noqa: BLE001 - any codec failure is a data problem
-        raise ValueError(f"{codec.name} body does not decompress: {e}") from e
-    raise ValueError(f"unknown compression codec {codec}")
+        raise DecodeError(f"{codec.name} body does not decompress: {e}") from e
+    raise DecodeError(f"unknown compression codec {codec}")
 
 
 def _zlib(body: bytes, limit: int) -> Decompressed:
@@ -49,11 +52,11 @@ def _zlib(body: bytes, limit: int) -> Decompressed:
     try:
         out = d.decompress(body, limit + 1)  # max_length 0 would mean unbounded: ask for one byte more
     except zlib.error as e:
-        raise ValueError(f"ZLIB body does not decompress: {e}") from e
+        raise DecodeError(f"ZLIB body does not decompress: {e}") from e
     if len(out) > limit:
         return Decompressed(out[:limit], True, limit)
     if not d.eof:
-        raise ValueError("ZLIB body does not decompress: incomplete or truncated stream")
+        raise DecodeError("ZLIB body does not decompress: incomplete or truncated stream")
     return Decompressed(out, False, limit)
 
 
@@ -85,5 +88,5 @@ def _lz4(body: bytes, limit: int) -> Decompressed:
     if len(data) > limit:
         return Decompressed(data[:limit], True, limit)
     if not d.eof:
-        raise ValueError("LZ4 body does not decompress: incomplete frame")
+        raise DecodeError("LZ4 body does not decompress: incomplete frame")
     return Decompressed(data, False, limit)

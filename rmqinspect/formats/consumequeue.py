@@ -30,15 +30,6 @@ def mapped_cq_file_size(file_size: int) -> int:
     return max(CQ_STORE_UNIT_SIZE, round_cq_file_size(file_size))
 
 
-def is_valid_entry(physical_offset: int, size: int) -> bool:
-    """The validity test used by recovery, truncation and the last-offset scan."""
-    return physical_offset >= 0 and size > 0
-
-
-def is_pre_blank(physical_offset: int, size: int, tags_code: int) -> bool:
-    return physical_offset == 0 and size == PRE_BLANK_SIZE and tags_code == 0
-
-
 def is_ext_address(tags_code: int) -> bool:
     return tags_code <= CQ_EXT_MAX_ADDR
 

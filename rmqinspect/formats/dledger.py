@@ -71,12 +71,6 @@ VOTE_LEADER_KEY = "voteLeader"
 RECOVER_FROM_FILES_FROM_END = 3
 
 
-def physical_offset_of(entry_pos: int) -> int:
-    """RocketMQ's physical offset of the message in the entry at ``entry_pos`` (DLedgerCommitLog's append hook
-    writes it into the record's PHYSICALOFFSET field; consume queues, index files and msgIds use it)."""
-    return entry_pos + BODY_OFFSET
-
-
 def __getattr__(name: str):
     # The construct schemas (DLedgerEntryHeader, DLedgerIndexUnit) are built on first use: store/layout.py reads
     # this module's path constants for every command, and construct costs ~17 ms to import.

@@ -65,10 +65,6 @@ class UniqKey:
     millis_since_month_start: int
     counter: int
 
-    def month_start_estimate(self, born_timestamp: int) -> int:
-        return born_timestamp - self.millis_since_month_start
-
-
 def decode_uniq_key(uniq: str) -> UniqKey:
     s = uniq.strip()
     if len(s) not in (32, 56):

@@ -17,6 +17,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from ..errors import DecodeError
+
 CF_INDEX = "default"
 CF_TIMER = "timer"
 CF_TRANS = "trans"
@@ -54,17 +56,18 @@ def index_value(store_time: int) -> bytes:
 
 
 def parse_index(key: bytes, value: bytes) -> IndexRecord:
-    """``ValueError`` for a meta key or a malformed record. The topic, key and tag may hold ``@`` only where
-    the broker would not split them (topics cannot; keys are KEYS tokens): the parts are split from both ends."""
+    """``DecodeError`` (a ValueError) for a meta key or a malformed record. The topic, key and tag may hold ``@``
+    only where the broker would not split them (topics cannot; keys are KEYS tokens): the parts are split from both
+    ends."""
     if len(key) < 18 or len(value) != 8 or key[8:9] != SEP or key[-9:-8] != SEP:
-        raise ValueError("not an index record")
+        raise DecodeError("not an index record")
     parts = key[9:-9].decode("utf-8").split("@")
     offset_py = _I64.unpack_from(key, len(key) - 8)[0]
     (store_time,) = _I64.unpack(value)
     if len(parts) == 3 and parts[1] == INDEX_UNIQUE_TYPE:
         return IndexRecord(parts[0], INDEX_UNIQUE_TYPE, "", parts[2], offset_py, store_time)
     if len(parts) < 4 or parts[1] not in (INDEX_KEY_TYPE, INDEX_TAG_TYPE):
-        raise ValueError("not an index record")
+        raise DecodeError("not an index record")
     return IndexRecord(parts[0], parts[1], "@".join(parts[2:-1]), parts[-1], offset_py, store_time)
 
 
@@ -86,7 +89,7 @@ def timer_value(size_py: int, offset_py: int) -> bytes:
 
 def parse_timer(key: bytes, value: bytes) -> TimerRecord:
     if len(key) < 8 or len(value) != _TIMER_VALUE.size:
-        raise ValueError("not a timer record")
+        raise DecodeError("not a timer record")
     size_py, offset_py = _TIMER_VALUE.unpack(value)
     return TimerRecord(_I64.unpack_from(key, 0)[0], key[8:].decode("utf-8"), size_py, offset_py)
 
@@ -110,7 +113,7 @@ def trans_value(check_times: int, size_py: int) -> bytes:
 
 def parse_trans(key: bytes, value: bytes) -> TransRecord:
     if len(key) < 10 or key[8:9] != SEP or len(value) != _TRANS_VALUE.size:
-        raise ValueError("not a transaction record")
+        raise DecodeError("not a transaction record")
     topic, _, uniq = key[9:].decode("utf-8").partition("@")
     check_times, size_py = _TRANS_VALUE.unpack(value)
     return TransRecord(_I64.unpack_from(key, 0)[0], topic, uniq, check_times, size_py)

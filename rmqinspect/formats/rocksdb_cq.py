@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..errors import DecodeError
 from .fields import FieldTable
 
 if TYPE_CHECKING:
@@ -104,21 +105,21 @@ def cq_key(topic: str, queue_id: int, cq_offset: int) -> bytes:
 def _topic_of(key: bytes, without_topic: int) -> tuple[int, str]:
     """(topic byte length, topic) of a key whose fixed parts take ``without_topic`` bytes."""
     if len(key) < without_topic:
-        raise ValueError("key too short")
+        raise DecodeError("key too short")
     n, start = KEY_HEAD.unpack_from(key, 0)
     if n < 0 or len(key) != without_topic + n:
-        raise ValueError(f"key length {len(key)} does not match topic length {n}")
+        raise DecodeError(f"key length {len(key)} does not match topic length {n}")
     if start != CTRL_1:
-        raise ValueError("missing CTRL_1 separator")
+        raise DecodeError("missing CTRL_1 separator")
     return n, key[KEY_HEAD.size:KEY_HEAD.size + n].decode("utf-8", "replace")
 
 
 def parse_cq_key(key: bytes) -> tuple[str, int, int]:
-    """(topic, queue_id, cq_offset); ValueError on anything that is not a CQ key."""
+    """(topic, queue_id, cq_offset); DecodeError (a ValueError) on anything that is not a CQ key."""
     n, topic = _topic_of(key, CQ_KEY_LENGTH_WITHOUT_TOPIC_BYTES)
     end, queue_id, queue_id_end, cq_offset = CQ_KEY_TAIL.unpack_from(key, KEY_HEAD.size + n)
     if end != CTRL_1 or queue_id_end != CTRL_1:
-        raise ValueError("missing CTRL_1 separator")
+        raise DecodeError("missing CTRL_1 separator")
     return topic, queue_id, cq_offset
 
 
@@ -132,7 +133,7 @@ def parse_offset_key(key: bytes) -> tuple[str, str, int]:
     n, topic = _topic_of(key, OFFSET_KEY_LENGTH_WITHOUT_TOPIC_BYTES)
     end, kind, kind_end, queue_id = OFFSET_KEY_TAIL.unpack_from(key, KEY_HEAD.size + n)
     if end != CTRL_1 or kind_end != CTRL_1:
-        raise ValueError("missing CTRL_1 separator")
+        raise DecodeError("missing CTRL_1 separator")
     return topic, kind.decode("ascii", "replace"), queue_id
 
 

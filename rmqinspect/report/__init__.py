@@ -7,15 +7,11 @@ whose JavaScript is embedded in the page) and imports nothing above analyses. pl
 
 from __future__ import annotations
 
-from ..store.errors import EXIT_USAGE, RmqInspectError
+from ..errors import ReportDependencyError
 
 INSTALL_HINT = "pip install 'rmqinspect[report]'"
 
 
-class ReportDependencyError(RmqInspectError):
-    """The optional plotting library is not installed (exit code 2: the command cannot run as installed)."""
-
-    exit_code = EXIT_USAGE
 
 
 def require_plotly():

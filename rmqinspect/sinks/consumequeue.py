@@ -105,7 +105,7 @@ class ConsumeQueueWriter:
         the first one past maxPhysicOffset - always so for a sequential walk past the queue's first entry) the bytes
         are appended in one go, with exactly the state changes ``put`` makes entry by entry. ``dense``: the caller
         has checked that the queue offsets are consecutive and the entries' ends (offset + size) increase (a worker
-        of the parallel rebuild does, ``analyses.rebuild_run.RecordingCQ``), so only the first entry is checked
+        of the parallel rebuild does, ``analyses.rebuild.RecordingCQ``), so only the first entry is checked
         against the queue here."""
         n = len(cq_offsets)
         if n == 0:

@@ -11,14 +11,15 @@ from dataclasses import dataclass, field
 from ..analyses.export import ExportResult, check_output_dir, file_tasks, write_file_task
 from ..analyses.fileverify import verify_file
 from ..analyses.rows import RowFilter
-from ..store.broker_conf import InBrokerConf
+from ..store.broker_conf import BrokerConf
 from .session import ScannerTally
 
 
 def messages_df(spark, stores: Sequence[str], *, labels: Sequence[str] | None = None, with_body: bool = False,
-                flt: RowFilter | None = None):
+                flt: RowFilter | None = None, conf: BrokerConf | None = None):
     """The ``rocketmq`` data source over several stores (one Spark partition per commitlog file)."""
-    file_tasks(stores, labels)  # a missing store or bad labels fail here, with file and exit code, not in Spark
+    # a missing store or bad labels fail here, with file and exit code, not in Spark
+    file_tasks(stores, labels, conf=conf)
     r = spark.read.format("rocketmq").option("paths", json.dumps([os.path.abspath(s) for s in stores]))
     if labels:
         r = r.option("labels", json.dumps(list(labels)))
@@ -34,12 +35,12 @@ def messages_df(spark, stores: Sequence[str], *, labels: Sequence[str] | None = 
 
 
 def export_spark(spark, stores: Sequence[str], out: str, *, labels=None, with_body: bool = False,
-                 flt: RowFilter | None = None) -> ExportResult:
+                 flt: RowFilter | None = None, conf: BrokerConf | None = None) -> ExportResult:
     """The same Parquet dataset as ``export_local``: N commitlog files = N Spark tasks, each scanning its file
     once and writing its rows with pyarrow straight from the Python worker (no row conversion through the
     JVM), returning its row count and the damage it met."""
-    check_output_dir(out, stores)
-    tasks = file_tasks(stores, labels, txn_states=True)
+    check_output_dir(out, stores, conf)
+    tasks = file_tasks(stores, labels, txn_states=True, conf=conf)
     # a Hadoop URI (hdfs://, s3a://) is passed through; a local path is made absolute for the executors
     target = out if "://" in out else os.path.abspath(out)
     if "://" not in out:
@@ -54,7 +55,7 @@ def export_spark(spark, stores: Sequence[str], out: str, *, labels=None, with_bo
 
     tally = ScannerTally("export")
     rdd = spark.sparkContext.parallelize(list(enumerate(tasks)), max(len(tasks), 1))
-    done = list(tally.watch(rdd.map(InBrokerConf(run)).collect()))
+    done = list(tally.watch(rdd.map(run).collect()))
     tally.warn()
     return ExportResult("spark", target, [t.store_path for t in tasks if t.index == 0], len(tasks),
                         sum(d["rows"] for d in done), [x for d in done for x in d["damage"]], dict(tally.counts))
@@ -136,15 +137,15 @@ def find(spark, stores: Sequence[str], values: Sequence[str], *, by: str = "any"
 # --- verify ---------------------------------------------------------------------------------------
 
 
-def verify(spark, stores: Sequence[str], *, labels=None) -> dict:
+def verify(spark, stores: Sequence[str], *, labels=None, conf: BrokerConf | None = None) -> dict:
     """The per-file record checks (``analyses.fileverify``) as one Spark task per commitlog file, plus the
     store-level geometry checks on the driver, gathered into one report."""
     from ..analyses.fileverify import store_level_problems
 
-    tasks = file_tasks(stores, labels)
+    tasks = file_tasks(stores, labels, conf=conf)
     rdd = spark.sparkContext.parallelize(tasks, max(len(tasks), 1))
     tally = ScannerTally("spark verify")
-    files = [d["file"] for d in tally.watch(rdd.map(InBrokerConf(_verify_task)).collect())]
+    files = [d["file"] for d in tally.watch(rdd.map(_verify_task).collect())]
     tally.warn()
     problems = []
     for first in (t for t in tasks if t.index == 0):
@@ -176,7 +177,8 @@ class DiffReport:
                 "by_offset": self.by_offset, "by_uniq_key": self.by_uniq_key}
 
 
-def diff(spark, stores: Sequence[str], *, labels=None, limit: int | None = None) -> DiffReport:
+def diff(spark, stores: Sequence[str], *, labels=None, limit: int | None = None, conf: BrokerConf | None = None
+         ) -> DiffReport:
     """Replicas of one broker (master/slaves): HA copies commitlog bytes, so the same physical offset must hold
     the same record (compared by whole-record crc32). Reports per offset which replicas hold which record, the
     first offset where they stop agreeing, and per UNIQ_KEY the replicas missing it."""
@@ -184,11 +186,11 @@ def diff(spark, stores: Sequence[str], *, labels=None, limit: int | None = None)
 
     if len(stores) < 2:
         raise ValueError("diff needs at least two replicas")
-    df = messages_df(spark, stores, labels=labels).select(
+    df = messages_df(spark, stores, labels=labels, conf=conf).select(
         "source", "physical_offset", "total_size", "record_crc32", "topic", "queue_id", "queue_offset",
         "uniq_key").cache()
     try:
-        labels_ = [t.source for t in file_tasks(stores, labels) if t.index == 0]
+        labels_ = [t.source for t in file_tasks(stores, labels, conf=conf) if t.index == 0]
         n = len(labels_)
         per = {r["source"]: r.asDict() for r in df.groupBy("source").agg(
             F.count(F.lit(1)).alias("messages"),
@@ -246,30 +248,31 @@ class DLedgerGroup:
     peers: list[str]
 
 
-def dledger_group_dir(path: str) -> DLedgerGroup:
+def dledger_group_dir(path: str, conf: BrokerConf | None = None) -> DLedgerGroup:
     """A directory holding one group's member copies: when it holds ``dledger-<selfId>`` member directories
     itself (every member's storePathRootDir on one host), those are the peers; otherwise each subdirectory is
     one peer's copy (a store root or its ``dledger-<selfId>`` directory), sorted by name. The group is named
     after the directory."""
-    from ..store.errors import StoreNotFoundError
+    from ..errors import StoreNotFoundError
     from ..store.layout import dledger_members
 
     path = os.path.normpath(path)
     if not os.path.isdir(path):
         raise StoreNotFoundError("no such directory (a group directory holds its peers' store copies)", path)
-    peers = dledger_members(path) or [os.path.join(path, n) for n in sorted(os.listdir(path))
+    peers = dledger_members(path, conf) or [os.path.join(path, n) for n in sorted(os.listdir(path))
                                       if os.path.isdir(os.path.join(path, n))]
     return DLedgerGroup(os.path.basename(os.path.abspath(path)), peers)
 
 
-def dledger_peers(spark, groups: Sequence[DLedgerGroup]) -> list[dict]:
+def dledger_peers(spark, groups: Sequence[DLedgerGroup], conf: BrokerConf | None = None) -> list[dict]:
     """``analyses.dledger.compare_peers`` for every group as one Spark task per group; one row per group:
     ``{"group": name, **PeersReport.to_dict()}`` - the document ``rmqinspect dledger-peers`` prints for the
     same peer paths - in the order given. Every peer's layout is checked on the driver first (a missing path
-    or a store not in DLedger mode fails here, naming the path); the executors open the absolute paths and
+    or a store not in DLedger mode fails here, naming the path); the executors open the absolute paths (with
+    ``conf``, the broker.conf given, handed to them with each group) and
     the report keeps the paths as written. A group whose data cannot be read gives a row with ``error`` (the
     message) and ``exit_code`` instead of the comparison."""
-    from ..store.errors import StoreNotFoundError
+    from ..errors import StoreNotFoundError
     from ..store.layout import StoreLayout
 
     names = [g.name for g in groups]
@@ -281,26 +284,26 @@ def dledger_peers(spark, groups: Sequence[DLedgerGroup]) -> list[dict]:
             raise ValueError(f"group {g.name}: {len(g.peers)} peer(s); a comparison needs two or more")
         roots = []
         for p in g.peers:
-            lay = StoreLayout.open(p)
+            lay = StoreLayout.open(p, conf)
             if lay.dledger is None:
                 raise StoreNotFoundError("not a DLedger-mode store (no dledger-<selfId>/data)", lay.root)
             roots.append(lay.root)
-        work.append((g.name, list(g.peers), [os.path.abspath(p) for p in g.peers], roots))
+        work.append((g.name, list(g.peers), [os.path.abspath(p) for p in g.peers], roots, conf))
     if not work:
         return []
-    return spark.sparkContext.parallelize(work, len(work)).map(InBrokerConf(_dledger_group_task)).collect()
+    return spark.sparkContext.parallelize(work, len(work)).map(_dledger_group_task).collect()
 
 
 def _dledger_group_task(item) -> dict:
     from rmqinspect.analyses.dledger import compare_peers
+    from rmqinspect.errors import RmqInspectError
     from rmqinspect.store import Store
-    from rmqinspect.store.errors import RmqInspectError
 
-    name, labels, paths, roots = item
+    name, labels, paths, roots, conf = item
     opened = []
     try:
         for p in paths:
-            opened.append(Store.open(p))
+            opened.append(Store.open(p, conf=conf))
         rep = compare_peers(opened, labels=labels)
     except RmqInspectError as e:
         return {"group": name, "error": str(e), "exit_code": e.exit_code}

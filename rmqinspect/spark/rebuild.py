@@ -1,6 +1,6 @@
 """``rebuild --engine spark``: the dispatcher walk of every commitlog file as its own Spark task.
 
-The tasks and the join are the local parallel engine's (``analyses.rebuild_run.file_dispatch_args``,
+The tasks and the join are the local parallel engine's (``analyses.rebuild.file_dispatch_args``,
 ``dispatch_file`` and ``join_file_dispatches``): each task dispatches one file with recording sinks and returns
 the consume-queue entries and index puts with their slot chains; the driver takes the results in commitlog order
 (``session.ordered_partitions``: as many files dispatched at once as the cluster has cores, a bounded number of
@@ -13,9 +13,8 @@ compiled extension).
 
 from __future__ import annotations
 
-from ..analyses.rebuild import RebuildOptions, RebuildReport
-from ..analyses.rebuild_run import dispatch_file, file_dispatch_args, join_file_dispatches
-from ..store.broker_conf import InBrokerConf
+from ..analyses.dispatcher import RebuildOptions, RebuildReport
+from ..analyses.rebuild import dispatch_file, file_dispatch_args, join_file_dispatches
 from ..store.commitlog import CommitLog
 from .session import ScannerTally, ordered_partitions
 
@@ -29,8 +28,9 @@ def rebuild_spark(spark, commitlog: CommitLog, cq, index, options: RebuildOption
         raise ValueError("--from/--to are not supported with --engine spark")
     # whole files (lo 0, hi None) with the index's slot count: the executors compute the slot chains
     slots = getattr(index, "slots", None) if opt.build_index else None
-    args = [(*a, 0, None, slots) for a in file_dispatch_args(commitlog, cq, index, opt)]
-    rdd = spark.sparkContext.parallelize(args, len(args)).map(InBrokerConf(dispatch_file))
+    args = [(*a, 0, None, slots, f.dledger) for a, f in zip(file_dispatch_args(commitlog, cq, index, opt),
+                                                            commitlog.files)]
+    rdd = spark.sparkContext.parallelize(args, len(args)).map(dispatch_file)
     tally = ScannerTally("rebuild")
     results = ordered_partitions(rdd)
     try:

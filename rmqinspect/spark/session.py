@@ -7,13 +7,10 @@ import sys
 import tempfile
 import zipfile
 
+from ..errors import SparkUnavailableError
 from ..store.scanner import PURE_PYTHON_ENV
 
 DEFAULT_MASTER = "local[*]"
-
-
-class SparkUnavailableError(RuntimeError):
-    """pyspark is not installed or Java cannot be started."""
 
 
 def _package_root() -> str:

@@ -19,9 +19,7 @@ import subprocess
 import tempfile
 import time
 
-
-class ClusterUnavailableError(RuntimeError):
-    """Java or pyspark is missing, or the cluster did not come up in time."""
+from ..errors import ClusterUnavailableError
 
 
 def free_port() -> int:

@@ -6,29 +6,40 @@ import os
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from .errors import RmqInspectError
+from ..errors import RmqInspectError
 from .layout import StoreLayout
 
 if TYPE_CHECKING:
+    from .broker_conf import BrokerConf
     from .checkpoint import CheckpointData
     from .commitlog import CommitLog
     from .dledger import DLedgerLog
 
 
 class Store:
-    """Entry point for library users: ``Store.open(path)``; everything is read lazily."""
+    """Entry point for library users: ``Store.open(path, conf=read_broker_conf(...))``; everything is read lazily.
+
+    ``conf`` is the broker's broker.conf (``store.broker_conf.BrokerConf``) when the caller has it: the readers
+    and analyses take its settings before inferring them from the files (a flag given to an analysis wins over
+    it). It travels with the store (``store.conf``, ``store.layout.conf``), never through process state."""
 
     def __init__(self, layout: StoreLayout, commitlog_file_size: int | None = None):
         self.layout = layout
         self._commitlog_file_size = commitlog_file_size
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, commitlog_file_size: int | None = None) -> "Store":
-        return cls(StoreLayout.open(path), commitlog_file_size)
+    def open(cls, path: str | os.PathLike, *, conf: BrokerConf | None = None,
+             commitlog_file_size: int | None = None) -> Store:
+        return cls(StoreLayout.open(path, conf=conf), commitlog_file_size)
 
     @property
     def root(self) -> str:
         return self.layout.root
+
+    @property
+    def conf(self) -> BrokerConf | None:
+        """The broker.conf the store was opened with, or None."""
+        return self.layout.conf
 
     @cached_property
     def commitlog(self) -> CommitLog:
@@ -36,8 +47,8 @@ class Store:
         from .commitlog import CommitLog
 
         size = self._commitlog_file_size
-        if size is None and (conf := configured("mappedFileSizeCommitLog")) is not None:
-            size = conf.value  # the broker.conf in effect (--broker-config) before inference from the files
+        if size is None and (conf := configured(self.conf, "mappedFileSizeCommitLog")) is not None:
+            size = conf.value  # the broker.conf (--broker-config) before inference from the files
         return CommitLog.open(self.layout, size)
 
     @cached_property
@@ -65,7 +76,7 @@ class Store:
         if "commitlog" in self.__dict__:
             self.commitlog.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -73,7 +84,7 @@ class Store:
 
 
 def __getattr__(name: str):
-    # CommitLog and CheckpointData pull in numpy; importing the package (store.errors, store.version) must not
+    # CommitLog and CheckpointData pull in numpy; importing the package (errors, store.version) must not
     if name == "CommitLog":
         from .commitlog import CommitLog
 

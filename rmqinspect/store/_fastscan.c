@@ -298,7 +298,7 @@ static PyObject *scan_entries(PyObject *self, PyObject *args) {
 
 /*
  * dispatch_fields: what the broker's dispatchers need from each record the scanner accepted, in bulk.
- * Mirrors rmqinspect.analyses.rebuild.dispatch_properties (MessageDecoder.string2messageProperties: pieces
+ * Mirrors rmqinspect.analyses.dispatcher.dispatch_properties (MessageDecoder.string2messageProperties: pieces
  * split on \x02, name up to the first \x01, name and value non-empty, later duplicates win) and Java
  * String.hashCode over the UTF-16 code units of the UTF-8 strings (formats/javahash.py). Strings that are
  * not strict UTF-8 (Python's decoder rules) are flagged DF_FALLBACK: Java's and Python's replacement rules

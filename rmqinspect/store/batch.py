@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import CorruptDataError, StoreNotFoundError
 from ..formats.batch import (
     BCQ_DTYPE,
     BCQ_FIELDS,
@@ -22,8 +23,7 @@ from ..formats.batch import (
 )
 from ..formats.consumequeue import CQ_EXT_MAX_ADDR, ext_real_offset
 from ..formats.properties import parse_properties
-from .broker_conf import Setting, configured
-from .errors import CorruptDataError, StoreNotFoundError
+from .broker_conf import BrokerConf, Setting, configured
 from .layout import is_offset_file_name, is_queue_dir_name
 from .mapped import MappedFile
 
@@ -47,13 +47,13 @@ def list_batch_queues(root: str) -> list[tuple[str, int, str]]:
 _ENTRY_COLUMNS = tuple(n for n, _ in BCQ_FIELDS if n != "reserved")
 
 
-def batch_file_size(files: list[MappedFile]) -> Setting:
+def batch_file_size(files: list[MappedFile], conf: BrokerConf | None = None) -> Setting:
     """mapperFileSizeBatchConsumeQueue of one queue's files: the broker.conf's (--broker-config); else the files'
     common length (the broker creates every mapped file at its full size, so a copied queue's files all have
     it); else ambiguous, with the lengths seen and the key that settles it."""
-    conf = configured("mapperFileSizeBatchConsumeQueue")
-    if conf is not None:
-        return conf
+    given = configured(conf, "mapperFileSizeBatchConsumeQueue")
+    if given is not None:
+        return given
     sizes = sorted({f.size for f in files})
     if len(sizes) == 1 and sizes[0] > 0 and sizes[0] % BCQ_STORE_UNIT_SIZE == 0:
         return Setting(sizes[0], "inferred", f"the common length of {len(files)} file(s)")
@@ -88,7 +88,8 @@ class BatchConsumeQueue:
 
     kind = "batch"
 
-    def __init__(self, topic: str, queue_id: int, directory: str):
+    def __init__(self, topic: str, queue_id: int, directory: str, conf: BrokerConf | None = None):
+        self.conf = conf  # the broker.conf given (mapperFileSizeBatchConsumeQueue), or None
         if not os.path.isdir(directory):
             raise StoreNotFoundError(f"no batch consume queue for {topic!r} queue {queue_id}", directory)
         self.topic, self.queue_id, self.directory = topic, queue_id, directory
@@ -98,7 +99,7 @@ class BatchConsumeQueue:
     @property
     def file_size(self) -> Setting:
         """mapperFileSizeBatchConsumeQueue (``batch_file_size``)."""
-        return batch_file_size(self.files)
+        return batch_file_size(self.files, self.conf)
 
     def file_notes(self) -> list[str]:
         """``batch_file_notes`` under ``file_size``."""

@@ -1,9 +1,10 @@
 """The broker's own properties file (``broker.conf``): the settings a copied store cannot prove by itself.
 
 The broker reads it with ``java.util.Properties.load`` and ``MixAll.properties2Object`` into BrokerConfig and
-MessageStoreConfig, matching keys to setter names. We read the same syntax (``key=value``, ``key: value`` or
-``key value``; ``#``/``!`` comments; ``\\`` line continuations; ``\\uXXXX`` escapes) and keep the keys the
-analyses need, typed as their setters are. Unknown keys are ignored, as the broker ignores them. Where the
+MessageStoreConfig, matching keys to setter names. The syntax (``key=value``, ``key: value`` or ``key value``;
+``#``/``!`` comments; ``\\`` line continuations; ``\\uXXXX`` escapes) is read by the ``javaproperties`` package,
+which implements Properties.load's grammar and is tested against Java; what is ours is the keys the analyses
+need, typed as their setters are. Unknown keys are ignored, as the broker ignores them. Where the
 broker would silently skip a value its setter cannot parse (``Integer.parseInt`` throwing inside
 ``properties2Object``), we refuse it with the line number: a wrong number here would make every answer that
 depends on it silently wrong.
@@ -15,13 +16,12 @@ from the data, inference over the broker's default.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar, Token
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import EXIT_USAGE, RmqInspectError
+from ..errors import BrokerConfigError
 
 MAX_CONF_BYTES = 1 << 20  # a broker.conf is a few KB; anything larger is not one
 
@@ -82,7 +82,7 @@ KNOWN_KEYS: dict[str, type] = {
     "indexFileWriteEnable": bool,
     "checkCommitLogOffsetOnRecover": bool,
     "useSeparateStorePathForRocksdbCQ": bool,
-    # HA (issue: replicas): the role and mode a copy ran with
+    # HA (REPLICAS.md): the role and mode a copy ran with
     "brokerId": int,
     "enableControllerMode": bool,
     "allAckInSyncStateSet": bool,
@@ -106,12 +106,7 @@ JAVA_INT_KEYS = {"combineCQMaxExtraSearchCommitLogFiles",
                  "accessMessageInMemoryMaxRatio", "travelCqFileNumWhenGetMessage", "mappedFileSizeCommitLog"}
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
-
-
-class BrokerConfigError(RmqInspectError):
-    """A broker.conf the analyses cannot trust: a usage error, naming the file and line."""
-
-    exit_code = EXIT_USAGE
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Properties.load's line terminators
 
 
 @dataclass
@@ -128,60 +123,24 @@ class BrokerConf:
         return f"{self.path}:{self.lines[key]} ({key})" if key in self.lines else f"{self.path} ({key})"
 
 
-def _unescape(s: str) -> str:
-    out, i = [], 0
-    while i < len(s):
-        c = s[i]
-        if c == "\\" and i + 1 < len(s):
-            n = s[i + 1]
-            if n == "u" and i + 6 <= len(s):
-                try:
-                    out.append(chr(int(s[i + 2:i + 6], 16)))
-                    i += 6
-                    continue
-                except ValueError:
-                    pass
-            out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(n, n))
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
+def _key_values(text: str, path: str) -> Iterator[tuple[int, str, str]]:
+    """(first physical line, key, value) of every entry, as ``java.util.Properties.load`` reads them (the
+    ``javaproperties`` package: separators, ``\\`` continuations, ``\\uXXXX`` escapes). A malformed ``\\u`` escape,
+    on which Properties.load throws and the broker does not start, is refused naming the line."""
+    import javaproperties  # only when a broker.conf is given: its import (~40 ms) is not paid by every command
 
-
-def _logical_lines(text: str):
-    """(first physical line number, logical line) as Properties.load joins continuations."""
-    pending, start = "", 0
-    for no, raw in enumerate(text.splitlines(), 1):
-        line = raw.lstrip(" \t\f")
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        if not pending:
-            start = no
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2:
-            pending += line[:-1]
-            continue
-        yield start, pending + line
-        pending = ""
-    if pending:
-        yield start, pending
-
-
-def _split(line: str) -> tuple[str, str]:
-    i = 0
-    while i < len(line):
-        c = line[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c in "=: \t\f":
-            break
-        i += 1
-    key, rest = line[:i], line[i:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return _unescape(key), _unescape(rest)
+    line = 1
+    elements = javaproperties.parse(text)
+    while True:
+        try:
+            el = next(elements)
+        except StopIteration:
+            return
+        except javaproperties.InvalidUEscapeError as e:
+            raise BrokerConfigError(f"{e}: Properties.load refuses the file", f"{path}:{line}") from None
+        if isinstance(el, javaproperties.KeyValue):
+            yield line, el.key, el.value
+        line += len(_LINE_BREAK.findall(el.source))
 
 
 def _typed(key: str, raw: str, where: str) -> Any:
@@ -213,8 +172,7 @@ def read_broker_conf(path: str | os.PathLike) -> BrokerConf:
     with open(p, "rb") as f:
         text = f.read().decode("latin-1")  # Properties.load(InputStream) reads ISO-8859-1
     conf = BrokerConf(p)
-    for no, line in _logical_lines(text):
-        key, value = _split(line)
+    for no, key, value in _key_values(text, p):
         if key not in KNOWN_KEYS:
             conf.ignored.append(key)
             continue
@@ -245,8 +203,8 @@ class Setting:
         return d
 
     @staticmethod
-    def resolve(flag: Any, conf: BrokerConf | None, key: str, inferred: "Setting | None" = None,
-                default: Any = None) -> "Setting":
+    def resolve(flag: Any, conf: BrokerConf | None, key: str, inferred: Setting | None = None,
+                default: Any = None) -> Setting:
         """Explicit flag > broker.conf > inference from the data > the broker's default."""
         if flag is not None:
             return Setting(flag, "flag")
@@ -257,59 +215,9 @@ class Setting:
         return Setting(default, "default", f"broker default for {key}")
 
 
-# The broker.conf in effect for one invocation (the CLI's --broker-config sets it; library callers may use
-# ``broker_conf_in_effect``). Readers that were not given a value explicitly consult it before inferring:
-# the precedence flag > config > inferred > default holds without threading the file through every call.
-_ACTIVE: ContextVar[BrokerConf | None] = ContextVar("rmqinspect_broker_conf", default=None)
-
-
-def active_broker_conf() -> BrokerConf | None:
-    return _ACTIVE.get()
-
-
-def set_active_broker_conf(conf: BrokerConf | None) -> Token:
-    return _ACTIVE.set(conf)
-
-
-def reset_active_broker_conf(token: Token) -> None:
-    _ACTIVE.reset(token)
-
-
-@contextmanager
-def broker_conf_in_effect(conf: BrokerConf | None) -> Iterator[BrokerConf | None]:
-    token = _ACTIVE.set(conf)
-    try:
-        yield conf
-    finally:
-        _ACTIVE.reset(token)
-
-
-class InBrokerConf:
-    """``fn`` to be called in another process (a worker of the local parallel engine started with ``spawn``, a
-    Spark executor) with the broker.conf in effect where it was made: ``configured`` there answers as here
-    (the conf is a ContextVar, which other processes do not share). Picklable when ``fn`` is."""
-
-    __slots__ = ("fn", "conf")
-
-    def __init__(self, fn: Callable[..., Any], conf: BrokerConf | None = None):
-        self.fn, self.conf = fn, conf if conf is not None else _ACTIVE.get()
-
-    def __call__(self, *args: Any) -> Any:
-        with broker_conf_in_effect(self.conf):
-            return self.fn(*args)
-
-    def __reduce__(self):
-        return InBrokerConf, (self.fn, self.conf)
-
-
-def configured(key: str) -> Setting | None:
-    """``key`` from the broker.conf in effect, as a Setting(source="config"), or None."""
-    conf = _ACTIVE.get()
+def configured(conf: BrokerConf | None, key: str) -> Setting | None:
+    """``key`` from ``conf`` (the broker.conf given to the command, ``Store.conf``) as a Setting(source="config"),
+    or None when there is no broker.conf or it does not set the key."""
     if conf is None or key not in conf.values:
         return None
     return Setting(conf.values[key], "config", conf.where(key))
-
-
-def setting(flag: Any, key: str, inferred: Setting | None = None, default: Any = None) -> Setting:
-    """``Setting.resolve`` against the broker.conf in effect."""
-    return Setting.resolve(flag, _ACTIVE.get(), key, inferred, default)

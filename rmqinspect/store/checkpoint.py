@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
+from ..errors import CorruptDataError
 from ..formats.checkpoint import (
     CHECKPOINT,
     CHECKPOINT_FIELDS,
@@ -15,7 +16,6 @@ from ..formats.checkpoint import (
     min_timestamp,
     min_timestamp_index,
 )
-from .errors import CorruptDataError
 
 
 @dataclass

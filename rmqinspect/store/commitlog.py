@@ -13,8 +13,8 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .broker_conf import Setting
-from .errors import CorruptDataError, OffsetOutOfStoreError, StoreNotFoundError
+from ..errors import CorruptDataError, OffsetOutOfStoreError, StoreNotFoundError
+from .broker_conf import BrokerConf, Setting
 from .layout import StoreLayout
 from .mapped import MappedFile
 from .message import Message
@@ -88,12 +88,6 @@ class CommitLog:
             raise OffsetOutOfStoreError(f"offset {offset} is not covered by any commitlog file"
                                         f" (after {f.name}, size {f.size})")
         return f, offset - f.start
-
-    def file_for_name(self, name: str) -> MappedFile | None:
-        for f in self.files:
-            if f.name == name:
-                return f
-        return None
 
     # --- scanning ----------------------------------------------------------------------------------
     def walk(self, start: int | None = None, end: int | None = None, *, check_crc: bool = True,
@@ -301,5 +295,6 @@ def infer_file_size(files: list[MappedFile], notes: list[str]) -> int:
     return got.value
 
 
-def open_commitlog(path: str | os.PathLike, file_size: int | None = None) -> CommitLog:
-    return CommitLog.open(StoreLayout.open(path), file_size)
+def open_commitlog(path: str | os.PathLike, file_size: int | None = None, conf: BrokerConf | None = None
+                   ) -> CommitLog:
+    return CommitLog.open(StoreLayout.open(path, conf), file_size)

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..errors import StoreNotFoundError
 from ..formats.consumequeue import CQ_ENTRY_TABLE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
-from .errors import StoreNotFoundError
 from .layout import is_offset_file_name, is_queue_dir_name
 from .mapped import MappedFile
 

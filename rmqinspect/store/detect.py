@@ -12,10 +12,10 @@ import os
 import struct
 from dataclasses import asdict, dataclass, field
 
+from ..errors import RmqInspectError
 from ..formats.checkpoint import CHECKPOINT_TABLE
 from ..formats.constants import SysFlag
 from ..formats.properties import has_crc32_trailer
-from .errors import RmqInspectError
 from .layout import is_rocksdb_dir, rocksdb_files
 from .version import BrokerVersion
 from .walk.records import RUN_BATCH, RecordRun
@@ -238,5 +238,5 @@ def detect_store(store, broker_version: BrokerVersion | None = None,
     if store.layout.dledger is not None:
         from .dledger import dledger_info
 
-        info = dledger_info(store.dledger)
+        info = dledger_info(store.dledger, store.conf)
     return StoreDetection(guess, kind, ev, broker_version, info)

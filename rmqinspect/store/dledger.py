@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..formats.dledger import (
-    BODY_OFFSET,
     COMMITTED_INDEX_KEY,
     CURR_TERM_KEY,
     END_INDEX_KEY,
@@ -26,9 +25,10 @@ from ..formats.dledger import (
     INDEX_UNIT_SIZE,
     VOTE_LEADER_KEY,
 )
+from .broker_conf import BrokerConf, configured
 from .layout import DLedgerMember
 from .mapped import MappedFile
-from .walk.entries import Entry, EntryEvent, entry_events, entry_header_problem, read_entry
+from .walk.entries import Entry, EntryEvent, entry_events
 from .walk.kinds import EntryKind
 
 # --- the member's other files ---------------------------------------------------------------------------
@@ -179,16 +179,6 @@ class DLedgerLog:
             if ev.entry is not None and ev.kind == EntryKind.ENTRY:
                 yield ev.entry
 
-    def entry_at(self, physical_offset: int) -> Entry | None:
-        """The entry whose record is at RocketMQ ``physical_offset`` (header 48 bytes before), or None when the
-        bytes there are no valid entry header framing it."""
-        p = physical_offset - BODY_OFFSET
-        for f in self.data_files:
-            if f.start <= p and p + BODY_OFFSET <= f.start + f.size:
-                e = read_entry(f.buffer, p - f.start, f)
-                return None if entry_header_problem(e, f.size - e.position) else e
-        return None
-
     def close(self) -> None:
         self.index.close()
 
@@ -197,12 +187,11 @@ __all__ = ["DLedgerLog", "DLedgerIndex", "DLedgerCheckpoint", "DLedgerTerm", "In
            "read_currterm", "dledger_info"]
 
 
-def dledger_info(log: DLedgerLog) -> dict:
+def dledger_info(log: DLedgerLog, conf: BrokerConf | None = None) -> dict:
     """What the member's files say, for ``store-info``/``summary``: ids, term, checkpoint, the last entry (walked
     from the third-last data file, as DLedger's recovery does), and the file sets. ``group``/``peers`` come only
-    from --broker-config (``dLegerGroup``/``dLegerPeers``): no DLedger file records them."""
+    from ``conf``, the broker.conf given (``dLegerGroup``/``dLegerPeers``): no DLedger file records them."""
     from ..formats.dledger import RECOVER_FROM_FILES_FROM_END
-    from .broker_conf import configured
 
     cp, ct = log.checkpoint, log.currterm
     last: Entry | None = None
@@ -212,7 +201,7 @@ def dledger_info(log: DLedgerLog) -> dict:
             last = ev.entry
         elif ev.kind != EntryKind.BLANK:
             stop = f"{ev.kind} at {ev.offset}" + (f": {ev.reason}" if ev.reason else "")
-    group, peers = configured("dLegerGroup"), configured("dLegerPeers")
+    group, peers = configured(conf, "dLegerGroup"), configured(conf, "dLegerPeers")
     return {
         "mode": "dledger",
         "self_id": log.self_id,

@@ -1,9 +1,9 @@
-"""Checks on the set of files a store directory holds, said once in one clear line each (issue 12).
+"""Checks on the set of files a store directory holds, said once in one clear line each.
 
 A copied store may hold a commit-log file that is a symbolic link leaving the store (legitimate when the copy
 links rather than copies big files, but the user must know that bytes outside the copy are read), or a
 directory where a commit-log file belongs (nothing there can be read: the offsets that file would hold are
-damage). The broker.conf in effect may name store paths (storePathRootDir, storePathCommitLog) that are not
+damage). The broker.conf a store is opened with may name store paths (storePathRootDir, storePathCommitLog) that are not
 the copy's: the copy is read, never the configured paths, and the user is told.
 
 Every note goes to the store layout's ``notes`` (library users) and to the notice sink the CLI installs
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from .broker_conf import active_broker_conf
+from .broker_conf import BrokerConf
 
 _SINK: Callable[[str], None] | None = None
 _SAID: set[str] = set()
@@ -67,10 +67,9 @@ def commitlog_entry_notes(root: str, directory: str, names: list[str],
     return out
 
 
-def store_path_notes(root: str, commitlog_dir: str) -> list[str]:
-    """Where the broker.conf in effect names a storePathRootDir / storePathCommitLog that is not the store
+def store_path_notes(root: str, commitlog_dir: str, conf: BrokerConf | None) -> list[str]:
+    """Where ``conf`` (the broker.conf given) names a storePathRootDir / storePathCommitLog that is not the store
     being read: the copy is read (nothing outside it), and the note says what the broker would have used."""
-    conf = active_broker_conf()
     if conf is None:
         return []
     out = []
@@ -98,7 +97,7 @@ def check_commitlog_dir(layout, directory: str, names: list[str], is_offset_name
     """The checks above for one commit-log directory of ``layout``, said through ``notice``. A DLedger member's
     data directory is not where storePathCommitLog points (a DLedger broker ignores that key): its configured
     paths are said by the layout itself (storePathDLedgerCommitLog)."""
-    conf_notes = store_path_notes(layout.root, directory) if layout.dledger is None else []
+    conf_notes = store_path_notes(layout.root, directory, layout.conf) if layout.dledger is None else []
     for note in conf_notes + commitlog_entry_notes(layout.root, directory, names,
                                                                                 is_offset_name):
         notice(layout.notes, note)

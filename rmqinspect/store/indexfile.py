@@ -1,7 +1,7 @@
 """IndexFile reader (FORMATS.md §5): header, slot table, items, and the broker's per-file lookup.
 
 The slot count (maxHashSlotNum) and item count (maxIndexNum) are not stored in the file. They come from
-the caller (a flag), else the broker.conf in effect (``store.broker_conf``), else they are proven from the
+the caller (a flag), else the broker.conf given (``conf``, ``store.broker_conf``), else they are proven from the
 data: every geometry the file length allows is tested against rules the broker's putKey guarantees, and
 the answer is used only when exactly one survives (``prove_index_geometry``); otherwise the file cannot be
 read without the user settling it (``IndexGeometryError``, naming the flag and config key).
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..errors import CorruptDataError, IndexGeometryError
 from ..formats.constants import DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
 from ..formats.indexfile import (
     HASH_SLOT_SIZE,
@@ -28,8 +29,7 @@ from ..formats.indexfile import (
     slot_position,
 )
 from ..formats.javahash import build_index_key, index_key_hash
-from .broker_conf import configured
-from .errors import EXIT_USAGE, CorruptDataError, RmqInspectError
+from .broker_conf import BrokerConf, configured
 from .mapped import MappedFile
 
 if TYPE_CHECKING:
@@ -74,14 +74,9 @@ class FileLookup:
     stopped: str = ""
 
 
-class IndexGeometryError(RmqInspectError):
-    """The file's geometry cannot be proven from its data: the user must give it (a usage matter)."""
-
-    exit_code = EXIT_USAGE
-
-
 class IndexFile:
-    def __init__(self, path: str, slots: int | None = None, max_items: int | None = None):
+    def __init__(self, path: str, slots: int | None = None, max_items: int | None = None,
+                 conf: BrokerConf | None = None):
         self.mapped = MappedFile(path)
         self.path = path
         self.name = os.path.basename(path)
@@ -95,7 +90,7 @@ class IndexFile:
         if slots is None and max_items is None:
             # flag > broker.conf > proof from the data. A broker.conf naming one of the two keys leaves the
             # other at the broker's default, as the broker itself would.
-            cs, cm = configured("maxHashSlotNum"), configured("maxIndexNum")
+            cs, cm = configured(conf, "maxHashSlotNum"), configured(conf, "maxIndexNum")
             if cs is not None or cm is not None:
                 slots = cs.value if cs is not None else DEFAULT_INDEX_SLOTS
                 max_items = cm.value if cm is not None else DEFAULT_INDEX_MAX

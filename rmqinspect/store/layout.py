@@ -6,9 +6,9 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ..errors import StoreNotFoundError, UnsafeOutputError
 from ..formats.dledger import CHECKPOINT_FILE, CURRTERM_FILE, DATA_DIR, INDEX_DIR, MEMBER_DIR_PREFIX
-from .broker_conf import configured
-from .errors import StoreNotFoundError, UnsafeOutputError
+from .broker_conf import BrokerConf, configured
 from .fileset_checks import check_commitlog_dir
 from .live import check_store_lock
 
@@ -82,26 +82,27 @@ class DLedgerMember:
                       if is_offset_file_name(n) and os.path.isfile(os.path.join(self.index_dir, n)))
 
 
-def is_dledger_member_dir(path: str) -> bool:
+def is_dledger_member_dir(path: str, conf: BrokerConf | None = None) -> bool:
     """``dledger-<selfId>`` holding a ``data/`` directory (the layout DLedger creates), or only ``index/`` when
-    the broker.conf in effect sets storePathDLedgerCommitLog (the data files then live elsewhere)."""
+    ``conf`` sets storePathDLedgerCommitLog (the data files then live elsewhere)."""
     if not os.path.basename(os.path.abspath(path)).startswith(MEMBER_DIR_PREFIX):
         return False
     return os.path.isdir(os.path.join(path, DATA_DIR)) or (
-        bool(configured("storePathDLedgerCommitLog")) and os.path.isdir(os.path.join(path, INDEX_DIR)))
+        bool(configured(conf, "storePathDLedgerCommitLog")) and os.path.isdir(os.path.join(path, INDEX_DIR)))
 
 
-def dledger_data_dirs(root: str, member: DLedgerMember) -> tuple[list[str], list[str]]:
+def dledger_data_dirs(root: str, member: DLedgerMember, conf: BrokerConf | None = None
+                      ) -> tuple[list[str], list[str]]:
     """The member's data directories in the copy, and notes. Without storePathDLedgerCommitLog (DLedgerConfig's
     dataStorePath, several paths joined by ','), ``<member>/data``. With it, each configured path that lies inside
     the broker's storePathRootDir is read at the same place inside the copy (``root``); a path outside it (another
     disk), or any path when storePathRootDir is not configured, is not part of the copy and never read - the note
     says so, and the copy's ``<member>/data`` is read if it exists."""
-    conf = configured("storePathDLedgerCommitLog")
-    paths = [p.strip() for p in str(conf.value).split(",") if p.strip()] if conf else []
-    if not conf or not paths:
+    dpath = configured(conf, "storePathDLedgerCommitLog")
+    paths = [p.strip() for p in str(dpath.value).split(",") if p.strip()] if dpath else []
+    if not dpath or not paths:
         return [member.data_dir], []
-    rdir = configured("storePathRootDir")
+    rdir = configured(conf, "storePathRootDir")
     default = os.path.join(MEMBER_DIR_PREFIX + member.self_id, DATA_DIR)
     dirs, notes = [], []
     for p in paths:
@@ -109,7 +110,7 @@ def dledger_data_dirs(root: str, member: DLedgerMember) -> tuple[list[str], list
         if rel is None:
             why = (f"outside storePathRootDir {rdir.value}" if rdir else "storePathRootDir is not configured, so "
                    "where it lies in the copy is unknown")
-            notes.append(f"{conf.detail}: member {member.self_id}'s DLedger data files are kept in {p}, {why}: "
+            notes.append(f"{dpath.detail}: member {member.self_id}'s DLedger data files are kept in {p}, {why}: "
                          f"not read (copy its files into {member.data_dir} to read them)")
             continue
         there = os.path.join(root, rel)
@@ -117,14 +118,14 @@ def dledger_data_dirs(root: str, member: DLedgerMember) -> tuple[list[str], list
             dirs.append(there)
         elif os.path.isdir(there):
             dirs.append(there)
-            notes.append(f"{conf.detail}: member {member.self_id}'s DLedger data files are kept in {p}: the copy's "
+            notes.append(f"{dpath.detail}: member {member.self_id}'s DLedger data files are kept in {p}: the copy's "
                          f"{there} is read, not {member.data_dir}")
         else:
-            notes.append(f"{conf.detail}: member {member.self_id}'s DLedger data files are kept in {p}, but the "
+            notes.append(f"{dpath.detail}: member {member.self_id}'s DLedger data files are kept in {p}, but the "
                          f"copy has no {there}: not read")
     if not dirs:
         if not os.path.isdir(member.data_dir):
-            raise StoreNotFoundError(f"no DLedger data files in the copy: {conf.detail} puts them in "
+            raise StoreNotFoundError(f"no DLedger data files in the copy: {dpath.detail} puts them in "
                                      f"{', '.join(paths)}, not copied here ({'; '.join(notes)})", member.dir)
         dirs = [member.data_dir]
         notes.append(f"{member.data_dir} is read instead (what the broker wrote before storePathDLedgerCommitLog "
@@ -145,41 +146,41 @@ def _is_member_data_dir(path: str) -> bool:
     return os.path.basename(a) == DATA_DIR and os.path.basename(os.path.dirname(a)).startswith(MEMBER_DIR_PREFIX)
 
 
-def is_dledger_data_dir(path: str) -> bool:
+def is_dledger_data_dir(path: str, conf: BrokerConf | None = None) -> bool:
     """A directory of DLedger data files (entries, not commitlog records): a member's ``data/``, or the copy of a
-    storePathDLedgerCommitLog directory the broker.conf in effect places inside storePathRootDir (a store root
-    holding a ``dledger-<selfId>`` member at the same distance above it)."""
+    storePathDLedgerCommitLog directory ``conf`` places inside storePathRootDir (a store root holding a
+    ``dledger-<selfId>`` member at the same distance above it)."""
     if _is_member_data_dir(path):
         return True
-    conf, rdir = configured("storePathDLedgerCommitLog"), configured("storePathRootDir")
-    if conf is None or rdir is None:
+    dpath, rdir = configured(conf, "storePathDLedgerCommitLog"), configured(conf, "storePathRootDir")
+    if dpath is None or rdir is None:
         return False
     a = os.path.abspath(path)
-    for p in str(conf.value).split(","):
+    for p in str(dpath.value).split(","):
         rel = _inside(p.strip(), rdir.value) if p.strip() else None
-        if rel and rel != os.curdir and a.endswith(os.sep + rel) and dledger_members(a[:-len(rel) - 1]):
+        if rel and rel != os.curdir and a.endswith(os.sep + rel) and dledger_members(a[:-len(rel) - 1], conf):
             return True
     return False
 
 
-def dledger_members(root: str) -> list[str]:
+def dledger_members(root: str, conf: BrokerConf | None = None) -> list[str]:
     """The ``dledger-<selfId>`` member directories under a store root, sorted."""
     try:
         names = sorted(os.listdir(root))
     except OSError:
         return []
     return [os.path.join(root, n) for n in names if n.startswith(MEMBER_DIR_PREFIX)
-            and is_dledger_member_dir(os.path.join(root, n))]
+            and is_dledger_member_dir(os.path.join(root, n), conf)]
 
 
-def _choose_member(root: str) -> DLedgerMember | None:
+def _choose_member(root: str, conf: BrokerConf | None) -> DLedgerMember | None:
     """The DLedger member of a store root: ``dLegerSelfId`` from --broker-config when given, else the only
     ``dledger-*`` directory. Several members without the key is refused (never guessed)."""
-    members = dledger_members(root)
-    self_id = configured("dLegerSelfId")
+    members = dledger_members(root, conf)
+    self_id = configured(conf, "dLegerSelfId")
     if self_id is not None:
         want = os.path.join(root, MEMBER_DIR_PREFIX + str(self_id.value))
-        if not is_dledger_member_dir(want):
+        if not is_dledger_member_dir(want, conf):
             raise StoreNotFoundError(f"dLegerSelfId={self_id.value} ({self_id.detail}) but there is no "
                                      f"{MEMBER_DIR_PREFIX}{self_id.value}/{DATA_DIR} directory", root)
         return DLedgerMember.at(want, f"dLegerSelfId from {self_id.detail}")
@@ -207,26 +208,29 @@ class StoreLayout:
     notes: list[str] = field(default_factory=list)
     # DLedger mode (enableDLegerCommitLog): the member whose data/ files replace commitlog/ (commitlog_dirs)
     dledger: DLedgerMember | None = None
+    # the broker.conf the store was opened with (--broker-config): which member, where its data files are
+    conf: BrokerConf | None = None
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> StoreLayout:
+    def open(cls, path: str | os.PathLike, conf: BrokerConf | None = None) -> StoreLayout:
         # Paths stay as the user wrote them (normalised, not made absolute): every message names a file the way
         # the user can paste it back, and the same command prints the same text wherever the copy lives.
         path = os.path.normpath(os.fspath(path))
         if not os.path.exists(path):
             raise StoreNotFoundError("no such file or directory", path)
-        lay = cls._open(path)
+        lay = cls._open(path, conf)
+        lay.conf = conf
         check_store_lock(lay.root)  # a running broker's store is refused unless --live (store.live)
         return lay
 
     @classmethod
-    def _open(cls, path: str) -> StoreLayout:
+    def _open(cls, path: str, conf: BrokerConf | None) -> StoreLayout:
         if os.path.isfile(path):
             name = os.path.basename(path)
             parent = _parent(path)
             if _is_member_data_dir(parent):
                 lay = cls._for_dledger(_parent(_parent(parent)), DLedgerMember.at(_parent(parent), "file given"),
-                                       data_given=True)
+                                       conf, data_given=True)
                 lay.single_file = path
                 return lay
             root = _parent(parent) if os.path.basename(os.path.abspath(parent)) == "commitlog" else parent
@@ -235,17 +239,17 @@ class StoreLayout:
             if not is_offset_file_name(name):
                 lay.notes.append(f"file name {name!r} is not a 20-digit offset; assuming it starts at offset 0")
             return lay
-        if is_dledger_member_dir(path):
-            return cls._for_dledger(_parent(path), DLedgerMember.at(path, "member directory given"))
+        if is_dledger_member_dir(path, conf):
+            return cls._for_dledger(_parent(path), DLedgerMember.at(path, "member directory given"), conf)
         if _is_member_data_dir(path):
             return cls._for_dledger(_parent(_parent(path)), DLedgerMember.at(_parent(path), "data directory given"),
-                                    data_given=True)
-        enabled = configured("enableDLegerCommitLog")
+                                    conf, data_given=True)
+        enabled = configured(conf, "enableDLegerCommitLog")
         has_commitlog = os.path.isdir(os.path.join(path, "commitlog"))
         if enabled is None or enabled.value or not has_commitlog:
-            member = _choose_member(path)
+            member = _choose_member(path, conf)
             if member is not None:
-                lay = cls._for_dledger(path, member)
+                lay = cls._for_dledger(path, member, conf)
                 if has_commitlog:
                     lay.notes.append(f"{os.path.join(path, 'commitlog')} is ignored: DLedger mode ("
                                      f"{'enableDLegerCommitLog in ' + enabled.detail if enabled else member.how}); "
@@ -279,10 +283,11 @@ class StoreLayout:
         )
 
     @classmethod
-    def _for_dledger(cls, root: str, member: DLedgerMember, data_given: bool = False) -> StoreLayout:
+    def _for_dledger(cls, root: str, member: DLedgerMember, conf: BrokerConf | None,
+                     data_given: bool = False) -> StoreLayout:
         # storePathDLedgerCommitLog: the copy's data directories, never outside the copy (a data directory or file
         # the user named is read as named)
-        dirs, notes = ([member.data_dir], []) if data_given else dledger_data_dirs(root, member)
+        dirs, notes = ([member.data_dir], []) if data_given else dledger_data_dirs(root, member, conf)
         lay = cls._for_root(root, dirs)
         lay.notes.extend(notes)
         lay.dledger = member
@@ -366,15 +371,15 @@ _STORE_PARTS = frozenset({"consumequeue", "batchconsumequeue", "index", "config"
                           "tiered_index_file", "dledger"})
 
 
-def resolve_store_path(path: str | os.PathLike) -> tuple[str, str | None]:
-    """The store a path the user typed means, and a note when that is not the path itself (issue 13).
+def resolve_store_path(path: str | os.PathLike, conf: BrokerConf | None = None) -> tuple[str, str | None]:
+    """The store a path the user typed means, and a note when that is not the path itself.
 
     A path inside a store (its consume queue, index, config, checkpoint ...) means that store: read as a
     commitlog it would give a confident wrong answer. A directory just above one store means that store.
     A path in or at ``commitlog/`` is returned unchanged (one commitlog file or directory is a valid input).
     A directory above several stores raises ``StoreNotFoundError`` naming them."""
     p = os.path.normpath(os.fspath(path))
-    if not os.path.exists(p) or _is_store_root(p):
+    if not os.path.exists(p) or _is_store_root(p, conf):
         return p, None
     cur = p
     for _ in range(_STORE_DEPTH):
@@ -382,27 +387,27 @@ def resolve_store_path(path: str | os.PathLike) -> tuple[str, str | None]:
         if os.path.abspath(up) == os.path.abspath(cur):
             break
         cur = up
-        if _is_store_root(cur):
+        if _is_store_root(cur, conf):
             part = os.path.relpath(p, cur).split(os.sep)[0]
             if part not in _STORE_PARTS:
                 return p, None
             return cur, f"{p} lies inside the store {cur} (its {part}); reading the store {cur}"
     if os.path.isdir(p) and not any(is_offset_file_name(n) for n in os.listdir(p)):
-        stores = sorted(os.path.join(p, n) for n in os.listdir(p) if _is_store_root(os.path.join(p, n)))
+        stores = sorted(os.path.join(p, n) for n in os.listdir(p) if _is_store_root(os.path.join(p, n), conf))
         if len(stores) == 1:
             return stores[0], f"{p} is not a store; reading the store inside it, {stores[0]}"
         if not stores:  # two levels down (e.g. one directory per copied broker, each holding ./store)
             stores = sorted(os.path.join(p, a, b) for a in os.listdir(p) if os.path.isdir(os.path.join(p, a))
-                            for b in _listdir(os.path.join(p, a)) if _is_store_root(os.path.join(p, a, b)))
+                            for b in _listdir(os.path.join(p, a)) if _is_store_root(os.path.join(p, a, b), conf))
         if stores:
             shown = ", ".join(stores[:5]) + (f" and {len(stores) - 5} more" if len(stores) > 5 else "")
             raise StoreNotFoundError(f"not a RocketMQ store; it holds the stores {shown}: name one", p)
     return p, None
 
 
-def _is_store_root(d: str) -> bool:
+def _is_store_root(d: str, conf: BrokerConf | None = None) -> bool:
     """A store root: ``commitlog/``, or a DLedger member directory (``dledger-<selfId>``) in it."""
-    return os.path.isdir(os.path.join(d, "commitlog")) or (os.path.isdir(d) and bool(dledger_members(d)))
+    return os.path.isdir(os.path.join(d, "commitlog")) or (os.path.isdir(d) and bool(dledger_members(d, conf)))
 
 
 def _listdir(d: str) -> list[str]:

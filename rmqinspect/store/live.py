@@ -11,7 +11,7 @@ under the map kills the reader with SIGBUS at the first page past the new end. S
 unless ``--live`` is given; in live mode every file is read with ``pread`` (never mapped) up to the size it had
 when the command first looked at it, so the answer is the store as it was at that point, never past it.
 
-The mode is process-wide (like the broker.conf in effect, ``broker_conf``): the CLI sets it from ``--live`` for
+The mode is process-wide (unlike the broker.conf, which travels with the store): the CLI sets it from ``--live`` for
 the one command it runs, and the forked workers of ``store.walk.parallel`` inherit it and the recorded sizes.
 """
 
@@ -22,19 +22,13 @@ import fcntl
 import os
 import struct
 
-from .errors import EXIT_UNSAFE_OUTPUT, RmqInspectError
+from ..errors import StoreLiveError
 
 LOCK_FILE = "lock"  # StorePathConfigHelper.getLockFile: <storePathRootDir>/lock
 # struct flock (Linux, glibc): short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
 _FLOCK = "hhqqi"
 
 REFUSAL = "a running broker holds this store; copy it first, or pass --live"
-
-
-class StoreLiveError(RmqInspectError):
-    """A running broker holds the store's lock and ``--live`` was not given (exit code 6: refused)."""
-
-    exit_code = EXIT_UNSAFE_OUTPUT
 
 
 _live = [False]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import mmap
 import os
 
-from .errors import StoreIOError
+from ..errors import StoreIOError
 from .layout import is_dledger_data_dir
 from .live import is_live, read_snapshot, size_at_start
 
@@ -20,7 +20,8 @@ class MappedFile:
         self.name = os.path.basename(path)
         self.start = start
         # a DLedger data file (entries around the records, store.dledger): by default when it lies in a
-        # dledger-<selfId>/data directory, where DLedger creates every one of them
+        # dledger-<selfId>/data directory, where DLedger creates every one of them; a reader that knows better
+        # (CommitLog.open from the layout and its broker.conf, a worker's task) says so
         self.dledger = is_dledger_data_dir(os.path.dirname(path) or ".") if dledger is None else dledger
         try:
             self.size = size_at_start(path, os.stat(path).st_size)

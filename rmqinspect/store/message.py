@@ -18,7 +18,7 @@ from ..formats.constants import (
 )
 from ..formats.msgid import host_string, offset_msg_id
 
-# Keys of the NDJSON record contract (issue #2). Never remove or rename one.
+# Keys of the NDJSON record contract: scripts read them. Never remove or rename one.
 CONTRACT_KEYS = (
     "physical_offset", "total_size", "magic_version", "body_crc", "crc_ok", "queue_id", "flag", "queue_offset",
     "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",

@@ -9,6 +9,7 @@ import os
 import shutil
 from collections.abc import Iterator
 
+from ..errors import CorruptDataError, StoreNotFoundError
 from ..formats.rip82 import (
     CF_INDEX,
     CF_TIMER,
@@ -21,7 +22,6 @@ from ..formats.rip82 import (
     parse_timer,
     parse_trans,
 )
-from .errors import CorruptDataError, StoreNotFoundError
 from .layout import is_rocksdb_dir
 from .rocksdb_snapshot import SnapshotReader
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import CorruptDataError, StoreIOError, StoreNotFoundError
 from ..formats.consumequeue import CQ_DTYPE, CQ_ENTRY_TABLE
 from ..formats.rocksdb_cq import (
     CF_OFFSET,
@@ -34,8 +35,8 @@ from ..formats.rocksdb_cq import (
     parse_offset_key,
     queue_prefix,
 )
+from .broker_conf import BrokerConf, configured
 from .consumequeue import ConsumeQueue, list_queues, pre_blank_mask
-from .errors import CorruptDataError, StoreIOError, StoreNotFoundError
 from .layout import is_rocksdb_dir
 from .rocksdb_snapshot import SnapshotReader
 
@@ -283,11 +284,11 @@ def list_rocksdb_queues(consumequeue_dir: str) -> list[RocksQueueId]:
 class ConsumeQueues:
     """All consume queues of a store, file-based or RocksDB; close() removes any RocksDB snapshot."""
 
-    def __init__(self, consumequeue_dir: str, kind: str | None = None):
+    def __init__(self, consumequeue_dir: str, kind: str | None = None, conf: BrokerConf | None = None):
         self.directory = consumequeue_dir
         self.combined = is_rocksdb_dir(consumequeue_dir) and bool(list_queues(consumequeue_dir))
         if kind is None:
-            kind = served_kind(consumequeue_dir)
+            kind = served_kind(consumequeue_dir, conf)
         self.kind = kind
         self.db = RocksDBConsumeQueueStore(consumequeue_dir) if kind == "rocksdb" else None
 
@@ -314,25 +315,23 @@ class ConsumeQueues:
         self.close()
 
 
-def served_kind(consumequeue_dir: str) -> str:
+def served_kind(consumequeue_dir: str, conf: BrokerConf | None = None) -> str:
     """'file' or 'rocksdb': the consume queue a broker serves from this directory. A directory holding both (the
     5.3.4+ CombineConsumeQueueStore, rocksdbCQDoubleWriteEnable=true) serves combineCQPreferCQType, from the
-    broker.conf in effect (default: the file queue)."""
+    broker.conf given (default: the file queue)."""
     if not is_rocksdb_dir(consumequeue_dir):
         return "file"
     if not list_queues(consumequeue_dir):
         return "rocksdb"
-    from .broker_conf import configured
-
-    st = configured("storeType")
+    st = configured(conf, "storeType")
     if st is not None and str(st.value).lower() == "defaultrocksdb":
         return "rocksdb"  # RocksDBMessageStore: the file queues are left-overs it never reads
-    pref = configured("combineCQPreferCQType")
+    pref = configured(conf, "combineCQPreferCQType")
     return "rocksdb" if pref is not None and str(pref.value).lower() == "defaultrocksdb" else "file"
 
 
 def open_consume_queues(store, kind: str | None = None) -> ConsumeQueues:
-    """File or RocksDB consume queues of ``store`` (a Store or StoreLayout), chosen by what it holds;
-    ``kind`` ('file'|'rocksdb') forces one (a double-write store holds both)."""
+    """File or RocksDB consume queues of ``store`` (a Store or StoreLayout), chosen by what it holds and its
+    broker.conf; ``kind`` ('file'|'rocksdb') forces one (a double-write store holds both)."""
     layout = getattr(store, "layout", store)
-    return ConsumeQueues(layout.consumequeue_dir, kind)
+    return ConsumeQueues(layout.consumequeue_dir, kind, layout.conf)

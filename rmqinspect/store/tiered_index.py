@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import CorruptDataError, StoreNotFoundError
 from ..formats.javahash import build_index_key, tiered_index_key_hash
 from ..formats.tiered_index import (
     BEGIN_MAGIC,
@@ -34,7 +35,6 @@ from ..formats.tiered_index import (
     slot_position,
     unsealed_file_size,
 )
-from .errors import CorruptDataError, StoreNotFoundError
 from .indexfile import IndexGeometry, consistent_candidates, empty_file_geometry, geometry_verdict
 from .mapped import MappedFile
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import CorruptDataError, StoreNotFoundError
 from ..formats.timer import (
     BLANK,
     BLANK_MAGIC_CODE,
@@ -26,7 +27,6 @@ from ..formats.timer import (
     magic_names,
     magic_valid,
 )
-from .errors import CorruptDataError, StoreNotFoundError
 from .layout import is_offset_file_name
 from .mapped import MappedFile
 

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .broker_conf import BrokerConf
 
 # names users give to an unreleased build of the development branch
 _HEAD_ALIASES = ("head", "master", "develop", "latest")
@@ -118,13 +122,6 @@ class BrokerVersion:
         return next(name for parts, name, _ in RECOVERY_BANDS if self.parts >= parts)
 
     @property
-    def checks_first_record_fully(self) -> bool:
-        """From 5.3.4 (PR #9256) the start-file walk runs the full checkMessageAndReturnSize (CRC included) on
-        each candidate's first record, messageIndexSafe applies in normal recovery too, and
-        truncateDirtyLogicFiles runs whatever maxPhyOffsetOfConsumeQueue is."""
-        return self.at_least(5, 3, 4)
-
-    @property
     def has_combine_store(self) -> bool:
         """CombineConsumeQueueStore (rocksdbCQDoubleWriteEnable) and enableAcceleratedRecovery exist from 5.3.4."""
         return self.at_least(5, 3, 4)
@@ -156,7 +153,7 @@ class BrokerVersion:
         return self.at_least(5, 2)
 
 
-def index_counting_version(index_dir: str) -> tuple[BrokerVersion | None, str]:
+def index_counting_version(index_dir: str, conf: BrokerConf | None = None) -> tuple[BrokerVersion | None, str]:
     """Which side of 4.7.1 wrote the IndexFiles in ``index_dir``, proven from their headers: before 4.7.1
     hashSlotCount grew on every put (= indexCount - 1), from 4.7.1 only when a slot was first used (= the
     number of non-empty slots). Decided only by a file where the two differ (two keys shared a slot);
@@ -169,7 +166,7 @@ def index_counting_version(index_dir: str) -> tuple[BrokerVersion | None, str]:
         return None, f"{index_dir}: no index directory"
     for name in sorted(os.listdir(index_dir)):
         try:
-            idx = IndexFile(os.path.join(index_dir, name))
+            idx = IndexFile(os.path.join(index_dir, name), conf=conf)
         except Exception:  # noqa: BLE001 - damaged or foreign files prove nothing; the next one may
             continue
         try:

@@ -17,10 +17,10 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
+from rmqinspect.fixtures.commitlog import MessageSpec
+from rmqinspect.fixtures.store import StoreWriter
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.constants import RMQ_SYS_SCHEDULE_TOPIC
-from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.writer.store import StoreWriter
 
 BASE_TS = 1_795_100_000_000
 TOPICS = (("OrderTopic", 0), ("OrderTopic", 1), ("PayTopic", 0))
@@ -114,7 +114,7 @@ def rocksdb_no_rows(root: str, n: int = 120) -> Story:
 def dledger_torn(root: str, n: int = 60) -> Story:
     """DLedger (4.9.8): the member's checkpoint (and .bak) deleted, the last entry's tail zeroed: its header is
     intact, its body is not."""
-    from rmqinspect.writer.dledger import DLedgerStoreWriter
+    from rmqinspect.fixtures.dledger import DLedgerStoreWriter
 
     out = []
     w = DLedgerStoreWriter(root, data_file_size=1 << 16)

@@ -1,5 +1,5 @@
 """The reference side of the rebuild dispatch tests: a recording consume-queue sink and the CQ entries derived
-independently (record scan + full Message decode + analyses.dispatch rules)."""
+independently (record scan + full Message decode + analyses.dispatch_rules rules)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class RecordingSink:
 
 def reference_dispatch_rows(commitlog):
     """Independent path: the record scan + full Message decode + analyses.dispatch rules."""
-    from rmqinspect.analyses.dispatch import dispatch_tags_code, goes_to_consume_queue
+    from rmqinspect.analyses.dispatch_rules import dispatch_tags_code, goes_to_consume_queue
     from rmqinspect.store.walk.kinds import HALF, MESSAGE
     from rmqinspect.store.walk.records import decode_slot
 

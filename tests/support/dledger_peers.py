@@ -4,9 +4,9 @@ unchanged entry header."""
 
 from __future__ import annotations
 
+from rmqinspect.fixtures.commitlog import MessageSpec
+from rmqinspect.fixtures.dledger import DLedgerWriter
 from rmqinspect.store import Store
-from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.writer.dledger import DLedgerWriter
 
 SIZE = 4096  # DLedger data file size
 

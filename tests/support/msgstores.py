@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 
 FILE_SIZE = 2048
 T0 = 1_763_700_000_000  # 2025-11-21T04:40:00Z
@@ -55,7 +55,7 @@ def replicas(tmp: str):
 def writer_index_files(root: str, slots: int, items: int, n: int = 120) -> list[str]:
     """The index files the project's writer makes for ``n`` messages (two topics, three queues, one key each) with
     the index geometry (slots, items), in order."""
-    from rmqinspect.writer.store import StoreWriter
+    from rmqinspect.fixtures.store import StoreWriter
 
     with StoreWriter(root, commitlog_file_size=1 << 20, index_slots=slots, index_max=items) as w:
         for i in range(n):

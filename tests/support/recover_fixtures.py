@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.consumequeue import CQ_ENTRY
 from rmqinspect.formats.javahash import tags_code
-from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
 
 BASE_TS = 1_795_000_000_000
 QUEUES = (("OrderTopic", 0), ("OrderTopic", 1), ("PayTopic", 0))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import zlib
 
-from rmqinspect.analyses.dispatch import DelayLevelError, dispatch_tags_code
+from rmqinspect.analyses.dispatch_rules import DelayLevelError, dispatch_tags_code
 from rmqinspect.analyses.rows import (
     BODY,
     MAX_TIMESTAMP_MS,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from rmqinspect.fixtures.commitlog import MessageSpec
+from rmqinspect.fixtures.store import StoreWriter
+from rmqinspect.fixtures.transaction import TransactionalBroker, checker_offsets_json
 from rmqinspect.formats.commitlog import encode_properties
 from rmqinspect.formats.constants import TransactionType
-from rmqinspect.writer.commitlog import MessageSpec
-from rmqinspect.writer.store import StoreWriter
-from rmqinspect.writer.transaction import TransactionalBroker, checker_offsets_json
 
 T0 = 1_795_300_000_000
 

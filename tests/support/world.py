@@ -27,8 +27,8 @@ sys.stdin.read()  # held until the test closes our stdin
 def make_store(root: Path, messages: int = 30000, file_size: int = 1 << 20) -> Path:
     """A store of ``messages`` mixed messages over commitlog files of ``file_size`` bytes (consume queues, index
     files, checkpoint), written by the project's writer."""
-    from rmqinspect.writer.sample import mixed_messages
-    from rmqinspect.writer.store import StoreWriter
+    from rmqinspect.fixtures.sample import mixed_messages
+    from rmqinspect.fixtures.store import StoreWriter
 
     with StoreWriter(str(root), commitlog_file_size=file_size, cq_file_size=20 * 2000) as w:
         for s in mixed_messages(messages):

@@ -1,7 +1,7 @@
 """ConsumeQueue entries joined with the CommitLog records they point to (FORMATS.md §4.2).
 
 Every mismatch a consumer would trip over is named: entry beyond/below the commitlog, size, topic, queue id,
-queue offset, tagsCode. tagsCode is recomputed with the dispatcher's own rule (analyses/dispatch.py), so a
+queue offset, tagsCode. tagsCode is recomputed with the dispatcher's own rule (analyses/dispatch_rules.py), so a
 SCHEDULE_TOPIC_XXXX entry holding a delivery time is recognised instead of flagged.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ...errors import RmqInspectError
 from ...formats.consumequeue import is_ext_address
 from ...store.consumequeue import ConsumeQueue
-from ...store.errors import RmqInspectError
-from ..dispatch import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
+from ..dispatch_rules import DEFAULT_DELAY_TABLE, DelayLevelError, DelayTable, dispatch_tags_code
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """`rebuild --dry-run`: the "ConsumeQueue / IndexFile vs CommitLog" reconciliation.
 
-The dispatcher (``analyses.rebuild.dispatch_commitlog``) runs exactly as for a real rebuild, but into sinks
+The dispatcher (``analyses.dispatcher.dispatch_commitlog``) runs exactly as for a real rebuild, but into sinks
 that compare every would-be write with the files present in the store instead of writing: per queue the
 missing, extra and wrong entries; per index file (in creation order) the header fields, slot table and
 items that differ. Nothing is written anywhere; memory stays bounded (only counts and the first

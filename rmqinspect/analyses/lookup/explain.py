@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ...errors import CorruptDataError
 from ...formats.constants import PROPERTY_REAL_TOPIC, RMQ_SYS_SCHEDULE_TOPIC
 from ...formats.javahash import build_index_key, index_key_hash
 from ...formats.msgid import decode_offset_msg_id
-from ...store.errors import CorruptDataError
 from .fates import (
     FATES_AFTER_RESTART,
     RecoveryView,
@@ -232,7 +232,7 @@ def _scan_commitlog(rep: MissingReport, cl, svc: IndexService, q: QueryMessageRe
 
 
 def _diagnose_located(rep, svc, msg, loc, topic, key, key_hash, q, max_batch) -> None:
-    from ..dispatch import goes_to_index, index_keys
+    from ..dispatch_rules import goes_to_index, index_keys
 
     at = f"message at {msg.physical_offset} (topic {msg.topic!r}, store time {msg.store_timestamp})"
     if msg.topic != topic:

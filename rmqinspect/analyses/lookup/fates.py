@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ...errors import RmqInspectError
 from ...formats.javahash import build_index_key, index_key_hash
-from ...store.errors import RmqInspectError
 from .query import (
     DEFAULT_MAX_MSGS_NUM_BATCH,
     JAVA_LONG_MAX,
@@ -76,7 +76,7 @@ def recovery_view(store, cache: bool = True, version=None) -> RecoveryView:
     from ...store.broker_conf import configured
     from ..recovery.small import small_recovery_scan
 
-    crc, safe = configured("checkCRCOnRecover"), configured("messageIndexSafe")
+    crc, safe = configured(store.conf, "checkCRCOnRecover"), configured(store.conf, "messageIndexSafe")
     check_crc = crc.value if crc else True
     index_safe = safe.value if safe else False
     key = (_store_identity(store), check_crc, index_safe, version) if cache else None
@@ -154,8 +154,8 @@ def reindexed_hits(commitlog, view: RecoveryView, topic: str, key: str, begin: i
     dispatcher's ``dispatch_fields``); only the matching ones are decoded."""
     import numpy as np
 
-    from ...store.commitlog import RecordRun
-    from ..rebuild import dispatch_fields
+    from ...store.walk.records import RecordRun
+    from ..dispatcher import dispatch_fields
     from ..recovery.index import item_time
 
     key_hash = index_key_hash(build_index_key(topic, key))

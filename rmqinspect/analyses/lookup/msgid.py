@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ...errors import RmqInspectError
 from ...formats.msgid import decode_offset_msg_id, decode_uniq_key
-from ...store.errors import RmqInspectError
 from .fates import RecoveryView, beyond_truncation_text, mark_fates, offset_fate, restore_as_recovered
 from .query import DEFAULT_MAX_MSGS_NUM_BATCH, JAVA_LONG_MAX, IndexService, query_message
 

@@ -11,10 +11,11 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ...errors import RmqInspectError
 from ...formats.javahash import build_index_key, index_key_hash
-from ...store.errors import RmqInspectError
 
 if TYPE_CHECKING:
+    from ...store.broker_conf import BrokerConf
     from ...store.indexfile import FileLookup, IndexFile
 
 # The index and consume-queue readers (numpy, construct) are imported where a look-up first needs them:
@@ -50,7 +51,7 @@ class IndexService:
     """The index files of a store, in the broker's load order (lexical order of the 17-digit names)."""
 
     def __init__(self, index_dir: str, slots: int | None = None, max_items: int | None = None,
-                 index_msg_timestamp: int | None = None, abort_present: bool = False):
+                 index_msg_timestamp: int | None = None, abort_present: bool = False, conf: BrokerConf | None = None):
         from ...store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
 
         self.index_dir = index_dir
@@ -65,7 +66,7 @@ class IndexService:
                 continue
             info = IndexFileInfo(name, path, size=os.path.getsize(path))
             try:
-                f = IndexFile(path, slots, max_items)
+                f = IndexFile(path, slots, max_items, conf)
             except IndexGeometryError as e:
                 # not read rather than read wrongly: the error names the flag / broker.conf key that settles it
                 info.error = str(e)
@@ -98,7 +99,7 @@ class IndexService:
         except RmqInspectError:
             cp = None
         return cls(index_dir or store.layout.index_dir, slots, max_items,
-                   cp.index_msg_timestamp if cp else None, store.abort_present)
+                   cp.index_msg_timestamp if cp else None, store.abort_present, store.conf)
 
     def geometry(self) -> dict:
         """The index geometry in one answer: the files' common {value, source, candidates, detail}, or

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import RmqInspectError
 from ...formats.constants import PROPERTY_INNER_NUM
 from ...formats.consumequeue import BCQ_STORE_UNIT_SIZE
 from ...store.batch import BatchConsumeQueue, list_batch_queues
-from ...store.errors import RmqInspectError
+from ...store.broker_conf import BrokerConf
 from .queues import QueueRecovery
 
 
@@ -116,10 +117,10 @@ class BatchQueueModel:
         return int(new.size)
 
 
-def load_batch_queues(root: str, commitlog) -> list[BatchQueueModel]:
+def load_batch_queues(root: str, commitlog, conf: BrokerConf | None = None) -> list[BatchQueueModel]:
     out = []
     for topic, qid, d in list_batch_queues(root):
-        m = BatchQueueModel(topic, qid, BatchConsumeQueue(topic, qid, d), commitlog)
+        m = BatchQueueModel(topic, qid, BatchConsumeQueue(topic, qid, d, conf), commitlog)
         m.recover()
         out.append(m)
     return out

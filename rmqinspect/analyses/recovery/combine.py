@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...store import Store
-from ...store.broker_conf import configured
+from ...store.broker_conf import BrokerConf, configured
 from ...store.version import BrokerVersion
 from .queueset import QueueSet
 from .rocksdb import (
@@ -51,11 +51,11 @@ class CombineSettings:
     sources: tuple[str, ...] = ()
 
     @classmethod
-    def from_config(cls) -> CombineSettings:
+    def from_config(cls, conf: BrokerConf | None) -> CombineSettings:
         vals, src = {}, []
         for key, attr in (("combineCQPreferCQType", "prefer"), ("combineAssignOffsetCQType", "assign"),
                           ("combineCQMaxExtraSearchCommitLogFiles", "max_extra_files")):
-            s = configured(key)
+            s = configured(conf, key)
             if s is not None:
                 vals[attr] = s.value
                 src.append(f"{key}={s.value} ({s.source})")
@@ -107,10 +107,10 @@ def combine_in_effect(store: Store, options) -> bool:
     the layout: file queues and a RocksDB database together in consumequeue/."""
     if options.combine is not None:
         return bool(options.combine)
-    st = configured("storeType")
+    st = configured(store.conf, "storeType")
     if st is not None and str(st.value).lower() == ROCKSDB_CQ.lower():
         return False
-    s = configured("rocksdbCQDoubleWriteEnable")
+    s = configured(store.conf, "rocksdbCQDoubleWriteEnable")
     if s is not None:
         return bool(s.value)
     from ...store.consumequeue import list_queues
@@ -118,12 +118,12 @@ def combine_in_effect(store: Store, options) -> bool:
     return bool(list_queues(store.layout.consumequeue_dir))
 
 
-def accelerated_in_effect(version: BrokerVersion, rocksdb: bool, options, notes: list[str]) -> bool:
+def accelerated_in_effect(store: Store, version: BrokerVersion, rocksdb: bool, options, notes: list[str]) -> bool:
     """enableAcceleratedRecovery (5.3.4+): ``RecoveryOptions.accelerated`` or broker.conf; effective only with
     storeType=defaultRocksDB (the pure RocksDB consume queue)."""
     on = options.accelerated
     if on is None:
-        s = configured("enableAcceleratedRecovery")
+        s = configured(store.conf, "enableAcceleratedRecovery")
         on = bool(s.value) if s is not None else False
     if not on:
         return False
@@ -143,8 +143,8 @@ def accelerated_blind_spot(store: Store, version: BrokerVersion | None) -> int |
     the release detected from the files."""
     from .rocksdb import has_rocksdb_consume_queue
 
-    on = configured("enableAcceleratedRecovery")
-    st = configured("storeType")
+    on = configured(store.conf, "enableAcceleratedRecovery")
+    st = configured(store.conf, "storeType")
     if not (on is not None and on.value and st is not None and str(st.value).lower() == ROCKSDB_CQ.lower()):
         return None
     if version is None:
@@ -166,7 +166,7 @@ def accelerated_note(point: int, starts: list[int]) -> str:
 
 def load_combine_side(store: Store) -> CombineSide:
     """load(): the RocksDB side's offset table (every queue's max row and CHECKPOINT_TOPIC)."""
-    settings = CombineSettings.from_config()
+    settings = CombineSettings.from_config(store.conf)
     rq, how = read_rocksdb_queues(store)
     side = CombineSide(settings, rq, 0, extra_left=settings.max_extra_files)
     side.notes.append(f"combine store, RocksDB side: {how}")

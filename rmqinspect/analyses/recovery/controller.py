@@ -33,7 +33,7 @@ RULE_COMPENSATE = ("ConsumeQueueStore.compensateForHA (recoverOffsetTable, at lo
 def detect_confirm_offset(store: Store) -> int:
     """The confirm offset the broker dispatches up to, for ``RecoveryOptions.confirm_offset``: the checkpoint's
     confirmPhyOffset when the store is in controller mode (an ``epochFileCheckpoint`` or ``.bak`` in the root, or
-    ``enableControllerMode=true`` in the broker.conf in effect) or ``duplicationEnable=true``; -1 (no cut) otherwise,
+    ``enableControllerMode=true`` in the store's broker.conf) or ``duplicationEnable=true``; -1 (no cut) otherwise,
     and with ``readUnCommitted=true`` (the reput then runs to the max offset).
 
     What the broker does once it runs: a fenced broker (BrokerController fences a controller-mode broker before
@@ -43,7 +43,7 @@ def detect_confirm_offset(store: Store) -> int:
     from ...store.broker_conf import configured
 
     def conf(key: str):
-        s = configured(key)
+        s = configured(store.conf, key)
         return None if s is None else s.value
 
     if conf("readUnCommitted"):
@@ -128,9 +128,9 @@ class Finding:
 def controller_findings(store: Store, data_end: int) -> list[Finding]:
     """The epoch file (as the broker reads it), the confirm offset against the data and the load check, for a
     store in controller mode (``detect_confirm_offset`` >= 0); empty otherwise."""
+    from ...errors import OffsetOutOfStoreError
     from ...formats.epoch import derive_end_offsets
     from ...store.epoch import read_epoch_checkpoint
-    from ...store.errors import OffsetOutOfStoreError
     from ...store.walk.resync import validate_at
 
     confirm = detect_confirm_offset(store)

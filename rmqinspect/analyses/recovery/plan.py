@@ -29,7 +29,7 @@ from ...store import Store
 from ...store.consumequeue import ConsumeQueue, list_queues
 from ...store.walk.kinds import ILLEGAL, DamageKind
 from ...store.walk.records import RecordRun
-from ..dispatch import DelayTable
+from ..dispatch_rules import DelayTable
 from .batch import BatchQueueModel, batch_queue_topics, load_batch_queues
 from .combine import (
     accelerated_in_effect,
@@ -297,7 +297,7 @@ def load_consume_queues(store: Store, options: RecoveryOptions) -> Recovery:
             m = ConsumeQueueModel(cq, va.version, cq.file_size or options.cq_file_size or default_cq_file_size([]))
             m.recover()
             models.append(m)
-    batch = load_batch_queues(store.root, store.commitlog)
+    batch = load_batch_queues(store.root, store.commitlog, store.conf)
     models += batch
     rec = Recovery(store, options, va, normal, rocksdb, QueueSet(models), notes,
                    max_phy_cq=max((m.max_phys for m in models), default=-1),
@@ -309,7 +309,7 @@ def load_consume_queues(store: Store, options: RecoveryOptions) -> Recovery:
         rec.combine = load_combine_side(store)
         rec.notes.extend(rec.combine.notes)
         rec.combine.notes = []
-    rec.accelerated = accelerated_in_effect(va.version, rocksdb, options, rec.notes)
+    rec.accelerated = accelerated_in_effect(store, va.version, rocksdb, options, rec.notes)
     rec.max_offsets_before = {m.rec.key: m.rec.max_offset_on_disk for m in rec.queues.models}
     return rec
 

@@ -14,8 +14,8 @@ import numpy as np
 from ...formats.constants import PROPERTY_CRC32, PROPERTY_DELAY_TIME_LEVEL, RMQ_SYS_SCHEDULE_TOPIC
 from ...formats.properties import crc32_trailer_rows, parse_properties
 from ...store.walk.records import RecordRun
-from ..dispatch import DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
-from ..rebuild import dispatch_fields
+from ..dispatch_rules import DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
+from ..dispatcher import dispatch_fields
 
 
 @dataclass

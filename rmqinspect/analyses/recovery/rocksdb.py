@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...errors import RmqInspectError
 from ...store import Store
 from ...store.detect import SEPARATE_ROCKSDB_CQ_DIRS
-from ...store.errors import RmqInspectError
 from ...store.rocksdb_cq import RocksDBConsumeQueueStore, RocksQueueId, is_rocksdb_dir
 from .queues import QueueRecovery
 

@@ -27,7 +27,7 @@ from ...store.walk.file import walk_file
 from ...store.walk.kinds import BLANK, END, FILE_END
 from ...store.walk.parallel import map_files, resolve_jobs
 from ...store.walk.records import RECORD_FIELDS, RecordRun
-from ..dispatch import DEFAULT_DELAY_TABLE, DelayTable
+from ..dispatch_rules import DEFAULT_DELAY_TABLE, DelayTable
 from .queueset import QueueSet
 from .version import VersionAssumption
 
@@ -56,7 +56,7 @@ class RecoveryOptions:
     keep_redispatch: bool = True  # list every re-dispatched record (else only count them)
     cq_file_size: int | None = None  # mappedFileSizeConsumeQueue for queues the recovery creates
     model_start: bool = True  # step 6: start()'s ReputMessageService
-    jobs: int | None = None  # worker processes of the scan and the salvage walk (analyses.parallel.resolve_jobs)
+    jobs: int | None = None  # worker processes of the scan and the salvage walk (store.walk.parallel.resolve_jobs)
     # re-dispatched records reach the queue models (False: only T and the re-dispatch range are wanted, as by a
     # key look-up's fates; neither depends on the queue models)
     dispatch: bool = True
@@ -68,7 +68,7 @@ class RecoveryOptions:
     stale_offset_check: bool | None = None
     # controller mode (AutoSwitch HA): the recovery and start()'s reput dispatch only records ending at or before
     # the confirm offset (recovery.controller). None: detected from the store (epochFileCheckpoint) and the
-    # broker.conf in effect (enableControllerMode, duplicationEnable, readUnCommitted); -1: classic, never cut
+    # store's broker.conf (enableControllerMode, duplicationEnable, readUnCommitted); -1: classic, never cut
     confirm_offset: int | None = None
     # progress(offset): called with the commit-log offset the scan has reached, after every run of records
     progress: Callable[[int], None] | None = field(default=None, compare=False, repr=False)
@@ -383,7 +383,7 @@ def stale_offset_check_in_effect(rec: Recovery) -> bool:
     if on is None:
         from ...store.broker_conf import configured
 
-        s = configured("checkCommitLogOffsetOnRecover")
+        s = configured(rec.store.conf, "checkCommitLogOffsetOnRecover")
         on = bool(s.value) if s is not None else False
     return bool(on) and rec.bv.has_stale_offset_check and not rec.normal
 
@@ -498,12 +498,12 @@ _AIM_PROBE = 256  # a chunk walk's first run, before any record size is known
 def scan_file(args) -> tuple[int, int, int, list]:
     """checkMessageAndReturnSize over one file or chunk, in a worker: (file start, chunk start, landed, events),
     the events being the record arrays of its runs and what ended the walk. ``args`` = (path, start, check_crc,
-    accept_v2[, lo, hi]): the walk from position ``lo`` (default 0) up to the record starting at ``hi`` (None:
-    the file's end); ``landed`` is ``hi`` when the walk reached it, else WALK_ENDED or WALKED_PAST. The file is
-    mapped here and closed."""
+    accept_v2[, lo, hi[, dledger]]): the walk from position ``lo`` (default 0) up to the record starting at ``hi``
+    (None: the file's end); ``landed`` is ``hi`` when the walk reached it, else WALK_ENDED or WALKED_PAST;
+    ``dledger`` the parent's ``MappedFile.dledger`` (None: from the path). The file is mapped here and closed."""
     path, start, check_crc, accept_v2 = args[:4]
     lo, hi = args[4:6] if len(args) > 4 else (0, None)
-    f = MappedFile(path, start)
+    f = MappedFile(path, start, dledger=args[6] if len(args) > 6 else None)
     out: list = []
     try:
         if hi is None:
@@ -604,8 +604,8 @@ def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: in
         args = []
         for f in files[idx:]:
             starts = record_chunks(f, 0, accept_v2=accept_v2)
-            args += [(f.path, f.start, check_crc, accept_v2, lo, starts[k + 1] if k + 1 < len(starts) else None)
-                     for k, lo in enumerate(starts)]
+            args += [(f.path, f.start, check_crc, accept_v2, lo, starts[k + 1] if k + 1 < len(starts) else None,
+                      f.dledger) for k, lo in enumerate(starts)]
         if len(args) > 1:
             results = _ChunkResults(map_files(scan_file, args, jobs))
             for f in files[idx:]:

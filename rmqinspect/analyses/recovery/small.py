@@ -28,7 +28,7 @@ from ...store.layout import is_rocksdb_dir
 from ...store.version import BrokerVersion
 from ...store.walk.kinds import ILLEGAL
 from ...store.walk.records import RECORD_FIELDS, RecordRun
-from ..dispatch import DelayLevelError, DelayTable, dispatch_tags_code
+from ..dispatch_rules import DelayLevelError, DelayTable, dispatch_tags_code
 from .queueset import QueueSet
 from .scan import Recovery, RecoveryOptions, Scan, choose_start_file, scan_records
 from .version import assume_version

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...store import Store
-from ...store.broker_conf import KEY_SINCE, configured
+from ...store.broker_conf import KEY_SINCE, BrokerConf, configured
 from ...store.detect import detect_store
 from ...store.version import BrokerVersion
 
@@ -74,7 +74,7 @@ def detect_version(store: Store) -> VersionAssumption:
     ev5 = [e.detail for e in det.found() if e.implies.startswith("5")]
     other = [e.detail for e in det.found() if not e.implies.startswith("5")]
     floor = det.min_release
-    conf = conf_release()
+    conf = conf_release(store.conf)
     if conf is not None and (floor is None or conf[0].parts > floor.parts):
         floor = conf[0]
         ev5 = ev5 + [conf[1]]
@@ -93,11 +93,11 @@ def detect_version(store: Store) -> VersionAssumption:
                                       f"{ASSUMED_4X}"])
 
 
-def conf_release() -> tuple[BrokerVersion, str] | None:
-    """The newest release a key of the broker.conf in effect exists from (``broker_conf.KEY_SINCE``)."""
+def conf_release(conf: BrokerConf | None) -> tuple[BrokerVersion, str] | None:
+    """The newest release a key of ``conf`` (the broker.conf given) exists from (``broker_conf.KEY_SINCE``)."""
     best = None
     for key, since in KEY_SINCE.items():
-        s = configured(key)
+        s = configured(conf, key)
         if s is not None:
             v = BrokerVersion.parse(since)
             if best is None or v.parts > best[0].parts:

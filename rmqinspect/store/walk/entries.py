@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...errors import CorruptDataError, unpack_at
 from ...formats.commitlog import PHYSICAL_OFFSET_POSITION
 from ...formats.constants import MESSAGE_MAGICS, RECORD_SIZE_CAP
 from ...formats.dledger import (
@@ -28,7 +29,6 @@ from ...formats.dledger import (
     HEADER_SIZE,
     MAGIC_1,
 )
-from ..errors import CorruptDataError
 from ..mapped import MappedFile
 from ..scanner import compiled
 from .kinds import BLANK, CRC_MISMATCH, END, FILE_END, HALF, ILLEGAL, MESSAGE, EntryKind
@@ -74,8 +74,10 @@ class Entry:
 
 
 def read_entry(buf, position: int, file: MappedFile) -> Entry:
-    """The entry header at ``position`` of ``file`` (``buf`` is its buffer); no check."""
-    magic, size, index, term, pos, channel, chain_crc, body_crc, body_size = ENTRY_HEADER.unpack_from(buf, position)
+    """The entry header at ``position`` of ``file`` (``buf`` is its buffer); its fields unchecked
+    (``entry_header_problem``), a header cut by the end of the buffer a CorruptDataError naming the file."""
+    magic, size, index, term, pos, channel, chain_crc, body_crc, body_size = unpack_at(
+        ENTRY_HEADER, buf, position, file.path, "DLedger entry header", base=file.start)
     return Entry(magic, size, index, term, pos, channel, chain_crc, body_crc, body_size, file, position)
 
 

@@ -64,7 +64,7 @@ def resolve_jobs(jobs: int | None) -> int:
 
 
 def chunk_bytes() -> int:
-    """The size a commitlog file's chunks aim at (``salvage.record_chunks``, ``rebuild_run``):
+    """The size a commitlog file's chunks aim at (``salvage.record_chunks``, ``rebuild``):
     ``RMQINSPECT_CHUNK_BYTES`` if set (tests force tiny chunks), else ``DEFAULT_CHUNK_BYTES``."""
     v = os.environ.get(CHUNK_ENV, "").strip()
     return int(v) if v.isdigit() and int(v) > 0 else DEFAULT_CHUNK_BYTES
@@ -300,10 +300,6 @@ def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None =
         return
     from concurrent.futures import ProcessPoolExecutor
 
-    from ...store.broker_conf import InBrokerConf
-
-    # the broker.conf in effect here is in effect in the workers too, whatever the start method
-    fn = InBrokerConf(fn)
     workers = min(jobs, len(items))
     window = workers + 1  # every worker busy, and the next result ready when the parent asks for it
     ctx = _context()

@@ -163,12 +163,6 @@ class RecordRun:
             return [r[i] for r in raw]
         return memoryview(raw).cast("q")[i::_NFIELDS].tolist()  # type: ignore[arg-type]
 
-    @classmethod
-    def from_rows(cls, file: MappedFile, rows: np.ndarray) -> RecordRun:
-        import numpy as np
-
-        return cls(file, np.ascontiguousarray(rows, dtype=np.int64).view(_record_dtype()).reshape(len(rows)))
-
     @property
     def rows(self) -> np.ndarray:
         """The same memory as a 2-D int64 array (RECORD_FIELDS order): what the compiled dispatcher takes."""

@@ -108,20 +108,6 @@ def _drop_pages(buf, lo: int, hi: int) -> None:
             pass
 
 
-def _zero_run(buf, lo: int, hi: int) -> int:
-    """Length of the run of zero bytes starting at lo."""
-    chunk = 1 << 16
-    p = lo
-    while p < hi:
-        b = min(hi, p + chunk)
-        arr = np.frombuffer(buf, dtype=np.uint8, count=b - p, offset=p)
-        nz = np.flatnonzero(arr)
-        if nz.size:
-            return p + int(nz[0]) - lo
-        p = b
-    return hi - lo
-
-
 def validate_at(f: MappedFile, pos: int, check_crc: bool, accept_v2: bool):
     """The first slot at ``pos`` if it is a fully valid record lying where it says, else None."""
     buf = f.buffer
@@ -292,6 +278,9 @@ class WalkTask:
     convert_args: tuple = ()
     # a chunk of the file (chunk_tasks): the later chunks' starts, where this walk ends when it lands on one
     stops: tuple[int, ...] = ()
+    # DLedger data files (entries around the records), as the parent's CommitLog knows them from its layout and
+    # broker.conf; None: from the path (a dledger-<selfId>/data directory)
+    dledger: bool | None = None
 
 
 def walk_tasks(cl, start: int | None = None, *, check_crc: bool = True, accept_v2: bool = True,
@@ -307,7 +296,7 @@ def walk_tasks(cl, start: int | None = None, *, check_crc: bool = True, accept_v
             continue
         first = not tasks
         tasks.append(WalkTask(paths, i, max(0, start - f.start) if first else 0, fsize, check_crc, accept_v2,
-                              i > 0 and not first, convert, convert_args))
+                              i > 0 and not first, convert, convert_args, dledger=f.dledger))
     return tasks
 
 
@@ -383,7 +372,7 @@ def run_walk_task(task: WalkTask) -> tuple[int, int, int, list]:
         f = own.get(i)
         if f is None:
             start, path = task.files[i]
-            f = own[i] = MappedFile(path, start)
+            f = own[i] = MappedFile(path, start, dledger=task.dledger)
         return f
 
     def has_after() -> bool:

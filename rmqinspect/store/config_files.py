@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from .errors import CorruptDataError
+from ..errors import ConfigSyntaxError, CorruptDataError
 
 CONFIG_FILES = {
     "topics": "topics.json",
@@ -27,14 +27,6 @@ MAX_CONFIG_DEPTH = 64
 # the numbers fastjson writes are Java ints/longs (<= 20 characters); a longer literal is damage, and Python
 # refuses to convert more than 4300 digits anyway
 MAX_INT_DIGITS = 40
-
-
-class ConfigSyntaxError(ValueError):
-    """A config file that is not the JSON a broker writes: nested too deep, a number too long."""
-
-    def __init__(self, message: str, pos: int | None = None):
-        super().__init__(message + (f" at char {pos}" if pos is not None else ""))
-        self.pos = pos
 
 
 def quote_bare_keys(text: str) -> str:
@@ -162,6 +154,33 @@ def load_config_file(config_dir: str, file_name: str) -> ConfigLoad:
     return ConfigLoad(file_name, path, None, "missing", f"main file {why}, .bak {bwhy}", None, problems)
 
 
+@dataclass
+class ConfigFile:
+    """One config file as the recovery analyses use it (``read_config``)."""
+
+    name: str  # e.g. consumerOffset.json
+    path: str  # the file actually parsed
+    data: object
+    used_backup: bool
+    problems: list[str] = field(default_factory=list)  # why the main file was not used
+
+    @property
+    def source(self) -> str:
+        return os.path.basename(self.path)
+
+
+def read_config(config_dir: str, name: str) -> ConfigFile | None:
+    """``config_dir/name`` as ``load_config_file`` reads it (with the ``.bak`` fallback); None when neither was
+    ever written; raises CorruptDataError when a candidate exists but none parses."""
+    load = load_config_file(config_dir, name)
+    if load.used is not None:
+        return ConfigFile(name, load.used, load.data, load.source == "bak",
+                          [load.reason] if load.source == "bak" else [])
+    if not load.problems:
+        return None
+    raise CorruptDataError("; ".join(load.problems), os.path.join(config_dir, name), 0)
+
+
 # -- decoders (plain rows) -----------------------------------------------------------------------------
 def table_of(data, key: str, problems: list[str] | None = None, where: str = "") -> dict:
     """``data[key]`` when it is an object; a missing/null table is empty; any other type (a list, a string,
@@ -268,7 +287,9 @@ def delay_offset_rows(data: dict | None, problems: list[str] | None = None) -> l
 
 
 @dataclass
-class BrokerConfig:
+class ConfigFiles:
+    """Every file under ``config/`` decoded (the ``config`` command)."""
+
     loads: dict  # kind -> ConfigLoad
     topics: list
     subscription_groups: list
@@ -282,7 +303,7 @@ class BrokerConfig:
                 "delayOffsets": self.delay_offsets, "problems": self.problems}
 
 
-def read_broker_config(config_dir: str) -> BrokerConfig:
+def read_config_files(config_dir: str) -> ConfigFiles:
     loads = {k: load_config_file(config_dir, f) for k, f in CONFIG_FILES.items()}
     problems = [p for ld in loads.values() for p in ld.problems]
     try:
@@ -296,4 +317,4 @@ def read_broker_config(config_dir: str) -> BrokerConfig:
         problems.extend(f"{loads['delayOffsets'].used}: {p}" for p in found)
     except (AttributeError, TypeError, ValueError) as e:
         raise CorruptDataError(f"config content has an unexpected shape: {e}", config_dir) from e
-    return BrokerConfig(loads, topics, groups, offsets, delays, problems)
+    return ConfigFiles(loads, topics, groups, offsets, delays, problems)

@@ -6,9 +6,9 @@ import sys
 
 import click
 
+from ..errors import EXIT_PROBLEMS
 from ..store import Store
-from ..store.errors import EXIT_PROBLEMS
-from ._params import broker_version_option, store_argument
+from ._params import broker_conf, broker_version_option, store_argument
 from .output import emit, emit_document, format_option, handle_errors, no_match, warn
 
 
@@ -25,10 +25,10 @@ def config_cmd(store, only, broker_version, fmt):
     fastjson's unquoted integer keys are accepted; when a main file is missing, empty or corrupt the
     .bak file is used (as ConfigManager.load does) and a warning says so.
     """
-    from ..store.brokerconfig import read_broker_config
+    from ..store.config_files import read_config_files
 
-    st = Store.open(store)
-    cfg = read_broker_config(st.layout.config_dir)
+    st = Store.open(store, conf=broker_conf())
+    cfg = read_config_files(st.layout.config_dir)
     for ld in cfg.loads.values():
         if ld.source == "bak":
             warn(f"{ld.path}: {ld.reason}")

@@ -1,6 +1,6 @@
 """What the broker's dispatcher derives from one record (FORMATS.md §3): whether it gets a consume-queue
 entry, its tagsCode, and the index keys. Shared by `cq --join`, `verify`, `recover`, `rebuild` and the
-writer, so there is one statement of these rules.
+fixtures, so there is one statement of these rules.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..errors import DelayLevelError
 from ..formats.constants import (
     DEFAULT_MESSAGE_DELAY_LEVEL,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -55,10 +56,6 @@ def goes_to_consume_queue(sys_flag: int) -> bool:
 def goes_to_index(sys_flag: int) -> bool:
     """CommitLogDispatcherBuildIndex: everything except ROLLBACK."""
     return (sys_flag & 0xC) != TransactionType.ROLLBACK
-
-
-class DelayLevelError(ValueError):
-    """Integer.parseInt(DELAY) failed: the broker treats the record as illegal (-1)."""
 
 
 def dispatch_tags_code(topic: str, properties: dict[str, str], store_timestamp: int,
