@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from rmqinspect.analyses import rebuild as rb
+from rmqinspect.analyses import dispatcher as rb
 from rmqinspect.analyses.dispatch_rules import index_keys
 from rmqinspect.fixtures.commitlog import MessageSpec
 from rmqinspect.fixtures.store import StoreWriter
