@@ -282,26 +282,31 @@ offsets_file_option = click.option(
 # --- --columns / --vertical / --no-truncate: appended to every command by cli.main, like --broker-config ---
 
 def _set_layout(ctx: click.Context, param: click.Parameter, value):
-    from .output import layout
+    from .output import current
 
+    inv = current()
     if param.name == "columns":
-        layout.columns = tuple(c.strip() for c in value.split(",") if c.strip()) if value else None
-        layout.asked_columns_seen = set()
-        if layout.columns:
+        inv.columns = tuple(c.strip() for c in value.split(",") if c.strip()) if value else None
+        inv.columns_seen = set()
+        if inv.columns:
             ctx.call_on_close(_unknown_columns_note)
     elif param.name == "vertical":
-        layout.vertical = bool(value)
+        inv.vertical = bool(value)
     else:
-        layout.no_truncate = bool(value)
+        inv.no_truncate = bool(value)
     return value
 
 
 def _unknown_columns_note() -> None:
-    from .output import layout, warn
+    """--columns naming a column no table had: said with the names that were there to pick."""
+    from .output import current, warn
 
-    missing = [c for c in layout.columns or () if c not in layout.asked_columns_seen]
+    inv = current()
+    missing = [c for c in inv.columns or () if c not in inv.columns_seen]
     if missing:
-        warn(f"--columns: no table had {', '.join(missing)}")
+        valid = sorted(inv.columns_offered)
+        warn(f"--columns: no table had {', '.join(missing)}"
+             + (f"; valid: {', '.join(valid)}" if valid else ""))
 
 
 def layout_options() -> list[click.Option]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ._params import OFFSET, broker_version_option_for, offsets_file_option, store_argument
-from .output import emit, emit_document, format_option, handle_errors, layout, ms_to_iso, no_match, note, print_kv
+from .output import current, emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv
 
 TABLE_COLUMNS = ("physical_offset", "file", "position", "record", "topic", "queue_id", "queue_offset", "uniq_key")
 
@@ -110,7 +110,7 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
     from ..analyses.txn import attach_transactions
 
     attach_transactions(st, fates, plan=plan, offsets_file=offsets_file)
-    if fmt == "table" and layout.columns:
+    if fmt == "table" and current().columns:
         # --columns asks for columns: one row per record (the key/value blocks below have none to pick)
         emit((f.to_dict() for f in fates), "table", TABLE_COLUMNS)
         return

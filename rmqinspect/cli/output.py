@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import click
@@ -76,54 +77,80 @@ def ms_to_iso(ms: int | None) -> str:
         return str(ms)
 
 
-# Columns of free text (explanations, not identifiers): the only ones ever folded or dropped to fit a terminal.
-# Everything else (offsets, topics, keys, ids, file names, times) is printed whole on one line, always.
+# Columns of free text (explanations, not identifiers): folded at spaces to fit a terminal. Everything else
+# (offsets, topics, keys, ids, file names, times) is printed whole: never cut, never split inside a token.
 FREE_TEXT_COLUMNS = frozenset({"note", "notes", "problems", "reason", "reasons", "detail", "why", "body", "record",
                                "evidence", "damage", "stopped", "message", "description", "explanation", "error",
-                               "what", "verdict", "cause"})
+                               "what", "verdict", "cause", "sentence", "details"})
+NOTES_REMEMBERED = 10_000  # distinct stderr lines remembered to say each once (bounded on a walk full of damage)
 
 
-class TableLayout:
-    """How tables are laid out, from the options every command has (--columns, --vertical, --no-truncate)."""
+@dataclass
+class Invocation:
+    """What one command invocation decided about its output, held on click's context (``ctx.obj``), never in
+    module state: the layout options every command has (--columns, --vertical, --no-truncate), --debug, and the
+    notes held for the end of the command (each said once)."""
 
     columns: tuple[str, ...] | None = None
-    vertical = False
-    no_truncate = False
-    asked_columns_seen: set[str] = set()
+    vertical: bool = False
+    no_truncate: bool = False
+    debug: bool = False
+    columns_seen: set[str] = field(default_factory=set)  # asked columns some table had
+    columns_offered: set[str] = field(default_factory=set)  # every column some table could show
+    notes: list[str] = field(default_factory=list)
+    said: set[str] = field(default_factory=set)
+    holding: int = 0
 
 
-layout = TableLayout()
+def current() -> Invocation:
+    """The running command's Invocation (created on the root context when a command runs outside the group, as
+    in tests); outside any command a fresh one, so library callers get plain defaults and notes at once."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return Invocation()
+    inv = ctx.find_object(Invocation)
+    if inv is None:
+        root = ctx.find_root()
+        if root.obj is None:
+            root.obj = Invocation()
+        inv = root.obj if isinstance(root.obj, Invocation) else Invocation()
+        if ctx.obj is None:
+            ctx.obj = inv
+    return inv
 
 
-def _cell(v: Any, width: int | None = None) -> str:
-    """A cell's text on one line (control characters escaped); cut only when ``width`` is given (free text on
-    a terminal that cannot hold it)."""
+def _cell(v: Any) -> str:
+    """A cell's text on one line (control characters escaped). A list of scalars is written ``a, b, c`` so it
+    folds between items, never inside one."""
     if v is None:
         return ""
-    if isinstance(v, (dict, list)):
+    if isinstance(v, (list, tuple)) and all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in v):
+        s = ", ".join(str(x) for x in v)
+    elif isinstance(v, (dict, list, tuple)):
         s = dumps(v)
     else:
         s = str(v)
-    s = s.replace("\x01", "\\x01").replace("\x02", "\\x02").replace("\n", "\\n").replace("\r", "\\r")
-    if width is not None and len(s) > width:
-        s = s[: width - 1] + "…"
-    return s
+    return s.replace("\x01", "\\x01").replace("\x02", "\\x02").replace("\n", "\\n").replace("\r", "\\r")
 
 
-def _pick_columns(rows: list[dict], columns: Sequence[str] | None) -> list[str]:
+def _pick_columns(rows: list[dict], columns: Sequence[str] | None, inv: Invocation) -> list[str]:
     cols = list(columns) if columns is not None else (list(rows[0].keys()) if rows else [])
-    if layout.columns:
-        available = set(cols) | {k for r in rows for k in r}
-        wanted = [c for c in layout.columns if c in available]
-        layout.asked_columns_seen.update(wanted)
+    available = list(dict.fromkeys([*cols, *(k for r in rows for k in r)]))
+    inv.columns_offered.update(available)
+    if inv.columns:
+        wanted = [c for c in inv.columns if c in available]
+        inv.columns_seen.update(wanted)
         if wanted:
             return wanted
+    elif inv.vertical:  # one record per block has room for every field the rows carry
+        return available
     return cols
 
 
-def _project(row: dict) -> dict:
-    picked = {c: row[c] for c in layout.columns or () if c in row}
-    layout.asked_columns_seen.update(picked)
+def _project(row: dict, inv: Invocation) -> dict:
+    inv.columns_offered.update(row)
+    picked = {c: row[c] for c in inv.columns or () if c in row}
+    inv.columns_seen.update(picked)
     return picked or row
 
 
@@ -133,15 +160,24 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((80, 24)).columns
 
 
+def fit_width(out) -> int | None:
+    """The width output to ``out`` must fit: the terminal's when ``out`` is one (and --no-truncate is not given),
+    else None (a pipe or file gets every row on one line, for grep)."""
+    if not is_terminal(out) or current().no_truncate:
+        return None
+    return terminal_width()
+
+
 def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *, title: str | None = None,
          out=None, cell_width: int | None = None) -> int:
     """Render a stream of row dicts. ``columns`` picks and orders the table columns (JSON keeps all keys;
     ``--columns`` picks in every format). Returns the number of rows written. ``cell_width`` is kept for
     callers; identifiers are never cut, free text only to fit a terminal."""
     out = out or sys.stdout
+    inv = current()
     n = 0
-    if layout.columns and fmt in ("json", "ndjson"):
-        rows = (_project(r) for r in rows)
+    if inv.columns and fmt in ("json", "ndjson"):
+        rows = (_project(r, inv) for r in rows)
     if fmt == "ndjson":
         # each line is serialised before it is written: a failure mid-stream leaves only complete lines
         try:
@@ -205,85 +241,174 @@ def _mark_stopped(e: BaseException, rows: int, how: str) -> None:
 
 
 def _print_table(rows: list[dict], columns, title, out, width=None, header=True) -> None:
-    columns = _pick_columns(rows, columns)
-    if layout.vertical:
-        _print_vertical(rows, columns, title, out)
-        return
+    inv = current()
+    columns = _pick_columns(rows, columns, inv)
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
-    if is_terminal(out):
-        _print_terminal_table(cells, columns, title, out, header)
+    term = fit_width(out)
+    if inv.vertical:
+        _print_vertical(cells, columns, title, out, term)
         return
     if title:
-        out.write(title + "\n")
-    out.write(text_table(cells, columns if header else None) + "\n")
+        out.write(kv_line("", title, term, 0))
+    text = table_text(cells, columns if header else None, term, foldable=_foldable(rows, columns))
+    if text is None:  # wider than the terminal even with free text folded: one record per block (psql \x auto)
+        _print_vertical(cells, columns, None, out, term)
+        return
+    out.write(text)
+
+
+def _foldable(rows: list[dict], columns: Sequence[str]) -> set[int]:
+    """Columns folded at spaces to fit: free text, and lists (folded between items)."""
+    return {i for i, c in enumerate(columns)
+            if c in FREE_TEXT_COLUMNS or any(isinstance(r.get(c), (list, tuple)) for r in rows)}
+
+
+def _width(s: str) -> int:
+    """Columns a text takes on a terminal: East Asian wide characters count two (rich's cell_len)."""
+    if s.isascii():
+        return len(s)
+    from rich.cells import cell_len
+
+    return cell_len(s)
+
+
+def _pad(s: str, width: int) -> str:
+    return s + " " * (width - _width(s))
+
+
+def fold(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` columns, broken only at spaces: a token longer than ``width`` is a
+    line of its own (never split)."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split(" "):
+        if not line:
+            line = word
+        elif _width(line) + 1 + _width(word) <= width:
+            line += " " + word
+        else:
+            lines.append(line)
+            line = word
+    lines.append(line)
+    return lines
+
+
+_SEP = "  "
+_ABOVE = "(above)"  # in a cell whose identifier is too long for the column: it is printed alone just above its row
+
+
+def table_text(cells: list[list[str]], headers: Sequence[str] | None = None, width: int | None = None,
+               foldable: set[int] | frozenset[int] = frozenset()) -> str | None:
+    """The one table style of every command: columns left-aligned, two spaces apart, a dashed rule under the
+    headers (tabulate's "simple"), widths measured in terminal cells. With ``width`` (a terminal's) the table is
+    made to fit: ``foldable`` columns are folded at spaces; then a few identifiers too long for their column
+    (a 200-character topic among short ones) are each printed alone on the line above their row, the cell saying
+    ``(above)``; when that is not enough, None: the caller prints one record per block."""
+    n = len(headers) if headers is not None else (len(cells[0]) if cells else 0)
+    head = list(headers) if headers is not None else [""] * n
+    lens = [[_width(row[i]) for row in cells] for i in range(n)]
+    natural = [max([_width(head[i]), *lens[i]]) for i in range(n)]
+    widths = list(natural)
+    above: dict[int, set[int]] = {}  # column -> rows whose cell is printed above the row
+    if width is not None and sum(widths) + len(_SEP) * (n - 1) > width:
+        widths = _fit(cells, head, lens, natural, foldable, width, above)
+        if widths is None:
+            return None
+    out = []
+    if headers is not None:
+        out.append(_SEP.join(_pad(h, w) for h, w in zip(head, widths, strict=True)).rstrip())
+        out.append(_SEP.join("-" * w for w in widths))
+    for r, row in enumerate(cells):
+        for i in range(n):
+            if r in above.get(i, ()):
+                out.append(row[i])
+        parts = [[_ABOVE if _ABOVE_FITS(widths[i]) else "^"] if r in above.get(i, ())
+                 else fold(row[i], widths[i]) if i in foldable and lens[i][r] > widths[i] else [row[i]]
+                 for i in range(n)]
+        for k in range(max(len(p) for p in parts)):
+            out.append(_SEP.join(_pad(p[k] if k < len(p) else "", w) for p, w in zip(parts, widths, strict=True))
+                       .rstrip())
+    return "".join(line + "\n" for line in out)
+
+
+def _ABOVE_FITS(w: int) -> bool:
+    return w >= len(_ABOVE)
+
+
+def _fit(cells, head, lens, natural, foldable, width, above) -> list[int] | None:
+    """Column widths that fit ``width`` (see table_text), filling ``above``; None when none do."""
+    n = len(natural)
+    avail = width - len(_SEP) * (n - 1)
+    # a foldable column needs its longest word; it gets at least 16 columns (or what it needs) to stay readable
+    need = {i: max([_width(head[i]), *(_width(w) for row in cells for w in row[i].split(" "))]) for i in foldable}
+    floor = {i: min(natural[i], max(need[i], 16)) for i in foldable}
+    ident = [i for i in range(n) if i not in foldable]
+    widths = [floor.get(i, natural[i]) for i in range(n)]
+    # identifiers too long for the room: the longest few of a column go above their rows (at most a tenth)
+    limit = max(2, len(cells) // 10)
+    while sum(widths) > avail:
+        best = None
+        for i in ident:
+            moved = above.get(i, set())
+            if len(moved) >= limit:
+                continue
+            rest = [lens[i][r] for r in range(len(cells)) if r not in moved]
+            if not rest:
+                continue
+            top = max(rest)
+            lower = max([_width(head[i]), 1, *(x for x in rest if x < top)])
+            rows_at_top = [r for r in range(len(cells)) if r not in moved and lens[i][r] == top]
+            if len(moved) + len(rows_at_top) > limit or top - lower <= 0:
+                continue
+            if best is None or top - lower > best[1]:
+                best = (i, top - lower, rows_at_top, lower)
+        if best is None:
+            return None
+        i, _, rows_at_top, lower = best
+        above.setdefault(i, set()).update(rows_at_top)
+        widths[i] = max(lower, len(_ABOVE) if lower >= len(_ABOVE) else 1)
+    # what is left over goes back to the folded columns, up to their natural width
+    spare = avail - sum(widths)
+    for i in sorted(foldable, key=lambda i: natural[i] - widths[i]):
+        extra = min(natural[i] - widths[i], spare // max(1, sum(1 for j in foldable if natural[j] > widths[j])))
+        widths[i] += max(0, extra)
+        spare -= max(0, extra)
+    return widths
 
 
 def text_table(cells: list[list[str]], headers: Sequence[str] | None = None) -> str:
-    """Plain-text columns: tabulate's "simple" format (with headers) or "plain" (without), numbers left as text.
-    Imported here, not at module load: tabulate pulls in importlib.metadata (~30 ms), which --help, --version
-    and commands that print no table should not pay."""
-    from tabulate import tabulate
-
-    if headers is not None:
-        return tabulate(cells, headers=list(headers), tablefmt="simple", disable_numparse=True)
-    return tabulate(cells, tablefmt="plain", disable_numparse=True)
+    """The table style (``table_text``) at full width, without the final newline (for text built around it)."""
+    return (table_text(cells, headers) or "").rstrip("\n")
 
 
-def _print_vertical(rows: list[dict], columns: list[str], title, out) -> None:
-    """One record per block (psql's \\x): every value whole on its own line, whatever the width."""
+def _print_vertical(cells: list[list[str]], columns: list[str], title, out, term: int | None) -> None:
+    """One record per block (psql's \\x): each field on its own line; on a terminal, a value longer than the line
+    is folded at spaces, and an identifier that cannot fit beside its name is alone on the next line."""
     if title:
-        out.write(title + "\n")
-    import textwrap
-
-    w = max((len(c) for c in columns), default=0)
-    room = terminal_width() - w - 3 if is_terminal(out) and not layout.no_truncate else 0
-    for i, r in enumerate(rows, 1):
+        out.write(kv_line("", title, term, 0))
+    w = max((_width(c) for c in columns), default=0)
+    room = term - w - 3 if term is not None else None
+    for i, row in enumerate(cells, 1):
         out.write(f"-[ RECORD {i} ]" + "-" * max(w - 8, 4) + "\n")
-        for c in columns:
-            v = _cell(r.get(c))
-            if c in FREE_TEXT_COLUMNS and room >= 20 and len(v) > room:  # only free text is folded
-                v = ("\n" + " " * w + " | ").join(textwrap.wrap(v, room, break_long_words=False))
-            out.write(f"{c.ljust(w)} | {v}\n")
+        for c, v in zip(columns, row, strict=True):
+            out.write(kv_line(_pad(c, w) + " | ", v, room, w + 3))
 
 
-def _print_terminal_table(cells: list[list[str]], columns: list[str], title, out, header: bool) -> None:
-    """A rich table that fits the terminal: identifiers never wrap or cut. When it is too wide, free-text
-    columns are folded, then dropped (a note says so), and when the identifiers alone do not fit the rows are
-    shown one per block (--vertical); --no-truncate prints the full width instead."""
-    from rich.cells import cell_len
-    from rich.console import Console
-    from rich.table import Table
-
-    term = terminal_width()
-    natural = [max([cell_len(c)] + [cell_len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    overhead = 3 * len(columns) + 1  # rich's box: "│ " before each cell, " " after, and the closing "│"
-    free = [i for i, c in enumerate(columns) if c in FREE_TEXT_COLUMNS]
-    fold: dict[int, int] = {}
-    keep = list(range(len(columns)))
-    if sum(natural) + overhead > term and not layout.no_truncate:
-        fixed = sum(natural[i] for i in keep if i not in free)
-        room = term - overhead - fixed
-        if free and room >= 12 * len(free):
-            share = room // len(free)
-            fold = {i: min(natural[i], share) for i in free}
-        elif free:
-            keep = [i for i in keep if i not in free]
-        if sum(natural[i] for i in keep if i not in fold) + sum(fold.values()) + 3 * len(keep) + 1 > term:
-            _print_vertical([dict(zip(columns, row, strict=True)) for row in cells], columns, title, out)
-            return
-        if len(keep) < len(columns):
-            hold_note(f"column(s) {', '.join(c for i, c in enumerate(columns) if i not in keep)} left out to fit "
-                      f"{term} columns (--vertical, --columns or --no-truncate show them)")
-    t = Table(title=title, show_header=header, header_style="bold")
-    for i in keep:
-        if i in fold:
-            t.add_column(columns[i], overflow="fold", max_width=fold[i], min_width=min(fold[i], 12))
+def kv_line(prefix: str, value: str, room: int | None, indent: int) -> str:
+    """``prefix`` + ``value``, folded at spaces into ``room`` columns (continuations indented by ``indent``); a
+    token longer than ``room`` is printed alone on a line of its own, whole."""
+    if room is None or _width(value) <= room:
+        return (prefix + value).rstrip() + "\n"
+    room = max(room, 16)
+    lines = []
+    for k, part in enumerate(fold(value, room)):
+        if _width(part) > room:  # one token longer than the room: alone on its own line
+            if k == 0:
+                lines.append(prefix)
+            lines.append(part)
         else:
-            t.add_column(columns[i], no_wrap=True, min_width=natural[i], overflow="ignore")
-    for row in cells:
-        t.add_row(*[row[i] for i in keep])
-    width = max(term, sum(natural[i] for i in keep if i not in fold) + sum(fold.values()) + 3 * len(keep) + 1)
-    Console(file=out, soft_wrap=False, width=width).print(t)
+            lines.append((prefix if k == 0 else " " * indent) + part)
+    return "".join(x.rstrip() + "\n" for x in lines)
 
 
 def emit_document(doc: Any, fmt: str, render_table: Callable[[Any], None] | None = None, out=None) -> None:
@@ -299,13 +424,24 @@ def emit_document(doc: Any, fmt: str, render_table: Callable[[Any], None] | None
         out.write(dumps(doc, pretty=True) + "\n")
 
 
+def paragraph(text: str, out=None) -> None:
+    """A sentence or two for people, under a table: folded at spaces to the terminal's width."""
+    out = out or sys.stdout
+    out.write(kv_line("", text, fit_width(out), 0))
+
+
 def print_kv(title: str, pairs: Sequence[tuple[str, Any]], out=None, skip_empty: bool = False) -> None:
-    """A two-column key/value block for human output: plain text on a terminal too, so a long value (a path,
-    an offset list) is never folded inside a cell; --columns does not apply (the keys are the fields)."""
+    """A key/value block for human output, in the table style without headers: on a terminal a long value is
+    folded at spaces beside its key, and a token (a path, a topic) longer than the line is alone on its line;
+    --columns does not apply (the keys are the fields)."""
     out = out or sys.stdout
     if skip_empty:
         pairs = [(k, v) for k, v in pairs if v not in (None, "", [])]
-    out.write(title + "\n" + text_table([[str(k), _cell(v)] for k, v in pairs]) + "\n\n")
+    term = fit_width(out)
+    w = max((_width(str(k)) for k, _ in pairs), default=0)
+    room = term - w - len(_SEP) if term is not None else None
+    out.write(kv_line("", title, term, 0) + "".join(kv_line(_pad(str(k), w) + _SEP, _cell(v), room, w + len(_SEP))
+                                     for k, v in pairs) + "\n")
 
 
 @contextlib.contextmanager
@@ -392,12 +528,10 @@ def error(message: str) -> None:
     click.echo(f"rmqinspect: error: {message}", err=True)
 
 
-# Notes and warnings raised while a command runs are held and written to stderr when it ends, so they come
-# after the table, never inside it (both streams often go to one terminal). Past _NOTES_HELD they are written
-# at once: memory stays bounded on a walk that meets damage at every record, and nothing is dropped.
+# Notes and warnings raised while a command runs are held (on its Invocation) and written to stderr when it
+# ends, so they come after the table, never inside it (both streams often go to one terminal), each once. Past
+# _NOTES_HELD they are written at once: memory stays bounded on a walk that meets damage at every record.
 _NOTES_HELD = 1000
-_notes: list[str] = []
-_holding = [0]
 
 
 def warn(message: str) -> None:
@@ -411,44 +545,60 @@ def note(message: str) -> None:
 
 def hold_note(message: str) -> None:
     """A note said before the command runs (e.g. how STORE was resolved), written with the others at its end."""
+    inv = current()
     line = f"rmqinspect: note: {message}"
-    if len(_notes) < _NOTES_HELD:
-        _notes.append(line)
+    if len(inv.notes) < _NOTES_HELD:
+        inv.notes.append(line)
     else:
-        click.echo(line, err=True)
+        _say(inv, line)
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         ctx.call_on_close(flush_notes)
 
 
 def _stderr_line(line: str) -> None:
-    if _holding[0] and len(_notes) < _NOTES_HELD:
-        _notes.append(line)
+    inv = current()
+    if inv.holding and len(inv.notes) < _NOTES_HELD:
+        inv.notes.append(line)
     else:
-        click.echo(line, err=True)
+        _say(inv, line)
+
+
+def _say(inv: Invocation, line: str) -> None:
+    """One line on stderr, unless this invocation already said it (a note reached by two paths is said once)."""
+    if line in inv.said:
+        return
+    if len(inv.said) < NOTES_REMEMBERED:
+        inv.said.add(line)
+    click.echo(line, err=True)
+
+
+def already_said(text: str) -> bool:
+    """Whether a stderr line of this invocation holds ``text`` (said or held): a command that prints a paragraph
+    on stdout leaves out the note saying the same."""
+    inv = current()
+    return any(text in line for line in [*inv.said, *inv.notes])
 
 
 def pending_notes() -> list[str]:
     """The notes held for the end of the running command (tests, and commands that render them)."""
-    return list(_notes)
+    return list(current().notes)
 
 
 def flush_notes() -> None:
-    lines, _notes[:] = list(_notes), []
+    inv = current()
+    lines, inv.notes[:] = list(inv.notes), []
     for line in lines:
-        click.echo(line, err=True)
-
-
-_debug = [False]
+        _say(inv, line)
 
 
 def set_debug(enabled: bool) -> None:
     """The global ``--debug``: errors show their traceback (also RMQINSPECT_DEBUG=1)."""
-    _debug[0] = bool(enabled)
+    current().debug = bool(enabled)
 
 
 def debug_enabled() -> bool:
-    return _debug[0] or os.environ.get("RMQINSPECT_DEBUG", "") not in ("", "0")
+    return current().debug or os.environ.get("RMQINSPECT_DEBUG", "") not in ("", "0")
 
 
 # local names that, in the frame that failed, say which file and position was being read
@@ -524,7 +674,8 @@ def handle_errors(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        _holding[0] += 1
+        inv = current()
+        inv.holding += 1
         try:
             return fn(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
@@ -549,8 +700,8 @@ def handle_errors(fn: Callable) -> Callable:
         except Exception as e:  # noqa: BLE001 - the contract: no traceback reaches the user
             _report(e, *describe_unexpected(e))
         finally:
-            _holding[0] -= 1
-            if not _holding[0]:
+            inv.holding -= 1
+            if not inv.holding:
                 _safe_flush(sys.stdout)
                 flush_notes()
 
