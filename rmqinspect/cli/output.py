@@ -411,17 +411,29 @@ def kv_line(prefix: str, value: str, room: int | None, indent: int) -> str:
     return "".join(x.rstrip() + "\n" for x in lines)
 
 
-def emit_document(doc: Any, fmt: str, render_table: Callable[[Any], None] | None = None, out=None) -> None:
-    """One object: JSON for json/ndjson (ndjson = compact on one line), ``render_table`` for humans."""
+def render(result: Any, fmt: str, table: Callable[[Any], None] | None = None, *,
+           document: Callable[[Any], Any] | None = None, lines: Callable[[Any], Iterable[Any]] | None = None,
+           out=None) -> None:
+    """The one contract between a command's result and its output: ``--format json`` writes ``document(result)``
+    (default: the result itself) as one pretty document, ``ndjson`` each of ``lines(result)`` (default: that
+    document) compact on its own line, ``table`` calls ``table(result)`` (the human rendering: key/value blocks
+    and tables through ``print_kv`` and ``emit``). A command with rows to stream uses ``emit`` instead."""
     out = out or sys.stdout
+    doc = document(result) if document is not None and fmt != "table" else result
     if fmt == "json":
         out.write(dumps(doc, pretty=True) + "\n")
     elif fmt == "ndjson":
-        out.write(dumps(doc) + "\n")
-    elif render_table is not None:
-        render_table(doc)
+        for line in (lines(result) if lines is not None else [doc]):
+            out.write(dumps(line) + "\n")
+    elif table is not None:
+        table(result)
     else:
         out.write(dumps(doc, pretty=True) + "\n")
+
+
+def emit_document(doc: Any, fmt: str, render_table: Callable[[Any], None] | None = None, out=None) -> None:
+    """One object: ``render`` with the object as its own JSON document."""
+    render(doc, fmt, render_table, out=out)
 
 
 def paragraph(text: str, out=None) -> None:

@@ -91,7 +91,8 @@ def recover_cmd(store, dry_run, broker_version, check_crc, message_index_safe, m
     if consumers:
         lw = lost_window(st, plan.consume_queue_max_offsets_before, _after(plan), offsets_file)
         doc["consumer_lost_window"] = lw.to_dict()
-    warn(plan.version.describe())
+    if fmt != "table":  # the table says it in its "broker version" line: once is enough
+        warn(plan.version.describe())
     emit_document(doc, fmt, lambda d: (_render(plan, lw), _render_controller(ha)))
     if plan.messages_lost.get("count") or any(q.entries_cut for q in plan.queues) or (ha and not ha["will_start"]):
         sys.exit(EXIT_PROBLEMS)
