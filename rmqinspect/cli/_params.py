@@ -274,6 +274,14 @@ def apply_broker_config(ctx: click.Context, kwargs: dict) -> None:
             kwargs[name] = convert(conf.values[key])
 
 
+def refuse_together(given: dict[str, object], why: str) -> None:
+    """Options that cannot combine are refused with a sentence (exit 2), never one of them silently ignored.
+    ``given``: option spelling -> its value; refused when two or more are set."""
+    on = [name for name, v in given.items() if v not in (None, False, ())]
+    if len(on) > 1:
+        raise click.UsageError(f"{' and '.join(on)} cannot be combined: {why}")
+
+
 offsets_file_option = click.option(
     "--offsets", "offsets_file", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
     help="consumerOffset.json to use instead of STORE/config/consumerOffset.json (a copied store often lacks it).")

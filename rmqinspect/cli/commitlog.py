@@ -145,6 +145,8 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
                     if count is not None and shown >= count:
                         return
             except CorruptDataError as e:  # without --keep-going: what was decoded is shown, then the error
+                if shown == 0 and from_ is not None and offset is None:
+                    _not_a_boundary_hint(cl, from_, e)
                 damage.append(e)
 
     shown = _output_messages(walk(), fmt, body, cl, max_body_bytes)
@@ -159,6 +161,20 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
         span = f" in [{start}, {to if to is not None else cl.end_offset})"
         no_match(f"no record{span} matches {' '.join(filters)}" if filters else f"no record{span}",
                  topic=topic, store_root=st.root)
+
+
+def _not_a_boundary_hint(cl, from_: int, e: CorruptDataError) -> None:
+    """--from inside a record (a DLedger entry's header or body, a message's middle): the error names the record
+    that holds the offset, as --offset does."""
+    from ..analyses.dump import enclosing_record
+
+    try:
+        rec = enclosing_record(cl, from_)
+    except (CorruptDataError, ValueError):
+        return
+    if rec is not None and rec.start != from_:
+        e.message += (f"; offset {from_} lies inside the {rec.kind} record at {rec.start} (size {rec.size}): "
+                      f"--from {rec.start} walks from there, `dump --offset {from_}` shows the bytes")
 
 
 def _read_at(cl, offset: int, accept_v2: bool, snap: bool, fmt: str):

@@ -14,7 +14,7 @@ from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.errors import EXIT_PROBLEMS, RmqInspectError, StoreNotFoundError
 from ..store.rocksdb_cq import ConsumeQueues, served_kind
-from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, release_option, store_argument
+from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, refuse_together, release_option, store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, note, warn
 
 COLUMNS = ("queue_offset", "physical_offset", "size", "tags_code")
@@ -64,6 +64,13 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, c
       rmqinspect cq STORE --all
       rmqinspect cq STORE --topic OrderTopic --queue 0 --from 100 --count 10 --join
     """
+    refuse_together({"--as-recovered": as_recovered, "--join": join},
+                     "--join checks the entries on disk against their records, --as-recovered lists the queue as "
+                     "the broker holds it after a restart; run them one after the other")
+    refuse_together({"--as-recovered": as_recovered, "--cq-dir": cq_dir},
+                    "--as-recovered models the store's own consume queues (STORE/consumequeue)")
+    refuse_together({"--all": all_, "--join": join},
+                    "--all lists the queues; --join checks the entries of one (--topic and --queue)")
     st = Store.open(store)
     if as_recovered:
         _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt, broker_version,

@@ -39,7 +39,18 @@ from ._params import (
     resolve_store_callback,
     store_argument,
 )
-from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv, warn
+from .output import (
+    emit,
+    emit_document,
+    format_option,
+    handle_errors,
+    ms_to_iso,
+    no_match,
+    note,
+    print_kv,
+    render,
+    warn,
+)
 
 HIT_COLUMNS = ("physical_offset", "verified", "fate", "topic", "keys", "uniq_key", "store_time", "index_file", "note")
 
@@ -274,9 +285,9 @@ def _rip82_lookup(st: Store, topic: str, key: str, begin: int, end: int, max_num
 
 
 @click.command("msgid")
-@click.argument("msg_id")
-@click.option("--store", "store", type=click.Path(exists=False), default=None, callback=resolve_store_callback,
-              help="Store to decode the record from / search the UNIQ_KEY in.")
+@click.argument("args", nargs=-1, metavar="[STORE] MSG_ID")
+@click.option("--store", "store_opt", type=click.Path(exists=False), default=None,
+              help="Store to decode the record from / search the UNIQ_KEY in (or give it first: msgid STORE ID).")
 @click.option("--topic", help="Topic for the UNIQ_KEY look-up (default: every topic with a consume queue).")
 @click.option("--as-recovered", is_flag=True,
               help="What the broker serves once it has recovered this directory (needs --store): the record at the "
@@ -285,14 +296,22 @@ def _rip82_lookup(st: Store, topic: str, key: str, begin: int, end: int, max_num
 @_index_options
 @release_option
 @format_option
+@click.pass_context
 @handle_errors
-def msgid(msg_id, store, topic, as_recovered, index_dir, index_slots, index_max, max_batch, broker_version, fmt):
+def msgid(ctx, args, store_opt, topic, as_recovered, index_dir, index_slots, index_max, max_batch, broker_version,
+          fmt):
     """Decode a message id: offsetMsgId (store host + physical offset, IPv4/IPv6) and UNIQ_KEY (client ip, pid,
-    time since month start, counter). With --store, decode the record at the offset and find the UNIQ_KEY
-    through the index (topic#uniqkey).
+    time since month start, counter). With a store (first, as every command takes it, or --store), decode the
+    record at the offset and find the UNIQ_KEY through the index (topic#uniqkey).
 
-    Exit code 3 when --store is given and no record matches the id.
+    \b
+    Examples:
+      rmqinspect msgid STORE C0A80A0B3E8F1B6D3586510323690001
+      rmqinspect msgid 0A0A000500002A9F0000000000000000 --store STORE
+
+    Exit code 3 when a store is given and no record matches the id.
     """
+    msg_id, store = _msgid_args(ctx, args, store_opt)
     msg_id = msg_id.strip().upper()  # hex: the broker writes upper case, a pasted id may not be
     interpretations = decode_msg_id(msg_id)
     if all("error" in i for i in interpretations):
@@ -304,23 +323,64 @@ def msgid(msg_id, store, topic, as_recovered, index_dir, index_slots, index_max,
         rep = find_msg_id(st, _service(st, index_dir, index_slots, index_max), msg_id, topic, _max_batch(max_batch),
                           view, as_recovered)
     elif as_recovered:
-        raise click.UsageError("--as-recovered needs --store")
-    doc = rep.to_dict()
-    if fmt == "table":
-        _render_msgid(doc)
-    else:
-        emit_document(doc, fmt)
+        raise click.UsageError("--as-recovered needs a store (msgid STORE ID)")
+    render(rep.to_dict(), fmt, _render_msgid)
     if store and not rep.found:
         no_match(f"no record in {store} matches the id {msg_id} (as offsetMsgId or UNIQ_KEY)",
                  topic=topic, store_root=st.root)
 
 
+def _msgid_args(ctx, args: tuple[str, ...], store_opt: str | None) -> tuple[str, str | None]:
+    """``msgid STORE ID`` (the store first, as in every command) or ``msgid ID [--store STORE]``."""
+    if len(args) == 2 and store_opt is None:
+        store, msg_id = args
+    elif len(args) == 1:
+        msg_id, store = args[0], store_opt
+    elif not args:
+        raise click.UsageError("give the message id: msgid STORE ID, or msgid ID (decoded without a store)")
+    else:
+        raise click.UsageError(f"msgid takes STORE and ID, or ID with --store; got {len(args)} arguments"
+                               + (" and --store" if store_opt else "") + ": " + " ".join(args))
+    if store is not None:
+        store = resolve_store_callback(ctx, ctx.command.params[0], store)
+    return msg_id, store
+
+
+def _born_about(u: dict, doc: dict) -> str | None:
+    """The UNIQ_KEY's approximate born time (mqadmin DecodeMessageId's getNearlyTimeFromID), against the store time
+    of the record found with it, else now, with month starts in UTC (the producer's time zone is not in the id)."""
+    import time
+
+    from ..formats.msgid import nearly_born_time
+
+    if u.get("plausible") is not True:
+        return None
+    hits = (doc.get("as_uniq_key") or {}).get("hits") or []
+    stored = [h["message"]["store_timestamp"] for h in hits if h.get("message")]
+    ref = max(stored) if stored else int(time.time() * 1000)
+    born = nearly_born_time(u["millis_since_month_start"], ref)
+    against = f"the store time of the record found, {ms_to_iso(ref)}" if stored else "now"
+    return (f"{ms_to_iso(born)} ({u['millis_since_month_start']} ms into the month before {against}; month "
+            "starts taken in UTC: the producer's own time zone shifts it)")
+
+
 def _render_msgid(doc) -> None:
+    implausible = []
     for i in doc["interpretations"]:
-        print_kv(f"As {i['kind']}", [(k, v) for k, v in i.items() if k != "kind"])
+        pairs = [(k, v) for k, v in i.items() if k != "kind"]
+        if i["kind"] == "UNIQ_KEY" and (born := _born_about(i, doc)):
+            pairs.insert(pairs.index(("millis_since_month_start", i["millis_since_month_start"])) + 1,
+                         ("born about", born))
+        if i.get("plausible") is False:
+            implausible.append(i["kind"])
+        print_kv(f"As {i['kind']}", pairs)
     a = doc.get("as_offset_msg_id")
     if a:
-        if "error" in a:
+        if "error" in a and "offsetMsgId" in implausible:
+            # the id is a UNIQ_KEY: read as an offsetMsgId it names no record, which is no error of the store
+            note(f"read as an offsetMsgId the id names no record ({a['error']}); it is not plausible as one "
+                 "(port above 65535 or an offset past 2^50): a UNIQ_KEY")
+        elif "error" in a:
             print_kv("Record at the offset", [("error", a["error"])]
                      + ([("fate after restart", a["fate"])] if "fate" in a else []))
         else:

@@ -294,6 +294,7 @@ def fold(text: str, width: int) -> list[str]:
 
 
 _SEP = "  "
+ABOVE_MIN = 40  # an identifier shorter than this is never taken out of its row (a table of them goes vertical)
 _ABOVE = "(above)"  # in a cell whose identifier is too long for the column: it is printed alone just above its row
 
 
@@ -358,7 +359,8 @@ def _fit(cells, head, lens, natural, foldable, width, above) -> list[int] | None
             top = max(rest)
             lower = max([_width(head[i]), 1, *(x for x in rest if x < top)])
             rows_at_top = [r for r in range(len(cells)) if r not in moved and lens[i][r] == top]
-            if len(moved) + len(rows_at_top) > limit or top - lower <= 0:
+            # only outliers go above: a long identifier (a topic, a path) among much shorter ones
+            if len(moved) + len(rows_at_top) > limit or top < ABOVE_MIN or top < 2 * lower:
                 continue
             if best is None or top - lower > best[1]:
                 best = (i, top - lower, rows_at_top, lower)
