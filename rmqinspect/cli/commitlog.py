@@ -214,6 +214,9 @@ def _output_messages(msgs, fmt, body, cl, body_limit: int) -> int:
     cols = TABLE_COLUMNS + (("body",) if body != "none" else ())
     if cl.dledger:  # DLedger mode (issue 14): the entry around each record
         cols = cols[:1] + ("dledger_index", "dledger_term", "dledger_pos") + cols[1:]
+    if fmt == "table":  # people read the flags as RocketMQ's MessageSysFlag words; JSON keeps the number
+        return emit(({**_row(m, body, body_limit), "sys_flag": "|".join(m.flag_names) or "0"} for m in msgs), fmt,
+                    cols)
     return emit((_row(m, body, body_limit) for m in msgs), fmt, cols)
 
 

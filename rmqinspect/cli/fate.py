@@ -57,7 +57,9 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
     if len(given) != 1:
         raise click.UsageError("give exactly one of --key (with --topic), --msgid, --uniq-key, --offset")
     if key is not None and not topic:
-        raise click.UsageError("--key needs --topic (the index key is TOPIC#KEY)")
+        raise click.UsageError(f"--key needs --topic here: the broker's index holds TOPIC#KEY, so a look-up names "
+                               f"the topic (`decode-commitlog STORE --key {key}` walks every topic's records; "
+                               "`cq STORE --all` lists the topics)")
     st = Store.open(store)
     svc = IndexService.for_store(st)
     what = f"{given[0]} {key or msg_id or uniq_key or offset}"

@@ -67,6 +67,17 @@ def _index_options(fn):
     return fn
 
 
+def _key_needs_topic(key: str | None, topic: str | None, required: bool = False) -> None:
+    """--key means one thing in every command (a KEYS token or UNIQ_KEY the record carries); the index commands
+    also need --topic, because the broker indexes TOPIC#KEY: said in a sentence, with the command that needs none."""
+    if required and key is None:
+        raise click.UsageError("give --key (a KEYS token or a UNIQ_KEY) and --topic")
+    if key is not None and topic is None:
+        raise click.UsageError(f"--key needs --topic here: the broker's index holds TOPIC#KEY, so a look-up names "
+                               f"the topic (`decode-commitlog STORE --key {key}` walks every topic's records; "
+                               "`cq STORE --all` lists the topics)")
+
+
 def _max_batch(flag) -> int:
     return conf_setting(flag, "maxMsgsNumBatch", default=DEFAULT_MAX_MSGS_NUM_BATCH).value
 
@@ -120,8 +131,8 @@ def _walk_rows(q):
 
 @click.command("index-lookup")
 @store_argument
-@click.option("--key", required=True, help="The key (a KEYS token or a UNIQ_KEY).")
-@click.option("--topic", required=True, help="Topic the message was stored under.")
+@click.option("--key", help="The key (a KEYS token or a UNIQ_KEY).")
+@click.option("--topic", help="Topic the message was stored under (the index key is TOPIC#KEY).")
 @click.option("--begin", type=TIME, default=0, show_default=True, help=f"Store time >= this: {TIME_FORMS}.")
 @click.option("--end", type=TIME, default=JAVA_LONG_MAX, help="Store time <= (default Long.MAX_VALUE).")
 @click.option("--max", "max_num", type=NON_NEGATIVE_LONG, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
@@ -155,6 +166,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
 
     Exit code 3 when no record carrying the key is found.
     """
+    _key_needs_topic(key, topic, required=True)
     if as_recovered and no_fate:
         raise click.UsageError("--as-recovered needs the recovery model, which --no-fate turns off")
     st = Store.open(store)
@@ -404,7 +416,7 @@ def _render_msgid(doc) -> None:
 @click.option("--key", help="A KEYS token.")
 @click.option("--uniq-key", help="A UNIQ_KEY (client message id).")
 @click.option("--msg-id", help="An offsetMsgId (server message id).")
-@click.option("--topic", required=True, help="Topic the message was sent to.")
+@click.option("--topic", help="Topic the message was sent to (the index key is TOPIC#KEY).")
 @click.option("--begin", type=TIME, default=0, show_default=True, help=f"Query window start: {TIME_FORMS}.")
 @click.option("--end", type=TIME, default=JAVA_LONG_MAX, help="Query window end (default Long.MAX_VALUE).")
 @click.option("--max", "max_num", type=NON_NEGATIVE_LONG, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
@@ -432,6 +444,9 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
     given = [(k, v) for k, v in (("key", key), ("uniq_key", uniq_key), ("msg_id", msg_id)) if v]
     if len(given) != 1:
         raise click.UsageError("give exactly one of --key, --uniq-key, --msg-id")
+    if topic is None:
+        raise click.UsageError("explain-missing needs --topic: the broker's look-up is by TOPIC#KEY (decode-commitlog "
+                               "STORE --key KEY walks every topic's records)")
     kind, value = given[0]
     st = Store.open(store)
     svc = _service(st, index_dir, index_slots, index_max)

@@ -126,8 +126,8 @@ def _cell(v: Any) -> str:
         return ""
     if isinstance(v, (list, tuple)) and all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in v):
         s = ", ".join(str(x) for x in v)
-    elif isinstance(v, (dict, list, tuple)):
-        s = dumps(v)
+    elif isinstance(v, (dict, list, tuple)):  # spaced, so it folds between entries on a terminal
+        s = json.dumps(v, ensure_ascii=False, default=_default, separators=(", ", ": "))
     else:
         s = str(v)
     return s.replace("\x01", "\\x01").replace("\x02", "\\x02").replace("\n", "\\n").replace("\r", "\\r")
