@@ -321,7 +321,8 @@ def table_text(cells: list[list[str]], headers: Sequence[str] | None = None, wid
         out.append(_SEP.join("-" * w for w in widths))
     for r, row in enumerate(cells):
         for i in range(n):
-            if r in above.get(i, ()):
+            moved = above.get(i, ())
+            if r in moved and (r - 1 not in moved or cells[r - 1][i] != row[i]):
                 out.append(row[i])
         parts = [[_ABOVE if _ABOVE_FITS(widths[i]) else "^"] if r in above.get(i, ())
                  else fold(row[i], widths[i]) if i in foldable and lens[i][r] > widths[i] else [row[i]]
@@ -330,6 +331,11 @@ def table_text(cells: list[list[str]], headers: Sequence[str] | None = None, wid
             out.append(_SEP.join(_pad(p[k] if k < len(p) else "", w) for p, w in zip(parts, widths, strict=True))
                        .rstrip())
     return "".join(line + "\n" for line in out)
+
+
+def _runs(cells: list[list[str]], i: int, rows: set[int]) -> int:
+    """Lines the values of column ``i`` in ``rows`` take above the table's rows: one per run of equal values."""
+    return sum(1 for r in rows if r - 1 not in rows or cells[r - 1][i] != cells[r][i])
 
 
 def _ABOVE_FITS(w: int) -> bool:
@@ -345,29 +351,30 @@ def _fit(cells, head, lens, natural, foldable, width, above) -> list[int] | None
     floor = {i: min(natural[i], max(need[i], 16)) for i in foldable}
     ident = [i for i in range(n) if i not in foldable]
     widths = [floor.get(i, natural[i]) for i in range(n)]
-    # identifiers too long for the room: the longest few of a column go above their rows (at most a tenth)
-    limit = max(2, len(cells) // 10)
+    # identifiers too long for the room: a column's longest values go above their rows, each run of equal values
+    # once (a long topic over 100 queues is one line), as long as that is a few lines (else: vertical)
+    limit = max(3, len(cells) // 4)
     while sum(widths) > avail:
         best = None
         for i in ident:
             moved = above.get(i, set())
-            if len(moved) >= limit:
-                continue
             rest = [lens[i][r] for r in range(len(cells)) if r not in moved]
             if not rest:
                 continue
             top = max(rest)
             lower = max([_width(head[i]), 1, *(x for x in rest if x < top)])
-            rows_at_top = [r for r in range(len(cells)) if r not in moved and lens[i][r] == top]
             # only outliers go above: a long identifier (a topic, a path) among much shorter ones
-            if len(moved) + len(rows_at_top) > limit or top < ABOVE_MIN or top < 2 * lower:
+            if top < ABOVE_MIN or top < 2 * lower:
+                continue
+            new = moved | {r for r in range(len(cells)) if lens[i][r] == top}
+            if _runs(cells, i, new) > limit:
                 continue
             if best is None or top - lower > best[1]:
-                best = (i, top - lower, rows_at_top, lower)
+                best = (i, top - lower, new, lower)
         if best is None:
             return None
-        i, _, rows_at_top, lower = best
-        above.setdefault(i, set()).update(rows_at_top)
+        i, _, new, lower = best
+        above[i] = new
         widths[i] = max(lower, len(_ABOVE) if lower >= len(_ABOVE) else 1)
     # what is left over goes back to the folded columns, up to their natural width
     spare = avail - sum(widths)

@@ -15,7 +15,7 @@ from .output import emit, format_option, handle_errors, print_kv, progress, rend
 
 PROBLEM_COLUMNS = ("check", "kind", "start", "end", "count", "file", "position", "reason")
 # one line per range: where names the queue (topic/queue id) or index file; the commit log's ranges are offsets
-SHORT_COLUMNS = ("check", "kind", "start", "end", "count", "where")
+SHORT_COLUMNS = ("check", "kind", "start", "end", "count", "queue", "where")
 
 
 def _checks(ctx, param, value):
@@ -76,24 +76,22 @@ def _document(rep) -> dict:
     return d
 
 
-def _where(p) -> str:
-    """The place of a range in a few words: a consume queue's topic/queue id, an index file's name; a commit-log
-    range is its offsets."""
+def _where(p) -> dict:
+    """The place of a range in a few words: a consume queue's topic and queue id, an index file's name; a
+    commit-log range is its offsets."""
     parts = (p.file or "").split("/")
     if parts[0] in ("consumequeue", "batchconsumequeue") and len(parts) >= 3:
-        return "/".join(parts[1:3])
-    if parts[0] == "commitlog":
-        return ""
-    return p.file or ""
+        return {"where": parts[1], "queue": parts[2]}
+    return {"where": "" if parts[0] == "commitlog" else p.file or "", "queue": ""}
 
 
 def _render_report(rep, verbose: bool) -> None:
     if rep.problems and verbose:
         emit((p.to_dict() for p in rep.problems), "table", PROBLEM_COLUMNS, title="Problems")
     elif rep.problems:
-        emit(({**p.to_dict(), "where": _where(p)} for p in rep.problems), "table", SHORT_COLUMNS,
-             title="Problems ([start, end): commit-log offsets, or byte offsets in the queue or index file; "
-                   "--verbose: file, position and reason)")
+        emit(({**p.to_dict(), **_where(p)} for p in rep.problems), "table", SHORT_COLUMNS,
+             title="Problems ([start, end): commit-log offsets, or byte offsets in the queue or index file; where: "
+                   "the topic or index file; --verbose: file, position and reason)")
     checked = ", ".join(f"{k} {v}" for k, v in rep.counts.items())
     print_kv("Verify summary", [("store", rep.store), ("checks", ",".join(rep.checks)),
                                 ("result", "clean" if rep.ok else f"{len(rep.problems)} problem range(s)"
