@@ -353,7 +353,7 @@ def _fit(cells, head, lens, natural, foldable, width, above) -> list[int] | None
     widths = [floor.get(i, natural[i]) for i in range(n)]
     # identifiers too long for the room: a column's longest values go above their rows, each run of equal values
     # once (a long topic over 100 queues is one line), as long as that is a few lines (else: vertical)
-    limit = max(3, len(cells) // 4)
+    limit = max(1, len(cells) // 4)  # the lines above stay few: outliers, or one value repeated down the column
     while sum(widths) > avail:
         best = None
         for i in ident:
