@@ -40,11 +40,12 @@ class Screen:
 
 
 def run_on_terminal(args: list[str], columns: int, rows: int = 50, cwd: str | None = None,
-                    timeout: float = 60) -> Screen:
+                    timeout: float = 60, extra_env: dict[str, str] | None = None) -> Screen:
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env["TERM"] = "xterm-256color"
+    env.update(extra_env or {})
     proc = subprocess.Popen([sys.executable, "-m", "rmqinspect", *args], stdin=subprocess.DEVNULL, stdout=slave,
                             stderr=subprocess.PIPE, cwd=cwd, env=env)
     os.close(slave)
