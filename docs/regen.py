@@ -197,19 +197,23 @@ def screens(check: bool, before: str | None = None) -> int:
     return stale
 
 
-def _lines(path: Path) -> str:
+def _lines(path: Path, columns: int) -> str:
+    """"lines / rows": the lines printed, and the rows they take on a terminal of ``columns`` columns (a longer
+    line wraps onto more rows); the command line is not counted."""
     if not path.exists():
         return ""
-    lines = path.read_text(encoding="utf-8").splitlines()[1:]  # the command line is not the screen's
-    wide = max((len(x) for x in lines), default=0)
-    return f"{len(lines)} ({wide})"
+    from rich.cells import cell_len
+
+    lines = path.read_text(encoding="utf-8").splitlines()[1:]
+    rows = sum(max(1, -(-cell_len(x) // columns)) for x in lines)
+    return f"{len(lines)} / {rows}"
 
 
 def write_screens_doc() -> None:
     rows = []
     for fname, args, columns, _ in screen_names():
         rows.append(f"| `{args.split()[0]}` | {'oracle 5.3.3 crash-torn-tail' if 'oracle' in fname else 'sample'} "
-                    f"| {columns} | {_lines(SCREENS / 'before' / fname)} | {_lines(SCREENS / 'after' / fname)} "
+                    f"| {columns} | {_lines(SCREENS / 'before' / fname, columns)} | {_lines(SCREENS / 'after' / fname, columns)} "
                     f"| [before](screens/before/{fname}) · [after](screens/after/{fname}) |")
     SCREENS_DOC.write_text(
         "# Terminal screens, before and after\n\n"
@@ -221,7 +225,7 @@ def write_screens_doc() -> None:
         "and the oracle's RocketMQ 5.3.3 `crash-torn-tail` (written by the broker, crashed, the 200-character "
         "topic). A line wider than the terminal is the terminal's own wrapping of one identifier that is alone on "
         "its line.\n\n"
-        "| command | store | columns | before: lines (widest) | after: lines (widest) | screens |\n"
+        "| command | store | columns | before: lines / rows on screen | after: lines / rows on screen | screens |\n"
         "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n", encoding="utf-8")
 
 

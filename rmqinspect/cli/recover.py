@@ -224,8 +224,8 @@ def _render(plan, lw) -> None:
         ("records indexed again", ", ".join(f"[{a}, {b})" for a, b in plan.reindex_ranges()) or "none"),
         ("records past truncation", f"{t['records_past_truncation']} = {t['records_past_truncation_intact']} intact "
          f"+ {t['records_past_truncation_damaged']} damaged; {t['bytes_past_truncation']} bytes discarded"),
-        ("per topic", f"{lost.get('per_topic', {})} (intact records past truncation, plus damaged regions that "
-         "held a cut consume-queue entry)"),
+        ("per topic", (", ".join(f"{t}: {n}" for t, n in lost.get("per_topic", {}).items()) or "none")
+         + " (intact records past truncation, plus damaged regions that held a cut consume-queue entry)"),
     ] + _combine_rows(plan) + [("note", n) for n in plan.notes])
     if plan.dledger is not None:  # DLedger mode (issue 14): DLedger's own recovery decides the offsets
         d = plan.dledger
