@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ._params import OFFSET, broker_version_option_for, offsets_file_option, store_argument
-from .output import current, emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv
+from .output import current, emit, format_option, handle_errors, ms_to_iso, no_match, note, print_kv, render
 
 TABLE_COLUMNS = ("physical_offset", "file", "position", "record", "topic", "queue_id", "queue_offset", "uniq_key")
 
@@ -112,15 +112,14 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
     from ..analyses.txn import attach_transactions
 
     attach_transactions(st, fates, plan=plan, offsets_file=offsets_file)
-    if fmt == "table" and current().columns:
+    render(fates, fmt, _render_fates, document=lambda fs: [f.to_dict() for f in fs],
+           lines=lambda fs: (f.to_dict() for f in fs))
+
+
+def _render_fates(fates) -> None:
+    if current().columns:
         # --columns asks for columns: one row per record (the key/value blocks below have none to pick)
         emit((f.to_dict() for f in fates), "table", TABLE_COLUMNS)
-        return
-    if fmt != "table":
-        if fmt == "json":
-            emit_document([f.to_dict() for f in fates], fmt)
-        else:
-            emit((f.to_dict() for f in fates), fmt)
         return
     for f in fates:
         print_kv(f"Record at {f.physical_offset}", [

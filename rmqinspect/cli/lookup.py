@@ -41,7 +41,6 @@ from ._params import (
 )
 from .output import (
     emit,
-    emit_document,
     format_option,
     handle_errors,
     ms_to_iso,
@@ -205,7 +204,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
     if svc.abort_present and any(h.from_dropped_file for h in q.hits):
         warn("abort file present: hits marked from_dropped_index_file come from an index file the broker deletes "
              "and rebuilds on restart")
-    if fmt == "json":
+    def document(q) -> dict:
         doc = {"query": {"topic": topic, "key": key, "max_num": q.max_num, "begin": begin, "end": end,
                          "key_string": q.key_string, "key_hash": q.key_hash},
                "phy_offsets": q.phy_offsets, "raw": q.raw, "recovery_truncate_offset": truncate_offset,
@@ -217,12 +216,14 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                "geometry": svc.geometry(), "index_files": [dataclasses.asdict(i) for i in svc.infos]}
         if explain:
             doc["walk"] = list(_walk_rows(q))
-        emit_document(doc, fmt)
-    elif fmt == "ndjson":
-        emit((dict(type="hit", **_hit_row(h, svc.abort_present)) for h in shown), fmt)
+        return doc
+
+    def lines(q):
+        yield from (dict(type="hit", **_hit_row(h, svc.abort_present)) for h in shown)
         if explain:
-            emit(_walk_rows(q), fmt)
-    else:
+            yield from _walk_rows(q)
+
+    def table(q) -> None:
         print_kv("Query", [("key string", q.key_string), ("key hash", q.key_hash), ("maxNum", q.max_num),
                            ("window", f"[{begin}, {end}]"), ("broker result (queryMessage)", q.phy_offsets),
                            ("raw (IndexService.queryOffset)", q.raw),
@@ -237,6 +238,8 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
             emit((r for r in _walk_rows(q) if r["type"] == "item"), "table",
                  ("round", "file", "item", "key_hash", "phy_offset", "time_read", "prev_index", "matched", "reason"),
                  title="Items visited")
+
+    render(q, fmt, table, document=document, lines=lines)
     if not q.verified and not as_recovered and not no_fate:
         pending = _carried_but_not_indexed(st, topic, key, begin, end, broker_version)
         if pending:
@@ -285,12 +288,13 @@ def _rip82_lookup(st: Store, topic: str, key: str, begin: int, end: int, max_num
     note(ans.note)
     if ans.malformed:
         warn(f"{ans.malformed} malformed record(s) in RocksDBMessageStore/ skipped")
-    if fmt == "json":
-        emit_document(ans.to_dict(), fmt)
-    else:
-        emit(({"physical_offset": h.physical_offset, "store_time": ms_to_iso(h.store_time), "kind": h.kind,
-               "uniq_key": h.uniq_key, "record": h.record, "has_key": h.has_key} for h in ans.hits), fmt,
-             ("physical_offset", "store_time", "kind", "uniq_key", "record", "has_key"))
+    def rows(a):
+        return ({"physical_offset": h.physical_offset, "store_time": ms_to_iso(h.store_time), "kind": h.kind,
+                 "uniq_key": h.uniq_key, "record": h.record, "has_key": h.has_key} for h in a.hits)
+
+    render(ans, fmt, lambda a: emit(rows(a), "table", ("physical_offset", "store_time", "kind", "uniq_key", "record",
+                                                         "has_key")),
+           document=lambda a: a.to_dict(), lines=rows)
     if not ans.phy_offsets:
         no_match(f"no record in topic {topic!r} carries the key {key!r} (RocksDBMessageStore/ index)", topic=topic,
                  store_root=st.root)
@@ -462,7 +466,7 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
            "index_files": [{"name": i.name, "begin_timestamp": i.begin_timestamp, "end_timestamp": i.end_timestamp,
                             "begin_phy_offset": i.begin_phy_offset, "end_phy_offset": i.end_phy_offset,
                             "index_count": i.index_count, "error": i.error} for i in rep.index_files]}
-    if fmt == "table":
+    def table(doc) -> None:
         verdict = ("found by the broker's look-up" if rep.found_by_index else
                    "NOT found by the broker's look-up" + ("; on disk at " + ", ".join(
                        str(x.physical_offset) for x in rep.located) if rep.located else "; not on disk"))
@@ -476,8 +480,8 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
                                                                         for i in x["index_items"]]}
               for x in doc["located"]), "table", title="Where the message really is")
         emit(doc["index_files"], "table", title="Index files")
-    else:
-        emit_document(doc, fmt)
+
+    render(doc, fmt, table)
     if not rep.found_by_index and not rep.located:
         no_match(f"{kind} {value!r} of topic {topic!r} is neither found by the broker's look-up nor on disk",
                  topic=topic, store_root=st.root)

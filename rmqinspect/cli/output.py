@@ -431,9 +431,10 @@ def render(result: Any, fmt: str, table: Callable[[Any], None] | None = None, *,
     doc = document(result) if document is not None and fmt != "table" else result
     if fmt == "json":
         out.write(dumps(doc, pretty=True) + "\n")
+    elif fmt == "ndjson" and lines is not None:  # a stream: through emit (--columns, where it stopped)
+        emit(lines(result), "ndjson", out=out)
     elif fmt == "ndjson":
-        for line in (lines(result) if lines is not None else [doc]):
-            out.write(dumps(line) + "\n")
+        out.write(dumps(doc) + "\n")
     elif table is not None:
         table(result)
     else:
