@@ -212,8 +212,9 @@ def _lines(path: Path, columns: int) -> str:
 def write_screens_doc() -> None:
     rows = []
     for fname, args, columns, _ in screen_names():
+        before, after = (_lines(SCREENS / d / fname, columns) for d in ("before", "after"))
         rows.append(f"| `{args.split()[0]}` | {'oracle 5.3.3 crash-torn-tail' if 'oracle' in fname else 'sample'} "
-                    f"| {columns} | {_lines(SCREENS / 'before' / fname, columns)} | {_lines(SCREENS / 'after' / fname, columns)} "
+                    f"| {columns} | {before} | {after} "
                     f"| [before](screens/before/{fname}) · [after](screens/after/{fname}) |")
     SCREENS_DOC.write_text(
         "# Terminal screens, before and after\n\n"
