@@ -76,10 +76,10 @@ def test_verify_lists_one_line_per_range_at_80_columns(wide):
     assert s.exit_code == 1 and s.overlong() == [], s.text
     problems = as_json("verify", wide)["problem_ranges"]
     listing = s.lines[:s.lines.index("Verify summary")]  # the Problems table, before the summary and the counts
-    ranges = [line for line in listing if re.match(r"(cq|index|crc|structure|checkpoint) +[a-z_]+ +\d+ +\d+ ", line)]
+    ranges = [line for line in listing if re.match(r"[a-z_]+ +\d+ +\d+ +\d+ ", line)]
     assert len(ranges) == len(problems)
     for p in problems:
-        assert any(line.split()[2:4] == [str(p["start"]), str(p["end"])] for line in ranges), p
+        assert any(line.split()[:3] == [p["kind"], str(p["start"]), str(p["end"])] for line in ranges), p
     assert len(s.lines) <= len(problems) + 25
     verbose = run_on_terminal(["verify", wide, "--verbose"], 80)
     assert verbose.overlong() == [] and len(verbose.lines) > 5 * len(problems)  # a block per range, reasons

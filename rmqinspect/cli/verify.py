@@ -14,8 +14,9 @@ from ._params import POSITIVE_LONG, accepts_v2, broker_version_option_for, jobs_
 from .output import emit, format_option, handle_errors, print_kv, progress, render
 
 PROBLEM_COLUMNS = ("check", "kind", "start", "end", "count", "file", "position", "reason")
-# one line per range: where names the queue (topic/queue id) or index file; the commit log's ranges are offsets
-SHORT_COLUMNS = ("check", "kind", "start", "end", "count", "queue", "where")
+# one line per range at 80 columns: the kind (its check is in "Problems by kind" and --verbose), the range, and
+# where: the queue (topic, queue id) or index file; the commit log's ranges are their offsets
+SHORT_COLUMNS = ("kind", "start", "end", "count", "queue", "where")
 
 
 def _checks(ctx, param, value):
@@ -90,8 +91,8 @@ def _render_report(rep, verbose: bool) -> None:
         emit((p.to_dict() for p in rep.problems), "table", PROBLEM_COLUMNS, title="Problems")
     elif rep.problems:
         emit(({**p.to_dict(), **_where(p)} for p in rep.problems), "table", SHORT_COLUMNS,
-             title="Problems ([start, end): commit-log offsets, or byte offsets in the queue or index file; where: "
-                   "the topic or index file; --verbose: file, position and reason)")
+             title="Problems ([start, end): commit-log offsets, or bytes of the queue or index file named in "
+                   "where; --verbose shows each in full)")
     checked = ", ".join(f"{k} {v}" for k, v in rep.counts.items())
     print_kv("Verify summary", [("store", rep.store), ("checks", ",".join(rep.checks)),
                                 ("result", "clean" if rep.ok else f"{len(rep.problems)} problem range(s)"
