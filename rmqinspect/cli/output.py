@@ -276,19 +276,20 @@ def _pad(s: str, width: int) -> str:
     return s + " " * (width - _width(s))
 
 
-def fold(text: str, width: int) -> list[str]:
-    """``text`` in lines of at most ``width`` columns, broken only at spaces: a token longer than ``width`` is a
-    line of its own (never split)."""
+def fold(text: str, width: int, first: int | None = None) -> list[str]:
+    """``text`` in lines of at most ``width`` columns (the first line: ``first``), broken only at spaces: a token
+    longer than its line is a line of its own (never split)."""
     lines: list[str] = []
     line = ""
+    cap = width if first is None else first
     for word in text.split(" "):
         if not line:
             line = word
-        elif _width(line) + 1 + _width(word) <= width:
+        elif _width(line) + 1 + _width(word) <= cap:
             line += " " + word
         else:
             lines.append(line)
-            line = word
+            line, cap = word, width
     lines.append(line)
     return lines
 
@@ -403,17 +404,19 @@ def _print_vertical(cells: list[list[str]], columns: list[str], title, out, term
             out.write(kv_line(_pad(c, w) + " | ", v, room, w + 3))
 
 
-def kv_line(prefix: str, value: str, room: int | None, indent: int) -> str:
-    """``prefix`` + ``value``, folded at spaces into ``room`` columns (continuations indented by ``indent``); a
-    token longer than ``room`` is printed alone on a line of its own, whole."""
+def kv_line(prefix: str, value: str, room: int | None, indent: int, later: int | None = None) -> str:
+    """``prefix`` + ``value``, folded at spaces into ``room`` columns, the continuations indented by ``indent`` in
+    ``later`` columns (default ``room``); a token longer than its line is printed alone on a line, whole."""
     if room is None or _width(value) <= room:
         return (prefix + value).rstrip() + "\n"
     room = max(room, 16)
+    later = max(later or room, 16)
     lines = []
-    for k, part in enumerate(fold(value, room)):
-        if _width(part) > room:  # one token longer than the room: alone on its own line
-            if k == 0:
-                lines.append(prefix)
+    for k, part in enumerate(fold(value, later, room)):
+        if k == 0 and _width(part) > room:  # a token too long beside the key starts on the next line
+            lines.append(prefix)
+            k = 1
+        if k and _width(part) > later:  # one token longer than the line: alone, whole
             lines.append(part)
         else:
             lines.append((prefix if k == 0 else " " * indent) + part)
@@ -462,7 +465,9 @@ def print_kv(title: str, pairs: Sequence[tuple[str, Any]], out=None, skip_empty:
     term = fit_width(out)
     w = max((_width(str(k)) for k, _ in pairs), default=0)
     room = term - w - len(_SEP) if term is not None else None
-    out.write(kv_line("", title, term, 0) + "".join(kv_line(_pad(str(k), w) + _SEP, _cell(v), room, w + len(_SEP))
+    # long keys leave a narrow value column: a folded value then goes on under its first line, 4 columns in
+    indent, later = (4, term - 4) if term is not None and w + len(_SEP) > term * 0.3 else (w + len(_SEP), room)
+    out.write(kv_line("", title, term, 0) + "".join(kv_line(_pad(str(k), w) + _SEP, _cell(v), room, indent, later)
                                      for k, v in pairs) + "\n")
 
 
