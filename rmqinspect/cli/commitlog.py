@@ -24,7 +24,19 @@ from ._params import (
     max_body_option,
     store_argument,
 )
-from .output import emit, emit_document, handle_errors, ms_to_iso, no_match, note, paragraph, print_kv, progress, warn
+from .output import (
+    emit,
+    emit_document,
+    handle_errors,
+    ms_to_iso,
+    no_match,
+    note,
+    paragraph,
+    print_kv,
+    progress,
+    render,
+    warn,
+)
 
 TABLE_COLUMNS = ("physical_offset", "total_size", "topic", "queue_id", "queue_offset", "store_time", "sys_flag",
                  "tags", "keys", "uniq_key", "crc_ok", "body_size")
@@ -214,10 +226,10 @@ def _output_messages(msgs, fmt, body, cl, body_limit: int) -> int:
     cols = TABLE_COLUMNS + (("body",) if body != "none" else ())
     if cl.dledger:  # DLedger mode (issue 14): the entry around each record
         cols = cols[:1] + ("dledger_index", "dledger_term", "dledger_pos") + cols[1:]
-    if fmt == "table":  # people read the flags as RocketMQ's MessageSysFlag words; JSON keeps the number
-        return emit(({**_row(m, body, body_limit), "sys_flag": "|".join(m.flag_names) or "0"} for m in msgs), fmt,
-                    cols)
-    return emit((_row(m, body, body_limit) for m in msgs), fmt, cols)
+    # people read the flags as RocketMQ's MessageSysFlag words; JSON keeps the number
+    return render(msgs, fmt, lambda ms: emit(({**_row(m, body, body_limit), "sys_flag": "|".join(m.flag_names) or "0"}
+                                              for m in ms), "table", cols),
+                  rows=lambda ms: (_row(m, body, body_limit) for m in ms)) or 0
 
 
 @click.command("summary")

@@ -15,7 +15,7 @@ from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.errors import EXIT_PROBLEMS, RmqInspectError, StoreNotFoundError
 from ..store.rocksdb_cq import ConsumeQueues, served_kind
 from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, refuse_together, release_option, store_argument
-from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, note, warn
+from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, note, render, warn
 
 COLUMNS = ("queue_offset", "physical_offset", "size", "tags_code")
 JOIN_COLUMNS = COLUMNS + ("store_time", "record", "problems")
@@ -144,19 +144,20 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
     cl = st.commitlog
     bad = [0]
 
-    def rows():
+    def rows(human: bool):
         for e in join_queue(q, cl, from_, count):
             if e.problems:
                 bad[0] += 1
             d = e.to_dict()
-            if fmt == "table":
+            if human:
                 m = e.message
                 d["store_time"] = ms_to_iso(m.store_timestamp) if m else ""
                 d["record"] = f"{m.topic}/{m.queue_id}@{m.queue_offset} tags={m.tags!r}" if m else ""
                 d["problems"] = "; ".join(e.problems + e.notes)
             yield d
 
-    if emit(rows(), fmt, JOIN_COLUMNS, cell_width=140) == 0 and count != 0:
+    if not render(q, fmt, lambda q: emit(rows(True), "table", JOIN_COLUMNS), rows=lambda q: rows(False)) \
+            and count != 0:
         _no_entries(topic, queue_id, from_, queues)
     behind = _behind(st, q, topic, queue_id) if queues.kind == "file" and count is None else 0
     if bad[0]:

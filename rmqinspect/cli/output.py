@@ -423,25 +423,31 @@ def kv_line(prefix: str, value: str, room: int | None, indent: int, later: int |
     return "".join(x.rstrip() + "\n" for x in lines)
 
 
-def render(result: Any, fmt: str, table: Callable[[Any], None] | None = None, *,
+def render(result: Any, fmt: str, table: Callable[[Any], Any] | None = None, *,
            document: Callable[[Any], Any] | None = None, lines: Callable[[Any], Iterable[Any]] | None = None,
-           out=None) -> None:
-    """The one contract between a command's result and its output: ``--format json`` writes ``document(result)``
-    (default: the result itself) as one pretty document, ``ndjson`` each of ``lines(result)`` (default: that
-    document) compact on its own line, ``table`` calls ``table(result)`` (the human rendering: key/value blocks
-    and tables through ``print_kv`` and ``emit``). A command with rows to stream uses ``emit`` instead."""
+           rows: Callable[[Any], Iterable[dict]] | None = None, out=None) -> int | None:
+    """The one contract between a command's result and its output.
+
+    A document: ``--format json`` writes ``document(result)`` (default: the result itself) pretty, ``ndjson`` each
+    of ``lines(result)`` (default: that document) compact on its own line. A stream of records (``rows``): json
+    writes them as one array and ndjson one per line, both streamed through ``emit`` (a 100 GB walk never sits in
+    memory). ``table`` calls ``table(result)``: the human rendering, key/value blocks and tables through
+    ``print_kv`` and ``emit``. Returns what ``emit`` or ``table`` returned (a row count), else None."""
     out = out or sys.stdout
+    if rows is not None and fmt in ("json", "ndjson"):
+        return emit(rows(result), fmt, out=out)
     doc = document(result) if document is not None and fmt != "table" else result
     if fmt == "json":
         out.write(dumps(doc, pretty=True) + "\n")
     elif fmt == "ndjson" and lines is not None:  # a stream: through emit (--columns, where it stopped)
-        emit(lines(result), "ndjson", out=out)
+        return emit(lines(result), "ndjson", out=out)
     elif fmt == "ndjson":
         out.write(dumps(doc) + "\n")
     elif table is not None:
-        table(result)
+        return table(result)
     else:
         out.write(dumps(doc, pretty=True) + "\n")
+    return None
 
 
 def emit_document(doc: Any, fmt: str, render_table: Callable[[Any], None] | None = None, out=None) -> None:
