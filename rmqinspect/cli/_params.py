@@ -320,12 +320,15 @@ def _unknown_columns_note() -> None:
 def layout_options() -> list[click.Option]:
     return [
         click.Option(["--columns"], metavar="A,B,...", expose_value=False, callback=_set_layout,
-                     help="Only these columns, in this order (every format; tables without them are shown whole)."),
+                     help="Only these columns, in this order (every format; tables without them are shown whole; "
+                          "an unknown name is answered with the valid ones)."),
         click.Option(["--vertical"], is_flag=True, expose_value=False, callback=_set_layout,
-                     help="One record per block, every value on its own line (like psql's \\x)."),
+                     help="One record per block with every field the records carry, each on its own line (like "
+                          "psql's \\x)."),
         click.Option(["--no-truncate"], is_flag=True, expose_value=False, callback=_set_layout,
-                     help="On a terminal, print the full width instead of folding or leaving out free-text "
-                          "columns (identifiers are never cut or wrapped in any case)."),
+                     help="On a terminal too, every table at its full width, one row per line, as in a pipe (by "
+                          "default a table wider than the terminal folds free text, puts an overlong identifier "
+                          "alone above its row, or shows one record per block; identifiers are never cut)."),
     ]
 
 
