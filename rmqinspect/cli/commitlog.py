@@ -226,10 +226,24 @@ def _output_messages(msgs, fmt, body, cl, body_limit: int) -> int:
     cols = TABLE_COLUMNS + (("body",) if body != "none" else ())
     if cl.dledger:  # DLedger mode (issue 14): the entry around each record
         cols = cols[:1] + ("dledger_index", "dledger_term", "dledger_pos") + cols[1:]
-    # people read the flags as RocketMQ's MessageSysFlag words; JSON keeps the number
-    return render(msgs, fmt, lambda ms: emit(({**_row(m, body, body_limit), "sys_flag": "|".join(m.flag_names) or "0"}
+    # people read the flags as words (sys_flag_names in JSON and --vertical); JSON keeps the number
+    return render(msgs, fmt, lambda ms: emit(({**_row(m, body, body_limit), "sys_flag": sys_flag_words(m.flag_names)}
                                               for m in ms), "table", cols),
                   rows=lambda ms: (_row(m, body, body_limit) for m in ms)) or 0
+
+
+_SHORT_FLAGS = {"TRANSACTION_PREPARED": "PREPARED", "TRANSACTION_COMMIT": "COMMIT", "TRANSACTION_ROLLBACK": "ROLLBACK",
+                "BORNHOST_V6": "BORN_V6", "STOREHOSTADDRESS_V6": "STORE_V6"}
+
+
+def sys_flag_words(names: list[str]) -> str:
+    """MessageSysFlag bits as short words for a table cell, e.g. COMPRESSED_ZLIB|PREPARED|BORN_V6 (the compression
+    flag and its codec bits are one word; 0 when no bit is set)."""
+    codec = next((n.removeprefix("COMPRESSION_") for n in names if n.startswith("COMPRESSION_")), None)
+    joined = codec is not None and "COMPRESSED" in names
+    words = [f"COMPRESSED_{codec}" if n == "COMPRESSED" and joined else _SHORT_FLAGS.get(n, n) for n in names
+             if not (joined and n.startswith("COMPRESSION_"))]
+    return "|".join(words) or "0"
 
 
 @click.command("summary")

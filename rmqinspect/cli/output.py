@@ -204,7 +204,8 @@ def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *
             out.write("\n]\n" if n else "]\n")
             _safe_flush(out)
         return n
-    # table: buffered in chunks so huge walks still print progressively
+    # table: buffered in chunks so huge walks still print progressively (one layout for all: ``state``)
+    state: dict[str, Any] = {"records": 0}
     chunk: list[dict] = []
     first = True
     try:
@@ -212,16 +213,16 @@ def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *
             chunk.append(row)
             n += 1
             if len(chunk) >= 500:
-                _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
+                _print_table(chunk, columns, title if first else None, out, header=first, state=state)
                 first = False
                 chunk = []
     except BaseException as e:  # an interrupt too (cli.lifecycle)
         if chunk:
-            _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
+            _print_table(chunk, columns, title if first else None, out, header=first, state=state)
         _mark_stopped(e, n, "the table is incomplete")
         raise
     if chunk:
-        _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
+        _print_table(chunk, columns, title if first else None, out, header=first, state=state)
     elif first and title:  # an empty table is its title and "(none)", not a header with no rows under it
         out.write(f"{title}\n(none)\n")
     return n
@@ -240,21 +241,25 @@ def _mark_stopped(e: BaseException, rows: int, how: str) -> None:
         e.rmq_output_stopped = f"output stopped after {rows} row{'s' if rows != 1 else ''}; {how}"  # type: ignore[attr-defined]
 
 
-def _print_table(rows: list[dict], columns, title, out, width=None, header=True) -> None:
+def _print_table(rows: list[dict], columns, title, out, header=True, state: dict | None = None) -> None:
+    """One chunk of a table. ``state`` carries the layout from chunk to chunk of one table: once it went to one
+    record per block it stays so, and records are numbered on."""
     inv = current()
+    state = state if state is not None else {"records": 0}
     columns = _pick_columns(rows, columns, inv)
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     term = fit_width(out)
-    if inv.vertical:
-        _print_vertical(cells, columns, title, out, term)
-        return
+    text = None
+    if not (inv.vertical or state.get("vertical")):
+        text = table_text(cells, columns if header else None, term, foldable=_foldable(rows, columns))
     if title:
         out.write(kv_line("", title, term, 0))
-    text = table_text(cells, columns if header else None, term, foldable=_foldable(rows, columns))
-    if text is None:  # wider than the terminal even with free text folded: one record per block (psql \x auto)
-        _print_vertical(cells, columns, None, out, term)
-        return
-    out.write(text)
+    if text is None:  # asked for, or wider than the terminal even folded: one record per block (psql \x auto)
+        state["vertical"] = True
+        _print_vertical(cells, columns, out, term, state["records"])
+    else:
+        out.write(text)
+    state["records"] += len(cells)
 
 
 def _foldable(rows: list[dict], columns: Sequence[str]) -> set[int]:
@@ -347,9 +352,10 @@ def _fit(cells, head, lens, natural, foldable, width, above) -> list[int] | None
     """Column widths that fit ``width`` (see table_text), filling ``above``; None when none do."""
     n = len(natural)
     avail = width - len(_SEP) * (n - 1)
-    # a foldable column needs its longest word; it gets at least 16 columns (or what it needs) to stay readable
+    # a foldable column needs its longest word
     need = {i: max([_width(head[i]), *(_width(w) for row in cells for w in row[i].split(" "))]) for i in foldable}
-    floor = {i: min(natural[i], max(need[i], 16)) for i in foldable}
+    # free text keeps 16 columns to stay readable; a list (keys, offsets) may go down to its longest item
+    floor = {i: min(natural[i], max(need[i], 16 if head[i] in FREE_TEXT_COLUMNS else 0)) for i in foldable}
     ident = [i for i in range(n) if i not in foldable]
     widths = [floor.get(i, natural[i]) for i in range(n)]
     # identifiers too long for the room: a column's longest values go above their rows, each run of equal values
@@ -391,14 +397,13 @@ def text_table(cells: list[list[str]], headers: Sequence[str] | None = None) -> 
     return (table_text(cells, headers) or "").rstrip("\n")
 
 
-def _print_vertical(cells: list[list[str]], columns: list[str], title, out, term: int | None) -> None:
+def _print_vertical(cells: list[list[str]], columns: list[str], out, term: int | None, before: int = 0) -> None:
     """One record per block (psql's \\x): each field on its own line; on a terminal, a value longer than the line
-    is folded at spaces, and an identifier that cannot fit beside its name is alone on the next line."""
-    if title:
-        out.write(kv_line("", title, term, 0))
+    is folded at spaces, and an identifier that cannot fit beside its name is alone on the next line. ``before``:
+    records already shown (the numbering goes on)."""
     w = max((_width(c) for c in columns), default=0)
     room = term - w - 3 if term is not None else None
-    for i, row in enumerate(cells, 1):
+    for i, row in enumerate(cells, before + 1):
         out.write(f"-[ RECORD {i} ]" + "-" * max(w - 8, 4) + "\n")
         for c, v in zip(columns, row, strict=True):
             out.write(kv_line(_pad(c, w) + " | ", v, room, w + 3))
