@@ -24,8 +24,16 @@ Two more kinds of marks:
     <!-- picture: packages --> a ```mermaid block drawn from the package's imports (docs/architecture.md): one
                               node per layer with its module count, one arrow per layer it imports
 
-    python docs/regen.py            rewrite every marked block
-    python docs/regen.py --check    list the blocks that differ, exit 1 if any (writes nothing)
+It also rewrites the terminal screens of docs/screens.md: `summary`, `verify`, `recover --dry-run` and
+`index-lookup` on the sample store and on the oracle's 5.3.3 crashed store (the 200-character topic), each run with
+its standard output on a real pseudo-terminal of 80 and of 200 columns (tests/support/pty_screen.py), its standard
+error after it. docs/screens/after/ is what the checkout prints; docs/screens/before/ was captured once from main
+265484a (`--before DIR`, DIR a checkout of that commit, e.g. `git archive 265484a | tar -x -C DIR` plus the built
+C extension copied in) and is kept for comparison.
+
+    python docs/regen.py                  rewrite every marked block and the screens
+    python docs/regen.py --check          list the blocks and screens that differ, exit 1 if any (writes nothing)
+    python docs/regen.py --before DIR     capture docs/screens/before/ with the rmqinspect package under DIR
 """
 
 from __future__ import annotations
@@ -254,9 +262,104 @@ def rewrite_generated(doc: Path, fresh: dict[int, str]) -> None:
     doc.write_text("".join(lines), encoding="utf-8")
 
 
+SCREENS = REPO / "docs" / "screens"
+SCREENS_DOC = REPO / "docs" / "screens.md"
+LONG_TOPIC_5_3_3 = "V2Topic_longer_than_127_chars_" + "".join(chr(ord("a") + (i + 4) % 26) for i in range(170))
+SCREEN_STORES = (
+    ("sample", "tests/fixtures/sample-store", "OrderTopic", "ord-14"),
+    ("oracle-5.3.3-crash", "../shared/oracle/rocketmq-all-5.3.3/crash-torn-tail/store", LONG_TOPIC_5_3_3, "ord-5"),
+)
+SCREEN_COMMANDS = (("summary", "summary {store}"), ("verify", "verify {store}"),
+                   ("recover", "recover {store} --dry-run"),
+                   ("index-lookup", "index-lookup {store} --topic {topic} --key {key}"))
+SCREEN_WIDTHS = (80, 200)
+
+
+def screen(args: str, columns: int, package_dir: str | None = None) -> str:
+    """What a person sees: the command line, its standard output on a pseudo-terminal of ``columns`` columns, then
+    its standard error, and the exit code when it is not 0."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.pty_screen import run_on_terminal
+
+    argv = [str(SHARED / a[len("../shared/"):]) if a.startswith("../shared/") else a for a in shlex.split(args)]
+    # `python -m` puts the working directory first on sys.path: the other package's checkout is where it runs
+    s = run_on_terminal(argv, columns, cwd=package_dir or str(REPO),
+                        extra_env={"PYTHONPATH": package_dir} if package_dir else None)
+    text = f"$ rmqinspect {args}\n" + normalise((s.text + s.stderr).replace(package_dir or str(REPO), "."))
+    if s.exit_code:
+        text += f"$ echo $?\n{s.exit_code}\n"
+    return text
+
+
+def screen_names():
+    for name, store, topic, key in SCREEN_STORES:
+        for cmd, pattern in SCREEN_COMMANDS:
+            args = pattern.format(store=store, topic=topic, key=key)
+            for columns in SCREEN_WIDTHS:
+                yield f"{cmd}-{name}-{columns}.txt", args, columns, store.startswith("../shared/")
+
+
+def screens(check: bool, before: str | None = None) -> int:
+    """Rewrite (or, with ``check``, compare) docs/screens/after/ - or capture docs/screens/before/ - and the line
+    counts in docs/screens.md. Returns how many screens differ."""
+    stale = 0
+    where = SCREENS / ("before" if before else "after")
+    for fname, args, columns, oracle in screen_names():
+        if oracle and not SHARED.is_dir():
+            print(f"docs/screens/{fname}: skipped, ../shared (oracle stores) absent", file=sys.stderr)
+            continue
+        text = screen(args, columns, before)
+        path = where / fname
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            stale += 1
+            print(f"{path.relative_to(REPO)}: {'differs' if check else 'updated'}", file=sys.stderr)
+            if not check:
+                where.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+    if not check:
+        write_screens_doc()
+    return stale
+
+
+def _lines(path: Path, columns: int) -> str:
+    """"lines / rows": the lines printed, and the rows they take on a terminal of ``columns`` columns (a longer
+    line wraps onto more rows); the command line is not counted."""
+    if not path.exists():
+        return ""
+    from rich.cells import cell_len
+
+    lines = path.read_text(encoding="utf-8").splitlines()[1:]
+    rows = sum(max(1, -(-cell_len(x) // columns)) for x in lines)
+    return f"{len(lines)} / {rows}"
+
+
+def write_screens_doc() -> None:
+    rows = []
+    for fname, args, columns, _ in screen_names():
+        before, after = (_lines(SCREENS / d / fname, columns) for d in ("before", "after"))
+        rows.append(f"| `{args.split()[0]}` | {'oracle 5.3.3 crash-torn-tail' if 'oracle' in fname else 'sample'} "
+                    f"| {columns} | {before} | {after} "
+                    f"| [before](screens/before/{fname}) · [after](screens/after/{fname}) |")
+    SCREENS_DOC.write_text(
+        "# Terminal screens, before and after\n\n"
+        "What a person sees on a terminal of 80 and 200 columns: each command run with its standard output on a real "
+        "pseudo-terminal of that width (`tests/support/pty_screen.py`) and its standard error after it. "
+        "`after/` is what this checkout prints and is rewritten by `python docs/regen.py`; `before/` was captured "
+        "once from main 265484a (`python docs/regen.py --before DIR`, DIR holding that commit's package) and is "
+        "kept as it was. The stores: `tests/fixtures/sample-store` (one 200-character V2 topic among short ones) "
+        "and the oracle's RocketMQ 5.3.3 `crash-torn-tail` (written by the broker, crashed, the 200-character "
+        "topic). A line wider than the terminal is the terminal's own wrapping of one identifier that is alone on "
+        "its line.\n\n"
+        "| command | store | columns | before: lines / rows on screen | after: lines / rows on screen | screens |\n"
+        "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n", encoding="utf-8")
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
-    stale = 0
+    if "--before" in argv:
+        screens(False, os.path.abspath(argv[argv.index("--before") + 1]))
+        return 0
+    stale = screens(check)
     for doc in documents():
         made = {}
         for g in generated(doc):

@@ -100,3 +100,11 @@ def test_no_pipe_inside_a_code_span_of_a_table_row():
         for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
             if line.startswith("|"):
                 assert not [s for s in re.findall(r"`([^`]*)`", line) if "|" in s], f"{doc.name}:{n}"
+
+
+@pytest.mark.parametrize("fname", ["summary-sample-80.txt", "verify-sample-80.txt"])
+def test_terminal_screens_of_the_sample_store_are_what_a_terminal_shows(fname):
+    """docs/screens/after/ is rewritten by docs/regen.py from a real pseudo-terminal; two of them are rerun here."""
+    _, args, columns, _ = next(s for s in regen.screen_names() if s[0] == fname)
+    assert (REPO / "docs" / "screens" / "after" / fname).read_text(encoding="utf-8") == regen.screen(args, columns), \
+        f"docs/screens/after/{fname} is stale: run `python docs/regen.py`"

@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rmqinspect.cli.main import cli  # noqa: E402
 from support import require_oracle, tree_hashes  # noqa: E402
 from support.recover_fixtures import build_store  # noqa: E402
+from support.wide_store import QUEUES, build_wide_store  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -257,6 +258,52 @@ def test_reports_of_crashed_and_crc_damaged_stores_in_headless_chromium(browser,
         assert w == 1400 and h > 2000 and os.path.getsize(tmp_path / f"report-{i}.png") > 50_000
     assert time.monotonic() - t0 < 60
     assert [tree_hashes(s) for s in stores] == before
+
+
+# what the layout rules measure in the page: boxes of every chart's legend and annotations (subplot titles and the
+# labelled lines' captions are annotations), tick labels, and the tables' scroll boxes
+LAYOUT_PROBE = """JSON.stringify({
+  charts: [...document.querySelectorAll('.rmq-chart')].map(c => ({
+    id: c.id,
+    boxes: [...c.querySelectorAll('g.legend, g.annotation')].map(g => {
+      const r = g.getBoundingClientRect(); return [g.getAttribute('class'), r.left, r.top, r.right, r.bottom]; }),
+    ticks: [...c.querySelectorAll('.xtick text, .ytick text')].map(t => t.textContent),
+    tickBand: Math.max(0, ...[...c.querySelectorAll('.xtick text')].map(t => t.getBoundingClientRect().height))})),
+  scroll: [...document.querySelectorAll('div.scroll')].map(d => [d.scrollWidth, d.clientWidth,
+      d.querySelector('table').id || d.querySelector('th').textContent]),
+  reason: Math.min(...[...document.querySelectorAll('div.reason')].map(d => d.getBoundingClientRect().width)),
+  titles: [...document.querySelectorAll('#s0-queue-table code[title]')].map(c => [c.textContent, c.title])
+})"""
+
+
+def _overlap(a, b) -> bool:
+    return a[1] < b[3] - 1 and b[1] < a[3] - 1 and a[2] < b[4] - 1 and b[2] < a[4] - 1
+
+
+def test_report_layout_holds_a_long_topic_over_a_hundred_queues(browser, tmp_path):
+    """The 200-character topic over 100 queues (tests/support/wide_store.py): tick and legend labels are short
+    (the full name is in hover and the tables), no legend or caption lies over another or over a subplot title,
+    Findings' reason column is readable and no table needs horizontal scrolling at 1400 px."""
+    store = build_wide_store(str(tmp_path / "store"))
+    out = str(tmp_path / "report.html")
+    write_report([store], out)
+    assert browser.open(out) == "yes"
+    got = json.loads(browser.evaluate(LAYOUT_PROBE))
+    from rmqinspect.fixtures.sample import LONG_TOPIC
+    from rmqinspect.report.figures import LABEL_CHARS
+
+    for c in got["charts"]:
+        assert all(len(t) <= LABEL_CHARS + 4 for t in c["ticks"]), (c["id"], c["ticks"])
+        assert c["tickBand"] < 200, c["id"]  # no ~600 px of diagonal topic name
+        boxes = c["boxes"]
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                assert not _overlap(a, b), (c["id"], a, b)
+    assert all(sw <= cw + 1 for sw, cw, _ in got["scroll"]), got["scroll"]
+    assert got["reason"] >= 250
+    names = got["titles"]
+    assert len(names) == QUEUES + 1 and all(t == LONG_TOPIC for short, t in names if short != t)
+    assert any(short != t for short, t in names)  # shortened in the cell, whole in the title
 
 
 def test_a_page_that_fails_is_caught(browser, tmp_path):

@@ -8,7 +8,7 @@ interpreter that ran the command (not a timing test: benchmarks/bench_startup.py
 - ``index-lookup`` (table and JSON) never imports construct, and of the recovery only what its scan needs:
   not the salvage, the DLedger or the report modules; on a small store (the sample) its fate column comes from
   the small recovery scan (analyses.recovery.small), so it imports no numpy and not the recovery plan;
-- no table imports importlib.metadata (tabulate 0.10 does, at import: pinned below it in pyproject.toml).
+- no table imports importlib.metadata (tables are drawn by cli.output itself, measured with rich.cells).
 """
 
 from __future__ import annotations

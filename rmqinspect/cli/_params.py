@@ -271,6 +271,14 @@ def apply_broker_config(ctx: click.Context, kwargs: dict) -> None:
             kwargs[name] = convert(conf.values[key])
 
 
+def refuse_together(given: dict[str, object], why: str) -> None:
+    """Options that cannot combine are refused with a sentence (exit 2), never one of them silently ignored.
+    ``given``: option spelling -> its value; refused when two or more are set."""
+    on = [name for name, v in given.items() if v not in (None, False, ())]
+    if len(on) > 1:
+        raise click.UsageError(f"{' and '.join(on)} cannot be combined: {why}")
+
+
 offsets_file_option = click.option(
     "--offsets", "offsets_file", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
     help="consumerOffset.json to use instead of STORE/config/consumerOffset.json (a copied store often lacks it).")
@@ -279,37 +287,45 @@ offsets_file_option = click.option(
 # --- --columns / --vertical / --no-truncate: appended to every command by cli.main, like --broker-config ---
 
 def _set_layout(ctx: click.Context, param: click.Parameter, value):
-    from .output import layout
+    from .output import current
 
+    inv = current()
     if param.name == "columns":
-        layout.columns = tuple(c.strip() for c in value.split(",") if c.strip()) if value else None
-        layout.asked_columns_seen = set()
-        if layout.columns:
+        inv.columns = tuple(c.strip() for c in value.split(",") if c.strip()) if value else None
+        inv.columns_seen = set()
+        if inv.columns:
             ctx.call_on_close(_unknown_columns_note)
     elif param.name == "vertical":
-        layout.vertical = bool(value)
+        inv.vertical = bool(value)
     else:
-        layout.no_truncate = bool(value)
+        inv.no_truncate = bool(value)
     return value
 
 
 def _unknown_columns_note() -> None:
-    from .output import layout, warn
+    """--columns naming a column no table had: said with the names that were there to pick."""
+    from .output import current, warn
 
-    missing = [c for c in layout.columns or () if c not in layout.asked_columns_seen]
+    inv = current()
+    missing = [c for c in inv.columns or () if c not in inv.columns_seen]
     if missing:
-        warn(f"--columns: no table had {', '.join(missing)}")
+        valid = sorted(inv.columns_offered)
+        warn(f"--columns: no table had {', '.join(missing)}"
+             + (f"; valid: {', '.join(valid)}" if valid else ""))
 
 
 def layout_options() -> list[click.Option]:
     return [
         click.Option(["--columns"], metavar="A,B,...", expose_value=False, callback=_set_layout,
-                     help="Only these columns, in this order (every format; tables without them are shown whole)."),
+                     help="Only these columns, in this order (every format; tables without them are shown whole; "
+                          "an unknown name is answered with the valid ones)."),
         click.Option(["--vertical"], is_flag=True, expose_value=False, callback=_set_layout,
-                     help="One record per block, every value on its own line (like psql's \\x)."),
+                     help="One record per block with every field the records carry, each on its own line (like "
+                          "psql's \\x)."),
         click.Option(["--no-truncate"], is_flag=True, expose_value=False, callback=_set_layout,
-                     help="On a terminal, print the full width instead of folding or leaving out free-text "
-                          "columns (identifiers are never cut or wrapped in any case)."),
+                     help="On a terminal too, every table at its full width, one row per line, as in a pipe (by "
+                          "default a table wider than the terminal folds free text, puts an overlong identifier "
+                          "alone above its row, or shows one record per block; identifiers are never cut)."),
     ]
 
 

@@ -25,7 +25,19 @@ from ._params import (
     max_body_option,
     store_argument,
 )
-from .output import emit, emit_document, handle_errors, ms_to_iso, no_match, note, print_kv, progress, warn
+from .output import (
+    emit,
+    emit_document,
+    handle_errors,
+    ms_to_iso,
+    no_match,
+    note,
+    paragraph,
+    print_kv,
+    progress,
+    render,
+    warn,
+)
 
 TABLE_COLUMNS = ("physical_offset", "total_size", "topic", "queue_id", "queue_offset", "store_time", "sys_flag",
                  "tags", "keys", "uniq_key", "crc_ok", "body_size")
@@ -146,6 +158,8 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
                     if count is not None and shown >= count:
                         return
             except CorruptDataError as e:  # without --keep-going: what was decoded is shown, then the error
+                if shown == 0 and from_ is not None and offset is None:
+                    _not_a_boundary_hint(cl, from_, e)
                 damage.append(e)
 
     shown = _output_messages(walk(), fmt, body, cl, max_body_bytes)
@@ -160,6 +174,20 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
         span = f" in [{start}, {to if to is not None else cl.end_offset})"
         no_match(f"no record{span} matches {' '.join(filters)}" if filters else f"no record{span}",
                  topic=topic, store_root=st.root)
+
+
+def _not_a_boundary_hint(cl, from_: int, e: CorruptDataError) -> None:
+    """--from inside a record (a DLedger entry's header or body, a message's middle): the error names the record
+    that holds the offset, as --offset does."""
+    from ..analyses.dump import enclosing_record
+
+    try:
+        rec = enclosing_record(cl, from_)
+    except (CorruptDataError, ValueError):
+        return
+    if rec is not None and rec.start != from_:
+        e.message += (f"; offset {from_} lies inside the {rec.kind} record at {rec.start} (size {rec.size}): "
+                      f"--from {rec.start} walks from there, `dump --offset {from_}` shows the bytes")
 
 
 def _read_at(cl, offset: int, accept_v2: bool, snap: bool, fmt: str):
@@ -199,7 +227,24 @@ def _output_messages(msgs, fmt, body, cl, body_limit: int) -> int:
     cols = TABLE_COLUMNS + (("body",) if body != "none" else ())
     if cl.dledger:  # DLedger mode: the entry around each record
         cols = cols[:1] + ("dledger_index", "dledger_term", "dledger_pos") + cols[1:]
-    return emit((_row(m, body, body_limit) for m in msgs), fmt, cols)
+    # people read the flags as words (sys_flag_names in JSON and --vertical); JSON keeps the number
+    return render(msgs, fmt, lambda ms: emit(({**_row(m, body, body_limit), "sys_flag": sys_flag_words(m.flag_names)}
+                                              for m in ms), "table", cols),
+                  rows=lambda ms: (_row(m, body, body_limit) for m in ms)) or 0
+
+
+_SHORT_FLAGS = {"TRANSACTION_PREPARED": "PREPARED", "TRANSACTION_COMMIT": "COMMIT", "TRANSACTION_ROLLBACK": "ROLLBACK",
+                "BORNHOST_V6": "BORN_V6", "STOREHOSTADDRESS_V6": "STORE_V6"}
+
+
+def sys_flag_words(names: list[str]) -> str:
+    """MessageSysFlag bits as short words for a table cell, e.g. COMPRESSED_ZLIB|PREPARED|BORN_V6 (the compression
+    flag and its codec bits are one word; 0 when no bit is set)."""
+    codec = next((n.removeprefix("COMPRESSION_") for n in names if n.startswith("COMPRESSION_")), None)
+    joined = codec is not None and "COMPRESSED" in names
+    words = [f"COMPRESSED_{codec}" if n == "COMPRESSED" and joined else _SHORT_FLAGS.get(n, n) for n in names
+             if not (joined and n.startswith("COMPRESSION_"))]
+    return "|".join(words) or "0"
 
 
 @click.command("summary")
@@ -215,44 +260,100 @@ def summary(store, fmt, broker_version, jobs):
     cl = st.commitlog
     with progress(cl.end_offset - cl.min_offset, "scanning commitlog", fmt == "table") as advance:
         s = summarize(st, advance, broker_version, jobs=jobs or default_jobs())
-    emit_document(s, fmt, _render_summary)
+    emit_document(s, fmt, lambda doc: _render_summary(doc, _consume_queue_ends(st)))
 
 
-def _render_summary(s) -> None:
+def _consume_queue_ends(st: Store) -> dict[tuple[str, int], int]:
+    """(topic, queue id) -> the consume queue's max offset (exclusive), from the file queues on disk: what the
+    table compares with the commit log's to say which queues lag. Empty for a RocksDB queue (``cq --all``)."""
+    import contextlib
+    import os
+
+    from ..analyses.compare.cq_vs_commitlog import queue_bounds
+    from ..errors import RmqInspectError
+    from ..store.consumequeue import ConsumeQueue, list_queues
+    from ..store.rocksdb_cq import served_kind
+
+    d = st.layout.consumequeue_dir
+    ends: dict[tuple[str, int], int] = {}
+    with contextlib.suppress(OSError, RmqInspectError):
+        if os.path.isdir(d) and served_kind(d) == "file":
+            for b in queue_bounds(ConsumeQueue(q.topic, q.queue_id, q.path) for q in list_queues(d)):
+                ends[(b.topic, b.queue_id)] = b.max_offset
+    return ends
+
+
+def _render_checkpoint(cp: dict) -> None:
+    """The checkpoint's times in two or three lines (the date said once when they share it); every field, in
+    epoch ms, is in --format json."""
+    day = ""
+    parts = []
+    for k in ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp", "min_timestamp"):
+        if k not in cp:
+            continue
+        t = ms_to_iso(cp[k]) if cp[k] else "0"
+        if t[:11] == day:
+            t = t[11:]
+        elif cp[k]:
+            day = t[:11]
+        parts.append(f"{k.removesuffix('_timestamp').removesuffix('_msg')} {t}")
+    extra = [f"{k} {v}" for k, v in cp.items() if k.endswith("offset") and v]
+    print_kv(f"Checkpoint ({cp.get('file_size')}-byte file, {cp.get('used_length')} bytes used)",
+             [("times", ", ".join(parts))] + ([("offsets", ", ".join(extra))] if extra else []))
+
+
+def _render_summary(s, cq_ends: dict[tuple[str, int], int]) -> None:
+    det = s.detection or {}
+    times = [ms_to_iso(t) for t in (s.first_store_timestamp, s.last_store_timestamp)]
+    if times[0][:11] == times[1][:11]:
+        times[1] = times[1][11:]  # same day: the end without the date
+    lagging = [q for q in s.queues if q.max_queue_offset is not None
+               and cq_ends.get((q.topic, q.queue_id), q.max_queue_offset + 1) < q.max_queue_offset + 1]
+    behind = sum(q.max_queue_offset + 1 - cq_ends[(q.topic, q.queue_id)] for q in lagging)
+    ahead = [q for q in s.queues if q.max_queue_offset is not None
+             and cq_ends.get((q.topic, q.queue_id), 0) > q.max_queue_offset + 1]
     print_kv("Store", [
         ("root", s.root),
-        ("mapped file size", s.mapped_file_size),
-        ("commitlog files", len(s.files)),
-        ("min physical offset", s.min_physical_offset),
-        ("max physical offset", s.max_physical_offset),
-        ("messages", s.messages),
-        ("message bytes", s.message_bytes),
-        ("first store time", ms_to_iso(s.first_store_timestamp)),
-        ("last store time", ms_to_iso(s.last_store_timestamp)),
-        ("abort file", ("present" + (f" (pid {s.abort_content})" if s.abort_content else "")) if s.abort_present
-         else "absent (last shutdown was clean)"),
-        ("version", (s.detection or {}).get("version", "")
-         + (" (override)" if (s.detection or {}).get("override") else " (detected)")),
-        ("consume queue", (s.detection or {}).get("consume_queue_kind", "")),
-        ("version evidence", "; ".join(e["detail"] for e in (s.detection or {}).get("evidence", []) if e["found"])),
-        ("release", (s.detection or {}).get("release", "")),
-        *[("layout", x) for x in (s.detection or {}).get("layouts", [])],
+        ("commitlog files", f"{len(s.files)} of {s.mapped_file_size} bytes"),
+        ("messages", f"{s.messages} ({s.message_bytes} bytes) at physical offsets {s.min_physical_offset} .. "
+                     f"{s.max_physical_offset}"),
+        ("store times", f"{times[0]} .. {times[1]}" if s.first_store_timestamp is not None else ""),
+        ("last shutdown", ("abnormal: the abort file is present" + (f" (pid {s.abort_content})" if s.abort_content
+                                                                    else "") + "; a restart runs abnormal recovery")
+         if s.abort_present else "clean (no abort file)"),
+        *([("consume queues", f"{len(lagging)} of {len(s.queues)} queues end before the commit log's last entry "
+                              f"for them ({behind} entries behind; `recover` says what a restart re-dispatches)")]
+          if lagging else []),
+        *([("consume queues", f"{len(ahead)} of {len(s.queues)} queues hold entries past the commit log's last "
+                              "valid record for them (`recover` says what a restart truncates)")] if ahead else []),
+        ("version", det.get("version", "") + (" (override)" if det.get("override") else " (detected)")
+         + (f", {det['consume_queue_kind']} consume queue" if det.get("consume_queue_kind") else "")
+         + "".join(f"; {e['detail']}" for e in det.get("evidence", []) if e["found"])),
+        ("release", det.get("release", "")),
+        *[("layout", x) for x in det.get("layouts", [])],
     ] + [("note", n) for n in s.notes])
     if s.checkpoint:
-        print_kv("Checkpoint", [(k, f"{v} ({ms_to_iso(v)})" if k.endswith("timestamp") and v else v)
-                                for k, v in s.checkpoint.items()])
-    emit(({"file": f.name, "start": f.start_offset, "end": f.start_offset + f.size, "records": f.records,
-           "data_end": f.data_end, "blank_at": f.blank_at, "blank_size": f.blank_size,
-           "zero_tail_at": f.zero_tail_at, "zero_tail": f.zero_tail_size, "damage": f.damage}
-          for f in s.files), "table", title="CommitLog files")
+        _render_checkpoint(s.checkpoint)
+    emit(({"file": f.name, "start": f.start_offset, "records": f.records, "data_end": f.data_end,
+           "after_data": (f"blank {f.blank_size}" if f.blank_at is not None
+                          else f"zeros {f.zero_tail_size}" if f.zero_tail_size
+                          else f"{f.start_offset + f.size - f.data_end} bytes" if f.data_end is not None
+                          and f.data_end < f.start_offset + f.size else "none"),
+           "damage": f.damage}
+          for f in s.files), "table", title="CommitLog files (data_end: end of its records; after_data: the rest)")
     if s.gaps:
         emit(s.gaps, "table", title="Missing offset ranges (no file)")
     emit(({"topic": t, **v} for t, v in s.topics.items()), "table", title="Topics")
     # the broker's bounds (getMinOffsetInQueue / getMaxOffsetInQueue, max exclusive), as `cq --all` shows them
-    emit(({"topic": q.topic, "queue_id": q.queue_id, "messages": q.messages, "bytes": q.bytes,
-           "min_offset": q.min_queue_offset,
-           "max_offset": None if q.max_queue_offset is None else q.max_queue_offset + 1} for q in s.queues),
-         "table", title="Queues (from the commitlog; max_offset exclusive, as cq --all)")
+    rows = [{"topic": q.topic, "queue_id": q.queue_id, "messages": q.messages, "bytes": q.bytes,
+             "min_offset": q.min_queue_offset,
+             "max_offset": None if q.max_queue_offset is None else q.max_queue_offset + 1,
+             **({"cq_max": cq_ends.get((q.topic, q.queue_id))} if cq_ends else {})} for q in s.queues]
+    emit(rows, "table", title="Queues (commit log offsets, max exclusive as cq --all"
+                              + ("; cq_max: the CQ's end)" if cq_ends else ")"))
+    if any(r["max_offset"] is not None and r["messages"] != r["max_offset"] - (r["min_offset"] or 0) for r in rows):
+        paragraph("messages counts every record; max_offset only those given a queue offset (prepared and "
+                  "rolled-back transaction records get no consume-queue entry).")
 
 
 COMMANDS = [decode_commitlog, summary]

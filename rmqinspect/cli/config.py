@@ -9,7 +9,7 @@ import click
 from ..errors import EXIT_PROBLEMS
 from ..store import Store
 from ._params import broker_conf, broker_version_option, store_argument
-from .output import emit, emit_document, format_option, handle_errors, no_match, warn
+from .output import emit, format_option, handle_errors, no_match, render, warn
 
 
 @click.command("config")
@@ -37,16 +37,7 @@ def config_cmd(store, only, broker_version, fmt):
     doc = cfg.to_dict()
     if only:
         doc = {"files": {only: doc["files"][only]}, only: doc[only], "problems": cfg.problems}
-    if fmt != "table":
-        emit_document(doc, fmt)
-    else:
-        emit(({"file": ld.name, "source": ld.source, "used": ld.used or "", "reason": ld.reason}
-              for k, ld in cfg.loads.items() if not only or k == only), "table",
-             ("file", "source", "used", "reason"), title="config files", cell_width=100)
-        for key in ("topics", "subscriptionGroups", "consumerOffsets", "delayOffsets"):
-            if key in doc and doc[key]:
-                click.echo("")
-                emit(doc[key], "table", title=key)
+    render(doc, fmt, lambda d: _render_config(cfg, d, only))
     if any(ld.source == "bak" for ld in cfg.loads.values()) or cfg.problems:
         sys.exit(EXIT_PROBLEMS)
     missing = [ld for k, ld in cfg.loads.items() if (not only or k == only) and ld.source == "missing"]
@@ -55,6 +46,16 @@ def config_cmd(store, only, broker_version, fmt):
         no_match(f"{'no ' + missing[0].name if only else 'no config file'} (nor its .bak) in {st.layout.config_dir}"
                  + ("; consumer-lag, fate, gc and recover read consumer offsets from elsewhere with --offsets FILE"
                     if only in (None, "consumerOffsets") else ""))
+
+
+def _render_config(cfg, doc: dict, only: str | None) -> None:
+    emit(({"file": ld.name, "source": ld.source, "used": ld.used or "", "reason": ld.reason}
+          for k, ld in cfg.loads.items() if not only or k == only), "table",
+         ("file", "source", "used", "reason"), title="config files", cell_width=100)
+    for key in ("topics", "subscriptionGroups", "consumerOffsets", "delayOffsets"):
+        if key in doc and doc[key]:
+            click.echo("")
+            emit(doc[key], "table", title=key)
 
 
 COMMANDS = [config_cmd]

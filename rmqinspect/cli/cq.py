@@ -15,8 +15,16 @@ from ..store import Store
 from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.consumequeue import ConsumeQueue, list_queues
 from ..store.rocksdb_cq import ConsumeQueues, served_kind
-from ._params import CQ_FILE_SIZE, NON_NEGATIVE_LONG, QUEUE_ID, broker_conf, release_option, store_argument
-from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, note, warn
+from ._params import (
+    CQ_FILE_SIZE,
+    NON_NEGATIVE_LONG,
+    QUEUE_ID,
+    broker_conf,
+    refuse_together,
+    release_option,
+    store_argument,
+)
+from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, note, render, warn
 
 COLUMNS = ("queue_offset", "physical_offset", "size", "tags_code")
 JOIN_COLUMNS = COLUMNS + ("store_time", "record", "problems")
@@ -65,6 +73,13 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, c
       rmqinspect cq STORE --all
       rmqinspect cq STORE --topic OrderTopic --queue 0 --from 100 --count 10 --join
     """
+    refuse_together({"--as-recovered": as_recovered, "--join": join},
+                     "--join checks the entries on disk against their records, --as-recovered lists the queue as "
+                     "the broker holds it after a restart; run them one after the other")
+    refuse_together({"--as-recovered": as_recovered, "--cq-dir": cq_dir},
+                    "--as-recovered models the store's own consume queues (STORE/consumequeue)")
+    refuse_together({"--all": all_, "--join": join},
+                    "--all lists the queues; --join checks the entries of one (--topic and --queue)")
     st = Store.open(store, conf=broker_conf())
     if as_recovered:
         _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt, broker_version,
@@ -138,19 +153,20 @@ def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file
     cl = st.commitlog
     bad = [0]
 
-    def rows():
+    def rows(human: bool):
         for e in join_queue(q, cl, from_, count):
             if e.problems:
                 bad[0] += 1
             d = e.to_dict()
-            if fmt == "table":
+            if human:
                 m = e.message
                 d["store_time"] = ms_to_iso(m.store_timestamp) if m else ""
                 d["record"] = f"{m.topic}/{m.queue_id}@{m.queue_offset} tags={m.tags!r}" if m else ""
                 d["problems"] = "; ".join(e.problems + e.notes)
             yield d
 
-    if emit(rows(), fmt, JOIN_COLUMNS, cell_width=140) == 0 and count != 0:
+    if not render(q, fmt, lambda q: emit(rows(True), "table", JOIN_COLUMNS), rows=lambda q: rows(False)) \
+            and count != 0:
         _no_entries(topic, queue_id, from_, queues)
     behind = _behind(st, q, topic, queue_id) if queues.kind == "file" and count is None else 0
     if bad[0]:

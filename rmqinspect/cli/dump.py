@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ._params import OFFSET, POSITIVE_INT, broker_conf, store_argument
-from .output import emit, emit_document, handle_errors, note
+from .output import emit, handle_errors, note, render
 
 DEFAULT_LENGTH = 256
 MAX_LENGTH = 1 << 24  # 16 MiB: a dump is read in memory; larger ranges are for `hexdump` on the file itself
@@ -56,12 +56,14 @@ def dump(store, offset, length, snap, fmt):
     if len(data) < length:
         note(f"{f.name} ends {len(data)} bytes after offset {offset}; the dump stops at the file's end")
     fields = field_overlay(data, offset)
-    if fmt == "json":
-        emit_document({"file": f.path, "position": pos, "physical_offset": offset, "length": len(data),
-                       "bytes": data.hex(), "enclosing_record": rec.to_dict() if rec else None,
-                       "fields": [x.to_dict() for x in fields]}, fmt)
-        return
-    click.echo(f"# {f.path} position {pos}, physical offset {offset} (0x{offset:x}), {len(data)} bytes")
+    render({"file": f.path, "position": pos, "physical_offset": offset, "length": len(data), "bytes": data.hex(),
+            "enclosing_record": rec.to_dict() if rec else None, "fields": [x.to_dict() for x in fields]}, fmt,
+           lambda d: _render_dump(d, data, fields, hexdump_lines))
+
+
+def _render_dump(d: dict, data: bytes, fields, hexdump_lines) -> None:
+    offset = d["physical_offset"]
+    click.echo(f"# {d['file']} position {d['position']}, physical offset {offset} (0x{offset:x}), {len(data)} bytes")
     for line in hexdump_lines(data, offset):
         click.echo(line)
     if fields:

@@ -5,7 +5,17 @@ from __future__ import annotations
 import click
 
 from ._params import OFFSET, broker_conf, broker_version_option_for, offsets_file_option, store_argument
-from .output import emit, emit_document, format_option, handle_errors, layout, ms_to_iso, no_match, note, print_kv
+from .output import (
+    current,
+    emit,
+    format_option,
+    handle_errors,
+    ms_to_iso,
+    no_match,
+    note,
+    print_kv,
+    render,
+)
 
 TABLE_COLUMNS = ("physical_offset", "file", "position", "record", "topic", "queue_id", "queue_offset", "uniq_key")
 
@@ -47,7 +57,9 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
     if len(given) != 1:
         raise click.UsageError("give exactly one of --key (with --topic), --msgid, --uniq-key, --offset")
     if key is not None and not topic:
-        raise click.UsageError("--key needs --topic (the index key is TOPIC#KEY)")
+        raise click.UsageError(f"--key needs --topic here: the broker's index holds TOPIC#KEY, so a look-up names "
+                               f"the topic (`decode-commitlog STORE --key {key}` walks every topic's records; "
+                               "`cq STORE --all` lists the topics)")
     st = Store.open(store, conf=broker_conf())
     svc = IndexService.for_store(st)
     asked = records_asked(st, svc, key=key, topic=topic, msg_id=msg_id, uniq_key=uniq_key, offset=offset,
@@ -71,16 +83,14 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
              "consumption unknown")
     else:
         note(f"consumer offsets from {rep.consumer_offsets_source}")
-    fates = rep.fates
-    if fmt == "table" and layout.columns:
+    render(rep.fates, fmt, _render_fates, document=lambda fs: [f.to_dict() for f in fs],
+           lines=lambda fs: (f.to_dict() for f in fs))
+
+
+def _render_fates(fates) -> None:
+    if current().columns:
         # --columns asks for columns: one row per record (the key/value blocks below have none to pick)
         emit((f.to_dict() for f in fates), "table", TABLE_COLUMNS)
-        return
-    if fmt != "table":
-        if fmt == "json":
-            emit_document([f.to_dict() for f in fates], fmt)
-        else:
-            emit((f.to_dict() for f in fates), fmt)
         return
     for f in fates:
         print_kv(f"Record at {f.physical_offset}", [

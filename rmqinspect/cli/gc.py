@@ -19,7 +19,7 @@ from ._params import (
     offsets_file_option,
     store_argument,
 )
-from .output import emit, emit_document, format_option, handle_errors, print_kv
+from .output import emit, format_option, handle_errors, paragraph, print_kv, render
 
 
 @click.command("gc")
@@ -70,23 +70,24 @@ def gc(store, dry_run, now, file_reserved_hours, delete_when, disk_ratio, disk_m
                           offsets_file=offsets_file)
     with open_consume_queues(st, None if cq_format == "auto" else cq_format) as qs:
         plan = plan_gc(st, settings, list(qs))
-    if fmt != "table":
-        emit_document(plan.to_dict(), fmt)
-    else:
-        print_kv("gc dry run", [("triggered", ", ".join(plan.triggers) or "no"),
-                                ("disk ratio", plan.disk_ratio), ("clean at once", plan.clean_at_once),
-                                ("commitlog min offset", f"{plan.commitlog_min_offset_before} -> "
-                                                         f"{plan.commitlog_min_offset_after}")])
-        emit(({"kind": f.kind, "file": f.path[len(st.root) + 1:], "delete": "DELETE" if f.delete else "keep",
-               "reason": f.reason} for f in plan.files), "table", ("kind", "file", "delete", "reason"),
-             cell_width=100)
-        if plan.losses:
-            click.echo("")
-            emit((x.to_dict() for x in plan.losses), "table", title="unconsumed messages destroyed")
-        for n in plan.notes:
-            click.echo(f"note: {n}")
+    render(plan, fmt, lambda p: _render_plan(st, p), document=lambda p: p.to_dict())
     if plan.losses:
         sys.exit(EXIT_PROBLEMS)
+
+
+def _render_plan(st, plan) -> None:
+    print_kv("gc dry run", [("triggered", ", ".join(plan.triggers) or "no"),
+                            ("disk ratio", plan.disk_ratio), ("clean at once", plan.clean_at_once),
+                            ("commitlog min offset", f"{plan.commitlog_min_offset_before} -> "
+                                                     f"{plan.commitlog_min_offset_after}")])
+    emit(({"kind": f.kind, "file": f.path[len(st.root) + 1:], "delete": "DELETE" if f.delete else "keep",
+           "reason": f.reason} for f in plan.files), "table", ("kind", "file", "delete", "reason"),
+         cell_width=100)
+    if plan.losses:
+        click.echo("")
+        emit((x.to_dict() for x in plan.losses), "table", title="unconsumed messages destroyed")
+    for n in plan.notes:
+        paragraph(f"note: {n}")
 
 
 COMMANDS = [gc]

@@ -30,7 +30,17 @@ from ._params import (
     resolve_store_callback,
     store_argument,
 )
-from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv, warn
+from .output import (
+    emit,
+    format_option,
+    handle_errors,
+    ms_to_iso,
+    no_match,
+    note,
+    print_kv,
+    render,
+    warn,
+)
 
 HIT_COLUMNS = ("physical_offset", "verified", "fate", "topic", "keys", "uniq_key", "store_time", "index_file", "note")
 
@@ -45,6 +55,17 @@ def _index_options(fn):
                       help=f"maxMsgsNumBatch of the broker: the cap applied to --max (default: --broker-config's, "
                            f"else {DEFAULT_MAX_MSGS_NUM_BATCH}).")(fn)
     return fn
+
+
+def _key_needs_topic(key: str | None, topic: str | None, required: bool = False) -> None:
+    """--key means one thing in every command (a KEYS token or UNIQ_KEY the record carries); the index commands
+    also need --topic, because the broker indexes TOPIC#KEY: said in a sentence, with the command that needs none."""
+    if required and key is None:
+        raise click.UsageError("give --key (a KEYS token or a UNIQ_KEY) and --topic")
+    if key is not None and topic is None:
+        raise click.UsageError(f"--key needs --topic here: the broker's index holds TOPIC#KEY, so a look-up names "
+                               f"the topic (`decode-commitlog STORE --key {key}` walks every topic's records; "
+                               "`cq STORE --all` lists the topics)")
 
 
 def _max_batch(flag) -> int:
@@ -100,8 +121,8 @@ def _walk_rows(q):
 
 @click.command("index-lookup")
 @store_argument
-@click.option("--key", required=True, help="The key (a KEYS token or a UNIQ_KEY).")
-@click.option("--topic", required=True, help="Topic the message was stored under.")
+@click.option("--key", help="The key (a KEYS token or a UNIQ_KEY).")
+@click.option("--topic", help="Topic the message was stored under (the index key is TOPIC#KEY).")
 @click.option("--begin", type=TIME, default=0, show_default=True, help=f"Store time >= this: {TIME_FORMS}.")
 @click.option("--end", type=TIME, default=JAVA_LONG_MAX, help="Store time <= (default Long.MAX_VALUE).")
 @click.option("--max", "max_num", type=NON_NEGATIVE_LONG, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
@@ -135,6 +156,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
 
     Exit code 3 when no record carrying the key is found.
     """
+    _key_needs_topic(key, topic, required=True)
     if as_recovered and no_fate:
         raise click.UsageError("--as-recovered needs the recovery model, which --no-fate turns off")
     st = Store.open(store, conf=broker_conf())
@@ -173,7 +195,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
     if svc.abort_present and any(h.from_dropped_file for h in q.hits):
         warn("abort file present: hits marked from_dropped_index_file come from an index file the broker deletes "
              "and rebuilds on restart")
-    if fmt == "json":
+    def document(q) -> dict:
         doc = {"query": {"topic": topic, "key": key, "max_num": q.max_num, "begin": begin, "end": end,
                          "key_string": q.key_string, "key_hash": q.key_hash},
                "phy_offsets": q.phy_offsets, "raw": q.raw, "recovery_truncate_offset": truncate_offset,
@@ -185,12 +207,14 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
                "geometry": svc.geometry(), "index_files": [dataclasses.asdict(i) for i in svc.infos]}
         if explain:
             doc["walk"] = list(_walk_rows(q))
-        emit_document(doc, fmt)
-    elif fmt == "ndjson":
-        emit((dict(type="hit", **_hit_row(h, svc.abort_present)) for h in shown), fmt)
+        return doc
+
+    def lines(q):
+        yield from (dict(type="hit", **_hit_row(h, svc.abort_present)) for h in shown)
         if explain:
-            emit(_walk_rows(q), fmt)
-    else:
+            yield from _walk_rows(q)
+
+    def table(q) -> None:
         print_kv("Query", [("key string", q.key_string), ("key hash", q.key_hash), ("maxNum", q.max_num),
                            ("window", f"[{begin}, {end}]"), ("broker result (queryMessage)", q.phy_offsets),
                            ("raw (IndexService.queryOffset)", q.raw),
@@ -205,6 +229,8 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
             emit((r for r in _walk_rows(q) if r["type"] == "item"), "table",
                  ("round", "file", "item", "key_hash", "phy_offset", "time_read", "prev_index", "matched", "reason"),
                  title="Items visited")
+
+    render(q, fmt, table, document=document, lines=lines)
     if not q.verified and not as_recovered and not no_fate:
         pending = _carried_but_not_indexed(st, topic, key, begin, end, broker_version)
         if pending:
@@ -253,21 +279,22 @@ def _rip82_lookup(st: Store, topic: str, key: str, begin: int, end: int, max_num
     note(ans.note)
     if ans.malformed:
         warn(f"{ans.malformed} malformed record(s) in RocksDBMessageStore/ skipped")
-    if fmt == "json":
-        emit_document(ans.to_dict(), fmt)
-    else:
-        emit(({"physical_offset": h.physical_offset, "store_time": ms_to_iso(h.store_time), "kind": h.kind,
-               "uniq_key": h.uniq_key, "record": h.record, "has_key": h.has_key} for h in ans.hits), fmt,
-             ("physical_offset", "store_time", "kind", "uniq_key", "record", "has_key"))
+    def rows(a):
+        return ({"physical_offset": h.physical_offset, "store_time": ms_to_iso(h.store_time), "kind": h.kind,
+                 "uniq_key": h.uniq_key, "record": h.record, "has_key": h.has_key} for h in a.hits)
+
+    render(ans, fmt, lambda a: emit(rows(a), "table", ("physical_offset", "store_time", "kind", "uniq_key", "record",
+                                                         "has_key")),
+           document=lambda a: a.to_dict(), lines=rows)
     if not ans.phy_offsets:
         no_match(f"no record in topic {topic!r} carries the key {key!r} (RocksDBMessageStore/ index)", topic=topic,
                  store_root=st.root)
 
 
 @click.command("msgid")
-@click.argument("msg_id")
-@click.option("--store", "store", type=click.Path(exists=False), default=None, callback=resolve_store_callback,
-              help="Store to decode the record from / search the UNIQ_KEY in.")
+@click.argument("args", nargs=-1, metavar="[STORE] MSG_ID")
+@click.option("--store", "store_opt", type=click.Path(exists=False), default=None,
+              help="Store to decode the record from / search the UNIQ_KEY in (or give it first: msgid STORE ID).")
 @click.option("--topic", help="Topic for the UNIQ_KEY look-up (default: every topic with a consume queue).")
 @click.option("--as-recovered", is_flag=True,
               help="What the broker serves once it has recovered this directory (needs --store): the record at the "
@@ -276,14 +303,22 @@ def _rip82_lookup(st: Store, topic: str, key: str, begin: int, end: int, max_num
 @_index_options
 @release_option
 @format_option
+@click.pass_context
 @handle_errors
-def msgid(msg_id, store, topic, as_recovered, index_dir, index_slots, index_max, max_batch, broker_version, fmt):
+def msgid(ctx, args, store_opt, topic, as_recovered, index_dir, index_slots, index_max, max_batch, broker_version,
+          fmt):
     """Decode a message id: offsetMsgId (store host + physical offset, IPv4/IPv6) and UNIQ_KEY (client ip, pid,
-    time since month start, counter). With --store, decode the record at the offset and find the UNIQ_KEY
-    through the index (topic#uniqkey).
+    time since month start, counter). With a store (first, as every command takes it, or --store), decode the
+    record at the offset and find the UNIQ_KEY through the index (topic#uniqkey).
 
-    Exit code 3 when --store is given and no record matches the id.
+    \b
+    Examples:
+      rmqinspect msgid STORE C0A80A0B3E8F1B6D3586510323690001
+      rmqinspect msgid 0A0A000500002A9F0000000000000000 --store STORE
+
+    Exit code 3 when a store is given and no record matches the id.
     """
+    msg_id, store = _msgid_args(ctx, args, store_opt)
     msg_id = msg_id.strip().upper()  # hex: the broker writes upper case, a pasted id may not be
     interpretations = decode_msg_id(msg_id)
     if all("error" in i for i in interpretations):
@@ -295,23 +330,64 @@ def msgid(msg_id, store, topic, as_recovered, index_dir, index_slots, index_max,
         rep = find_msg_id(st, _service(st, index_dir, index_slots, index_max), msg_id, topic, _max_batch(max_batch),
                           view, as_recovered)
     elif as_recovered:
-        raise click.UsageError("--as-recovered needs --store")
-    doc = rep.to_dict()
-    if fmt == "table":
-        _render_msgid(doc)
-    else:
-        emit_document(doc, fmt)
+        raise click.UsageError("--as-recovered needs a store (msgid STORE ID)")
+    render(rep.to_dict(), fmt, _render_msgid)
     if store and not rep.found:
         no_match(f"no record in {store} matches the id {msg_id} (as offsetMsgId or UNIQ_KEY)",
                  topic=topic, store_root=st.root)
 
 
+def _msgid_args(ctx, args: tuple[str, ...], store_opt: str | None) -> tuple[str, str | None]:
+    """``msgid STORE ID`` (the store first, as in every command) or ``msgid ID [--store STORE]``."""
+    if len(args) == 2 and store_opt is None:
+        store, msg_id = args
+    elif len(args) == 1:
+        msg_id, store = args[0], store_opt
+    elif not args:
+        raise click.UsageError("give the message id: msgid STORE ID, or msgid ID (decoded without a store)")
+    else:
+        raise click.UsageError(f"msgid takes STORE and ID, or ID with --store; got {len(args)} arguments"
+                               + (" and --store" if store_opt else "") + ": " + " ".join(args))
+    if store is not None:
+        store = resolve_store_callback(ctx, ctx.command.params[0], store)
+    return msg_id, store
+
+
+def _born_about(u: dict, doc: dict) -> str | None:
+    """The UNIQ_KEY's approximate born time (mqadmin DecodeMessageId's getNearlyTimeFromID), against the store time
+    of the record found with it, else now, with month starts in UTC (the producer's time zone is not in the id)."""
+    import time
+
+    from ..formats.msgid import nearly_born_time
+
+    if u.get("plausible") is not True:
+        return None
+    hits = (doc.get("as_uniq_key") or {}).get("hits") or []
+    stored = [h["message"]["store_timestamp"] for h in hits if h.get("message")]
+    ref = max(stored) if stored else int(time.time() * 1000)
+    born = nearly_born_time(u["millis_since_month_start"], ref)
+    against = f"the store time of the record found, {ms_to_iso(ref)}" if stored else "now"
+    return (f"{ms_to_iso(born)} ({u['millis_since_month_start']} ms into the month before {against}; month "
+            "starts taken in UTC: the producer's own time zone shifts it)")
+
+
 def _render_msgid(doc) -> None:
+    implausible = []
     for i in doc["interpretations"]:
-        print_kv(f"As {i['kind']}", [(k, v) for k, v in i.items() if k != "kind"])
+        pairs = [(k, v) for k, v in i.items() if k != "kind"]
+        if i["kind"] == "UNIQ_KEY" and (born := _born_about(i, doc)):
+            pairs.insert(pairs.index(("millis_since_month_start", i["millis_since_month_start"])) + 1,
+                         ("born about", born))
+        if i.get("plausible") is False:
+            implausible.append(i["kind"])
+        print_kv(f"As {i['kind']}", pairs)
     a = doc.get("as_offset_msg_id")
     if a:
-        if "error" in a:
+        if "error" in a and "offsetMsgId" in implausible:
+            # the id is a UNIQ_KEY: read as an offsetMsgId it names no record, which is no error of the store
+            note(f"read as an offsetMsgId the id names no record ({a['error']}); it is not plausible as one "
+                 "(port above 65535 or an offset past 2^50): a UNIQ_KEY")
+        elif "error" in a:
             print_kv("Record at the offset", [("error", a["error"])]
                      + ([("fate after restart", a["fate"])] if "fate" in a else []))
         else:
@@ -335,7 +411,7 @@ def _render_msgid(doc) -> None:
 @click.option("--key", help="A KEYS token.")
 @click.option("--uniq-key", help="A UNIQ_KEY (client message id).")
 @click.option("--msg-id", help="An offsetMsgId (server message id).")
-@click.option("--topic", required=True, help="Topic the message was sent to.")
+@click.option("--topic", help="Topic the message was sent to (the index key is TOPIC#KEY).")
 @click.option("--begin", type=TIME, default=0, show_default=True, help=f"Query window start: {TIME_FORMS}.")
 @click.option("--end", type=TIME, default=JAVA_LONG_MAX, help="Query window end (default Long.MAX_VALUE).")
 @click.option("--max", "max_num", type=NON_NEGATIVE_LONG, default=DEFAULT_MAX_MSGS_NUM_BATCH, show_default=True,
@@ -363,6 +439,9 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
     given = [(k, v) for k, v in (("key", key), ("uniq_key", uniq_key), ("msg_id", msg_id)) if v]
     if len(given) != 1:
         raise click.UsageError("give exactly one of --key, --uniq-key, --msg-id")
+    if topic is None:
+        raise click.UsageError("explain-missing needs --topic: the broker's look-up is by TOPIC#KEY (decode-commitlog "
+                               "STORE --key KEY walks every topic's records)")
     kind, value = given[0]
     st = Store.open(store, conf=broker_conf())
     svc = _service(st, index_dir, index_slots, index_max)
@@ -378,7 +457,7 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
            "index_files": [{"name": i.name, "begin_timestamp": i.begin_timestamp, "end_timestamp": i.end_timestamp,
                             "begin_phy_offset": i.begin_phy_offset, "end_phy_offset": i.end_phy_offset,
                             "index_count": i.index_count, "error": i.error} for i in rep.index_files]}
-    if fmt == "table":
+    def table(doc) -> None:
         verdict = ("found by the broker's look-up" if rep.found_by_index else
                    "NOT found by the broker's look-up" + ("; on disk at " + ", ".join(
                        str(x.physical_offset) for x in rep.located) if rep.located else "; not on disk"))
@@ -392,8 +471,8 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
                                                                         for i in x["index_items"]]}
               for x in doc["located"]), "table", title="Where the message really is")
         emit(doc["index_files"], "table", title="Index files")
-    else:
-        emit_document(doc, fmt)
+
+    render(doc, fmt, table)
     if not rep.found_by_index and not rep.located:
         no_match(f"{kind} {value!r} of topic {topic!r} is neither found by the broker's look-up nor on disk",
                  topic=topic, store_root=st.root)

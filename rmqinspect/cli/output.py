@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import click
@@ -76,54 +77,80 @@ def ms_to_iso(ms: int | None) -> str:
         return str(ms)
 
 
-# Columns of free text (explanations, not identifiers): the only ones ever folded or dropped to fit a terminal.
-# Everything else (offsets, topics, keys, ids, file names, times) is printed whole on one line, always.
+# Columns of free text (explanations, not identifiers): folded at spaces to fit a terminal. Everything else
+# (offsets, topics, keys, ids, file names, times) is printed whole: never cut, never split inside a token.
 FREE_TEXT_COLUMNS = frozenset({"note", "notes", "problems", "reason", "reasons", "detail", "why", "body", "record",
                                "evidence", "damage", "stopped", "message", "description", "explanation", "error",
-                               "what", "verdict", "cause"})
+                               "what", "verdict", "cause", "sentence", "details"})
+NOTES_REMEMBERED = 10_000  # distinct stderr lines remembered to say each once (bounded on a walk full of damage)
 
 
-class TableLayout:
-    """How tables are laid out, from the options every command has (--columns, --vertical, --no-truncate)."""
+@dataclass
+class Invocation:
+    """What one command invocation decided about its output, held on click's context (``ctx.obj``), never in
+    module state: the layout options every command has (--columns, --vertical, --no-truncate), --debug, and the
+    notes held for the end of the command (each said once)."""
 
     columns: tuple[str, ...] | None = None
-    vertical = False
-    no_truncate = False
-    asked_columns_seen: set[str] = set()
+    vertical: bool = False
+    no_truncate: bool = False
+    debug: bool = False
+    columns_seen: set[str] = field(default_factory=set)  # asked columns some table had
+    columns_offered: set[str] = field(default_factory=set)  # every column some table could show
+    notes: list[str] = field(default_factory=list)
+    said: set[str] = field(default_factory=set)
+    holding: int = 0
 
 
-layout = TableLayout()
+def current() -> Invocation:
+    """The running command's Invocation (created on the root context when a command runs outside the group, as
+    in tests); outside any command a fresh one, so library callers get plain defaults and notes at once."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return Invocation()
+    inv = ctx.find_object(Invocation)
+    if inv is None:
+        root = ctx.find_root()
+        if root.obj is None:
+            root.obj = Invocation()
+        inv = root.obj if isinstance(root.obj, Invocation) else Invocation()
+        if ctx.obj is None:
+            ctx.obj = inv
+    return inv
 
 
-def _cell(v: Any, width: int | None = None) -> str:
-    """A cell's text on one line (control characters escaped); cut only when ``width`` is given (free text on
-    a terminal that cannot hold it)."""
+def _cell(v: Any) -> str:
+    """A cell's text on one line (control characters escaped). A list of scalars is written ``a, b, c`` so it
+    folds between items, never inside one."""
     if v is None:
         return ""
-    if isinstance(v, (dict, list)):
-        s = dumps(v)
+    if isinstance(v, (list, tuple)) and all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in v):
+        s = ", ".join(str(x) for x in v)
+    elif isinstance(v, (dict, list, tuple)):  # spaced, so it folds between entries on a terminal
+        s = json.dumps(v, ensure_ascii=False, default=_default, separators=(", ", ": "))
     else:
         s = str(v)
-    s = s.replace("\x01", "\\x01").replace("\x02", "\\x02").replace("\n", "\\n").replace("\r", "\\r")
-    if width is not None and len(s) > width:
-        s = s[: width - 1] + "…"
-    return s
+    return s.replace("\x01", "\\x01").replace("\x02", "\\x02").replace("\n", "\\n").replace("\r", "\\r")
 
 
-def _pick_columns(rows: list[dict], columns: Sequence[str] | None) -> list[str]:
+def _pick_columns(rows: list[dict], columns: Sequence[str] | None, inv: Invocation) -> list[str]:
     cols = list(columns) if columns is not None else (list(rows[0].keys()) if rows else [])
-    if layout.columns:
-        available = set(cols) | {k for r in rows for k in r}
-        wanted = [c for c in layout.columns if c in available]
-        layout.asked_columns_seen.update(wanted)
+    available = list(dict.fromkeys([*cols, *(k for r in rows for k in r)]))
+    inv.columns_offered.update(available)
+    if inv.columns:
+        wanted = [c for c in inv.columns if c in available]
+        inv.columns_seen.update(wanted)
         if wanted:
             return wanted
+    elif inv.vertical:  # one record per block has room for every field the rows carry
+        return available
     return cols
 
 
-def _project(row: dict) -> dict:
-    picked = {c: row[c] for c in layout.columns or () if c in row}
-    layout.asked_columns_seen.update(picked)
+def _project(row: dict, inv: Invocation) -> dict:
+    inv.columns_offered.update(row)
+    picked = {c: row[c] for c in inv.columns or () if c in row}
+    inv.columns_seen.update(picked)
     return picked or row
 
 
@@ -133,15 +160,24 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((80, 24)).columns
 
 
+def fit_width(out) -> int | None:
+    """The width output to ``out`` must fit: the terminal's when ``out`` is one (and --no-truncate is not given),
+    else None (a pipe or file gets every row on one line, for grep)."""
+    if not is_terminal(out) or current().no_truncate:
+        return None
+    return terminal_width()
+
+
 def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *, title: str | None = None,
          out=None, cell_width: int | None = None) -> int:
     """Render a stream of row dicts. ``columns`` picks and orders the table columns (JSON keeps all keys;
     ``--columns`` picks in every format). Returns the number of rows written. ``cell_width`` is kept for
     callers; identifiers are never cut, free text only to fit a terminal."""
     out = out or sys.stdout
+    inv = current()
     n = 0
-    if layout.columns and fmt in ("json", "ndjson"):
-        rows = (_project(r) for r in rows)
+    if inv.columns and fmt in ("json", "ndjson"):
+        rows = (_project(r, inv) for r in rows)
     if fmt == "ndjson":
         # each line is serialised before it is written: a failure mid-stream leaves only complete lines
         try:
@@ -168,7 +204,8 @@ def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *
             out.write("\n]\n" if n else "]\n")
             _safe_flush(out)
         return n
-    # table: buffered in chunks so huge walks still print progressively
+    # table: buffered in chunks so huge walks still print progressively (one layout for all: ``state``)
+    state: dict[str, Any] = {"records": 0}
     chunk: list[dict] = []
     first = True
     try:
@@ -176,16 +213,16 @@ def emit(rows: Iterable[dict], fmt: str, columns: Sequence[str] | None = None, *
             chunk.append(row)
             n += 1
             if len(chunk) >= 500:
-                _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
+                _print_table(chunk, columns, title if first else None, out, header=first, state=state)
                 first = False
                 chunk = []
     except BaseException as e:  # an interrupt too (cli.lifecycle)
         if chunk:
-            _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
+            _print_table(chunk, columns, title if first else None, out, header=first, state=state)
         _mark_stopped(e, n, "the table is incomplete")
         raise
     if chunk:
-        _print_table(chunk, columns, title if first else None, out, cell_width, header=first)
+        _print_table(chunk, columns, title if first else None, out, header=first, state=state)
     elif first and title:  # an empty table is its title and "(none)", not a header with no rows under it
         out.write(f"{title}\n(none)\n")
     return n
@@ -204,108 +241,245 @@ def _mark_stopped(e: BaseException, rows: int, how: str) -> None:
         e.rmq_output_stopped = f"output stopped after {rows} row{'s' if rows != 1 else ''}; {how}"  # type: ignore[attr-defined]
 
 
-def _print_table(rows: list[dict], columns, title, out, width=None, header=True) -> None:
-    columns = _pick_columns(rows, columns)
-    if layout.vertical:
-        _print_vertical(rows, columns, title, out)
-        return
+def _print_table(rows: list[dict], columns, title, out, header=True, state: dict | None = None) -> None:
+    """One chunk of a table. ``state`` carries the layout from chunk to chunk of one table: once it went to one
+    record per block it stays so, and records are numbered on."""
+    inv = current()
+    state = state if state is not None else {"records": 0}
+    columns = _pick_columns(rows, columns, inv)
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
-    if is_terminal(out):
-        _print_terminal_table(cells, columns, title, out, header)
-        return
+    term = fit_width(out)
+    text = None
+    if not (inv.vertical or state.get("vertical")):
+        text = table_text(cells, columns if header else None, term, foldable=_foldable(rows, columns))
     if title:
-        out.write(title + "\n")
-    out.write(text_table(cells, columns if header else None) + "\n")
+        out.write(kv_line("", title, term, 0))
+    if text is None:  # asked for, or wider than the terminal even folded: one record per block (psql \x auto)
+        state["vertical"] = True
+        _print_vertical(cells, columns, out, term, state["records"])
+    else:
+        out.write(text)
+    state["records"] += len(cells)
+
+
+def _foldable(rows: list[dict], columns: Sequence[str]) -> set[int]:
+    """Columns folded at spaces to fit: free text, and lists (folded between items)."""
+    return {i for i, c in enumerate(columns)
+            if c in FREE_TEXT_COLUMNS or any(isinstance(r.get(c), (list, tuple)) for r in rows)}
+
+
+def _width(s: str) -> int:
+    """Columns a text takes on a terminal: East Asian wide characters count two (rich's cell_len)."""
+    if s.isascii():
+        return len(s)
+    from rich.cells import cell_len
+
+    return cell_len(s)
+
+
+def _pad(s: str, width: int) -> str:
+    return s + " " * (width - _width(s))
+
+
+def fold(text: str, width: int, first: int | None = None) -> list[str]:
+    """``text`` in lines of at most ``width`` columns (the first line: ``first``), broken only at spaces: a token
+    longer than its line is a line of its own (never split)."""
+    lines: list[str] = []
+    line = ""
+    cap = width if first is None else first
+    for word in text.split(" "):
+        if not line:
+            line = word
+        elif _width(line) + 1 + _width(word) <= cap:
+            line += " " + word
+        else:
+            lines.append(line)
+            line, cap = word, width
+    lines.append(line)
+    return lines
+
+
+_SEP = "  "
+ABOVE_MIN = 40  # an identifier shorter than this is never taken out of its row (a table of them goes vertical)
+_ABOVE = "(above)"  # in a cell whose identifier is too long for the column: it is printed alone just above its row
+
+
+def table_text(cells: list[list[str]], headers: Sequence[str] | None = None, width: int | None = None,
+               foldable: set[int] | frozenset[int] = frozenset()) -> str | None:
+    """The one table style of every command: columns left-aligned, two spaces apart, a dashed rule under the
+    headers (tabulate's "simple"), widths measured in terminal cells. With ``width`` (a terminal's) the table is
+    made to fit: ``foldable`` columns are folded at spaces; then a few identifiers too long for their column
+    (a 200-character topic among short ones) are each printed alone on the line above their row, the cell saying
+    ``(above)``; when that is not enough, None: the caller prints one record per block."""
+    n = len(headers) if headers is not None else (len(cells[0]) if cells else 0)
+    head = list(headers) if headers is not None else [""] * n
+    lens = [[_width(row[i]) for row in cells] for i in range(n)]
+    natural = [max([_width(head[i]), *lens[i]]) for i in range(n)]
+    widths = list(natural)
+    above: dict[int, set[int]] = {}  # column -> rows whose cell is printed above the row
+    if width is not None and sum(widths) + len(_SEP) * (n - 1) > width:
+        widths = _fit(cells, head, lens, natural, foldable, width, above)
+        if widths is None:
+            return None
+    out = []
+    if headers is not None:
+        out.append(_SEP.join(_pad(h, w) for h, w in zip(head, widths, strict=True)).rstrip())
+        out.append(_SEP.join("-" * w for w in widths))
+    for r, row in enumerate(cells):
+        for i in range(n):
+            moved = above.get(i, ())
+            if r in moved and (r - 1 not in moved or cells[r - 1][i] != row[i]):
+                out.append(row[i])
+        parts = [[_ABOVE if _ABOVE_FITS(widths[i]) else "^"] if r in above.get(i, ())
+                 else fold(row[i], widths[i]) if i in foldable and lens[i][r] > widths[i] else [row[i]]
+                 for i in range(n)]
+        for k in range(max(len(p) for p in parts)):
+            out.append(_SEP.join(_pad(p[k] if k < len(p) else "", w) for p, w in zip(parts, widths, strict=True))
+                       .rstrip())
+    return "".join(line + "\n" for line in out)
+
+
+def _runs(cells: list[list[str]], i: int, rows: set[int]) -> int:
+    """Lines the values of column ``i`` in ``rows`` take above the table's rows: one per run of equal values."""
+    return sum(1 for r in rows if r - 1 not in rows or cells[r - 1][i] != cells[r][i])
+
+
+def _ABOVE_FITS(w: int) -> bool:
+    return w >= len(_ABOVE)
+
+
+def _fit(cells, head, lens, natural, foldable, width, above) -> list[int] | None:
+    """Column widths that fit ``width`` (see table_text), filling ``above``; None when none do."""
+    n = len(natural)
+    avail = width - len(_SEP) * (n - 1)
+    # a foldable column needs its longest word
+    need = {i: max([_width(head[i]), *(_width(w) for row in cells for w in row[i].split(" "))]) for i in foldable}
+    # free text keeps 16 columns to stay readable; a list (keys, offsets) may go down to its longest item
+    floor = {i: min(natural[i], max(need[i], 16 if head[i] in FREE_TEXT_COLUMNS else 0)) for i in foldable}
+    ident = [i for i in range(n) if i not in foldable]
+    widths = [floor.get(i, natural[i]) for i in range(n)]
+    # identifiers too long for the room: a column's longest values go above their rows, each run of equal values
+    # once (a long topic over 100 queues is one line), as long as that is a few lines (else: vertical)
+    limit = max(1, len(cells) // 4)  # the lines above stay few: outliers, or one value repeated down the column
+    while sum(widths) > avail:
+        best = None
+        for i in ident:
+            moved = above.get(i, set())
+            rest = [lens[i][r] for r in range(len(cells)) if r not in moved]
+            if not rest:
+                continue
+            top = max(rest)
+            lower = max([_width(head[i]), 1, *(x for x in rest if x < top)])
+            # only outliers go above: a long identifier (a topic, a path) among much shorter ones
+            if top < ABOVE_MIN or top < 2 * lower:
+                continue
+            new = moved | {r for r in range(len(cells)) if lens[i][r] == top}
+            if _runs(cells, i, new) > limit:
+                continue
+            if best is None or top - lower > best[1]:
+                best = (i, top - lower, new, lower)
+        if best is None:
+            return None
+        i, _, new, lower = best
+        above[i] = new
+        widths[i] = max(lower, len(_ABOVE) if lower >= len(_ABOVE) else 1)
+    # what is left over goes back to the folded columns, up to their natural width
+    spare = avail - sum(widths)
+    for i in sorted(foldable, key=lambda i: natural[i] - widths[i]):
+        extra = min(natural[i] - widths[i], spare // max(1, sum(1 for j in foldable if natural[j] > widths[j])))
+        widths[i] += max(0, extra)
+        spare -= max(0, extra)
+    return widths
 
 
 def text_table(cells: list[list[str]], headers: Sequence[str] | None = None) -> str:
-    """Plain-text columns: tabulate's "simple" format (with headers) or "plain" (without), numbers left as text.
-    Imported here, not at module load: tabulate pulls in importlib.metadata (~30 ms), which --help, --version
-    and commands that print no table should not pay."""
-    from tabulate import tabulate
-
-    if headers is not None:
-        return tabulate(cells, headers=list(headers), tablefmt="simple", disable_numparse=True)
-    return tabulate(cells, tablefmt="plain", disable_numparse=True)
+    """The table style (``table_text``) at full width, without the final newline (for text built around it)."""
+    return (table_text(cells, headers) or "").rstrip("\n")
 
 
-def _print_vertical(rows: list[dict], columns: list[str], title, out) -> None:
-    """One record per block (psql's \\x): every value whole on its own line, whatever the width."""
-    if title:
-        out.write(title + "\n")
-    import textwrap
-
-    w = max((len(c) for c in columns), default=0)
-    room = terminal_width() - w - 3 if is_terminal(out) and not layout.no_truncate else 0
-    for i, r in enumerate(rows, 1):
+def _print_vertical(cells: list[list[str]], columns: list[str], out, term: int | None, before: int = 0) -> None:
+    """One record per block (psql's \\x): each field on its own line; on a terminal, a value longer than the line
+    is folded at spaces, and an identifier that cannot fit beside its name is alone on the next line. ``before``:
+    records already shown (the numbering goes on)."""
+    w = max((_width(c) for c in columns), default=0)
+    room = term - w - 3 if term is not None else None
+    for i, row in enumerate(cells, before + 1):
         out.write(f"-[ RECORD {i} ]" + "-" * max(w - 8, 4) + "\n")
-        for c in columns:
-            v = _cell(r.get(c))
-            if c in FREE_TEXT_COLUMNS and room >= 20 and len(v) > room:  # only free text is folded
-                v = ("\n" + " " * w + " | ").join(textwrap.wrap(v, room, break_long_words=False))
-            out.write(f"{c.ljust(w)} | {v}\n")
+        for c, v in zip(columns, row, strict=True):
+            out.write(kv_line(_pad(c, w) + " | ", v, room, w + 3))
 
 
-def _print_terminal_table(cells: list[list[str]], columns: list[str], title, out, header: bool) -> None:
-    """A rich table that fits the terminal: identifiers never wrap or cut. When it is too wide, free-text
-    columns are folded, then dropped (a note says so), and when the identifiers alone do not fit the rows are
-    shown one per block (--vertical); --no-truncate prints the full width instead."""
-    from rich.cells import cell_len
-    from rich.console import Console
-    from rich.table import Table
-
-    term = terminal_width()
-    natural = [max([cell_len(c)] + [cell_len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    overhead = 3 * len(columns) + 1  # rich's box: "│ " before each cell, " " after, and the closing "│"
-    free = [i for i, c in enumerate(columns) if c in FREE_TEXT_COLUMNS]
-    fold: dict[int, int] = {}
-    keep = list(range(len(columns)))
-    if sum(natural) + overhead > term and not layout.no_truncate:
-        fixed = sum(natural[i] for i in keep if i not in free)
-        room = term - overhead - fixed
-        if free and room >= 12 * len(free):
-            share = room // len(free)
-            fold = {i: min(natural[i], share) for i in free}
-        elif free:
-            keep = [i for i in keep if i not in free]
-        if sum(natural[i] for i in keep if i not in fold) + sum(fold.values()) + 3 * len(keep) + 1 > term:
-            _print_vertical([dict(zip(columns, row, strict=True)) for row in cells], columns, title, out)
-            return
-        if len(keep) < len(columns):
-            hold_note(f"column(s) {', '.join(c for i, c in enumerate(columns) if i not in keep)} left out to fit "
-                      f"{term} columns (--vertical, --columns or --no-truncate show them)")
-    t = Table(title=title, show_header=header, header_style="bold")
-    for i in keep:
-        if i in fold:
-            t.add_column(columns[i], overflow="fold", max_width=fold[i], min_width=min(fold[i], 12))
+def kv_line(prefix: str, value: str, room: int | None, indent: int, later: int | None = None) -> str:
+    """``prefix`` + ``value``, folded at spaces into ``room`` columns, the continuations indented by ``indent`` in
+    ``later`` columns (default ``room``); a token longer than its line is printed alone on a line, whole."""
+    if room is None or _width(value) <= room:
+        return (prefix + value).rstrip() + "\n"
+    room = max(room, 16)
+    later = max(later or room, 16)
+    lines = []
+    for k, part in enumerate(fold(value, later, room)):
+        if k == 0 and _width(part) > room:  # a token too long beside the key starts on the next line
+            lines.append(prefix)
+            k = 1
+        if k and _width(part) > later:  # one token longer than the line: alone, whole
+            lines.append(part)
         else:
-            t.add_column(columns[i], no_wrap=True, min_width=natural[i], overflow="ignore")
-    for row in cells:
-        t.add_row(*[row[i] for i in keep])
-    width = max(term, sum(natural[i] for i in keep if i not in fold) + sum(fold.values()) + 3 * len(keep) + 1)
-    Console(file=out, soft_wrap=False, width=width).print(t)
+            lines.append((prefix if k == 0 else " " * indent) + part)
+    return "".join(x.rstrip() + "\n" for x in lines)
+
+
+def render(result: Any, fmt: str, table: Callable[[Any], Any] | None = None, *,
+           document: Callable[[Any], Any] | None = None, lines: Callable[[Any], Iterable[Any]] | None = None,
+           rows: Callable[[Any], Iterable[dict]] | None = None, out=None) -> int | None:
+    """The one contract between a command's result and its output.
+
+    A document: ``--format json`` writes ``document(result)`` (default: the result itself) pretty, ``ndjson`` each
+    of ``lines(result)`` (default: that document) compact on its own line. A stream of records (``rows``): json
+    writes them as one array and ndjson one per line, both streamed through ``emit`` (a 100 GB walk never sits in
+    memory). ``table`` calls ``table(result)``: the human rendering, key/value blocks and tables through
+    ``print_kv`` and ``emit``. Returns what ``emit`` or ``table`` returned (a row count), else None."""
+    out = out or sys.stdout
+    if rows is not None and fmt in ("json", "ndjson"):
+        return emit(rows(result), fmt, out=out)
+    doc = document(result) if document is not None and fmt != "table" else result
+    if fmt == "json":
+        out.write(dumps(doc, pretty=True) + "\n")
+    elif fmt == "ndjson" and lines is not None:  # a stream: through emit (--columns, where it stopped)
+        return emit(lines(result), "ndjson", out=out)
+    elif fmt == "ndjson":
+        out.write(dumps(doc) + "\n")
+    elif table is not None:
+        return table(result)
+    else:
+        out.write(dumps(doc, pretty=True) + "\n")
+    return None
 
 
 def emit_document(doc: Any, fmt: str, render_table: Callable[[Any], None] | None = None, out=None) -> None:
-    """One object: JSON for json/ndjson (ndjson = compact on one line), ``render_table`` for humans."""
+    """One object: ``render`` with the object as its own JSON document."""
+    render(doc, fmt, render_table, out=out)
+
+
+def paragraph(text: str, out=None) -> None:
+    """A sentence or two for people, under a table: folded at spaces to the terminal's width."""
     out = out or sys.stdout
-    if fmt == "json":
-        out.write(dumps(doc, pretty=True) + "\n")
-    elif fmt == "ndjson":
-        out.write(dumps(doc) + "\n")
-    elif render_table is not None:
-        render_table(doc)
-    else:
-        out.write(dumps(doc, pretty=True) + "\n")
+    out.write(kv_line("", text, fit_width(out), 0))
 
 
 def print_kv(title: str, pairs: Sequence[tuple[str, Any]], out=None, skip_empty: bool = False) -> None:
-    """A two-column key/value block for human output: plain text on a terminal too, so a long value (a path,
-    an offset list) is never folded inside a cell; --columns does not apply (the keys are the fields)."""
+    """A key/value block for human output, in the table style without headers: on a terminal a long value is
+    folded at spaces beside its key, and a token (a path, a topic) longer than the line is alone on its line;
+    --columns does not apply (the keys are the fields)."""
     out = out or sys.stdout
     if skip_empty:
         pairs = [(k, v) for k, v in pairs if v not in (None, "", [])]
-    out.write(title + "\n" + text_table([[str(k), _cell(v)] for k, v in pairs]) + "\n\n")
+    term = fit_width(out)
+    w = max((_width(str(k)) for k, _ in pairs), default=0)
+    room = term - w - len(_SEP) if term is not None else None
+    # long keys leave a narrow value column: a folded value then goes on under its first line, 4 columns in
+    indent, later = (4, term - 4) if term is not None and w + len(_SEP) > term * 0.3 else (w + len(_SEP), room)
+    out.write(kv_line("", title, term, 0) + "".join(kv_line(_pad(str(k), w) + _SEP, _cell(v), room, indent, later)
+                                     for k, v in pairs) + "\n")
 
 
 @contextlib.contextmanager
@@ -392,12 +566,10 @@ def error(message: str) -> None:
     click.echo(f"rmqinspect: error: {message}", err=True)
 
 
-# Notes and warnings raised while a command runs are held and written to stderr when it ends, so they come
-# after the table, never inside it (both streams often go to one terminal). Past _NOTES_HELD they are written
-# at once: memory stays bounded on a walk that meets damage at every record, and nothing is dropped.
+# Notes and warnings raised while a command runs are held (on its Invocation) and written to stderr when it
+# ends, so they come after the table, never inside it (both streams often go to one terminal), each once. Past
+# _NOTES_HELD they are written at once: memory stays bounded on a walk that meets damage at every record.
 _NOTES_HELD = 1000
-_notes: list[str] = []
-_holding = [0]
 
 
 def warn(message: str) -> None:
@@ -411,44 +583,60 @@ def note(message: str) -> None:
 
 def hold_note(message: str) -> None:
     """A note said before the command runs (e.g. how STORE was resolved), written with the others at its end."""
+    inv = current()
     line = f"rmqinspect: note: {message}"
-    if len(_notes) < _NOTES_HELD:
-        _notes.append(line)
+    if len(inv.notes) < _NOTES_HELD:
+        inv.notes.append(line)
     else:
-        click.echo(line, err=True)
+        _say(inv, line)
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         ctx.call_on_close(flush_notes)
 
 
 def _stderr_line(line: str) -> None:
-    if _holding[0] and len(_notes) < _NOTES_HELD:
-        _notes.append(line)
+    inv = current()
+    if inv.holding and len(inv.notes) < _NOTES_HELD:
+        inv.notes.append(line)
     else:
-        click.echo(line, err=True)
+        _say(inv, line)
+
+
+def _say(inv: Invocation, line: str) -> None:
+    """One line on stderr, unless this invocation already said it (a note reached by two paths is said once)."""
+    if line in inv.said:
+        return
+    if len(inv.said) < NOTES_REMEMBERED:
+        inv.said.add(line)
+    click.echo(line, err=True)
+
+
+def already_said(text: str) -> bool:
+    """Whether a stderr line of this invocation holds ``text`` (said or held): a command that prints a paragraph
+    on stdout leaves out the note saying the same."""
+    inv = current()
+    return any(text in line for line in [*inv.said, *inv.notes])
 
 
 def pending_notes() -> list[str]:
     """The notes held for the end of the running command (tests, and commands that render them)."""
-    return list(_notes)
+    return list(current().notes)
 
 
 def flush_notes() -> None:
-    lines, _notes[:] = list(_notes), []
+    inv = current()
+    lines, inv.notes[:] = list(inv.notes), []
     for line in lines:
-        click.echo(line, err=True)
-
-
-_debug = [False]
+        _say(inv, line)
 
 
 def set_debug(enabled: bool) -> None:
     """The global ``--debug``: errors show their traceback (also RMQINSPECT_DEBUG=1)."""
-    _debug[0] = bool(enabled)
+    current().debug = bool(enabled)
 
 
 def debug_enabled() -> bool:
-    return _debug[0] or os.environ.get("RMQINSPECT_DEBUG", "") not in ("", "0")
+    return current().debug or os.environ.get("RMQINSPECT_DEBUG", "") not in ("", "0")
 
 
 def _innermost(tb) -> str:
@@ -497,7 +685,8 @@ def handle_errors(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        _holding[0] += 1
+        inv = current()
+        inv.holding += 1
         try:
             return fn(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
@@ -522,8 +711,8 @@ def handle_errors(fn: Callable) -> Callable:
         except Exception as e:  # noqa: BLE001 - the contract: no traceback reaches the user
             _report(e, *describe_unexpected(e))
         finally:
-            _holding[0] -= 1
-            if not _holding[0]:
+            inv.holding -= 1
+            if not inv.holding:
                 _safe_flush(sys.stdout)
                 flush_notes()
 

@@ -12,7 +12,7 @@ from ..errors import EXIT_PROBLEMS
 from ..store import Store
 from ..store.broker_conf import read_broker_conf
 from ._params import broker_conf
-from .output import emit, emit_document, format_option, handle_errors, print_kv
+from .output import emit, emit_document, format_option, handle_errors, print_kv, render
 
 REPLICA_COLUMNS = ("replica", "mode", "role", "broker_id", "min_offset", "max_offset", "messages", "confirm",
                    "last_epoch", "epochs", "will_start", "stale_records")
@@ -113,7 +113,7 @@ def peers(stores, confs, master, list_messages, fmt):
             st.close()
     doc = rep.to_dict()
 
-    def render(d):
+    def table(d):
         print_kv("Replicas", [("HA mode", d["mode"]),
                               ("newest confirmed data", f"{d['newest_confirmed']['replica']}: "
                                                         f"{d['newest_confirmed']['why']}"),
@@ -185,24 +185,22 @@ def peers(stores, confs, master, list_messages, fmt):
                     for p in d["pairs"] for w in (p["only_on_a"], p["only_on_b"]) for m in w["list"]]
             emit(lost, "table", LOST_COLUMNS, cell_width=4096)
 
-    if fmt == "ndjson":
+    def lines(doc):
         # one object per line: replicas, pairs, truncations, the messages of every loss window
-        def lines():
-            for r in doc["replicas"]:
-                yield {"kind": "replica", **r}
-            for p in doc["pairs"]:
-                yield {"kind": "pair", **{k: v for k, v in p.items() if k not in ("only_on_a", "only_on_b")}}
-                for w in (p["only_on_a"], p["only_on_b"]):
-                    for m in w["list"]:
-                        yield {"kind": "only_on", "holder": w["holder"], "other": p["b"] if w is p["only_on_a"]
-                               else p["a"], **m}
-            for t in doc["truncations"]:
-                yield {"kind": "truncation", **t}
-            for c in doc["consumer_offsets_beyond_survivor"]:
-                yield {"kind": "consumer_offset_beyond", **c}
-        emit(lines(), "ndjson")
-    else:
-        emit_document(doc, fmt, render)
+        for r in doc["replicas"]:
+            yield {"kind": "replica", **r}
+        for p in doc["pairs"]:
+            yield {"kind": "pair", **{k: v for k, v in p.items() if k not in ("only_on_a", "only_on_b")}}
+            for w in (p["only_on_a"], p["only_on_b"]):
+                for m in w["list"]:
+                    yield {"kind": "only_on", "holder": w["holder"], "other": p["b"] if w is p["only_on_a"]
+                           else p["a"], **m}
+        for t in doc["truncations"]:
+            yield {"kind": "truncation", **t}
+        for c in doc["consumer_offsets_beyond_survivor"]:
+            yield {"kind": "consumer_offset_beyond", **c}
+
+    render(doc, fmt, table, lines=lines)
     if rep.problems or any(r.load_failure is not None for r in rep.replicas):
         sys.exit(EXIT_PROBLEMS)
 

@@ -24,7 +24,7 @@ from ._params import (
     offsets_file_option,
     store_argument,
 )
-from .output import dumps, emit, emit_document, format_option, handle_errors, no_match, print_kv, warn
+from .output import dumps, emit, emit_document, format_option, handle_errors, no_match, print_kv, render, warn
 
 version_option = broker_version_option_for(RELEASE_RULES_HELP + " The assumption used is printed.")
 mode_option = click.option("--mode", type=click.Choice(("auto", "normal", "abnormal")), default="auto",
@@ -92,7 +92,8 @@ def recover_cmd(store, dry_run, broker_version, check_crc, message_index_safe, m
     if consumers:
         lw = lost_window(st, plan.consume_queue_max_offsets_before, _after(plan), offsets_file)
         doc["consumer_lost_window"] = lw.to_dict()
-    warn(plan.version.describe())
+    if fmt != "table":  # the table says it in its "broker version" line: once is enough
+        warn(plan.version.describe())
     emit_document(doc, fmt, lambda d: (_render(plan, lw), _render_controller(ha)))
     if plan.messages_lost.get("count") or any(q.entries_cut for q in plan.queues) or (ha and not ha["will_start"]):
         sys.exit(EXIT_PROBLEMS)
@@ -224,8 +225,8 @@ def _render(plan, lw) -> None:
         ("records indexed again", ", ".join(f"[{a}, {b})" for a, b in plan.reindex_ranges()) or "none"),
         ("records past truncation", f"{t['records_past_truncation']} = {t['records_past_truncation_intact']} intact "
          f"+ {t['records_past_truncation_damaged']} damaged; {t['bytes_past_truncation']} bytes discarded"),
-        ("per topic", f"{lost.get('per_topic', {})} (intact records past truncation, plus damaged regions that "
-         "held a cut consume-queue entry)"),
+        ("per topic", (", ".join(f"{t}: {n}" for t, n in lost.get("per_topic", {}).items()) or "none")
+         + " (intact records past truncation, plus damaged regions that held a cut consume-queue entry)"),
     ] + _combine_rows(plan) + [("note", n) for n in plan.notes])
     if plan.dledger is not None:  # DLedger mode: DLedger's own recovery decides the offsets
         d = plan.dledger
@@ -276,12 +277,7 @@ def consumer_lag_cmd(store, broker_version, mode, fmt, offsets_file=None):
     lw = lost_window(st, plan.consume_queue_max_offsets_before, _after(plan), offsets_file)
     if lw.used_backup:
         warn(f"consumerOffset.json unusable, read {lw.source}: {'; '.join(lw.problems)}")
-    if fmt == "table":
-        _render_lw(lw)
-    elif fmt == "ndjson":
-        emit((r.to_dict() for r in lw.rows), "ndjson")
-    else:
-        emit_document(lw.to_dict(), fmt)
+    render(lw, fmt, _render_lw, document=lambda w: w.to_dict(), lines=lambda w: (r.to_dict() for r in w.rows))
     if lw.source is None and offsets_file is None and not any(
             os.path.exists(os.path.join(st.layout.config_dir, n)) for n in ("consumerOffset.json",
                                                                            "consumerOffset.json.bak")):
@@ -327,32 +323,29 @@ def salvage_cmd(store, out_path, broker_version, body, max_body_bytes, jobs, fmt
     doc["broker_version"] = plan.version.to_dict()
     if out_path:
         doc["exported"] = {"path": os.path.abspath(out_path), "messages": len(rep.messages)}
-    if fmt == "ndjson":
-        for r in rep.regions:
-            sys.stdout.write(dumps({"region": r.to_dict()}) + "\n")
-        for m in rep.messages:
-            sys.stdout.write(dumps({"message": m.to_dict()}) + "\n")
-        sys.stdout.write(dumps({"summary": doc}) + "\n")
-    elif fmt == "json":
-        doc["messages"] = [m.to_dict() for m in rep.messages]
-        emit_document(doc, "json")
-    else:
-        lost = doc["messages_lost"]
-        print_kv("Salvage", [("truncate_offset", rep.truncate_offset),
-                             ("intact messages past it", lost["intact"]),
-                             ("damaged records", lost["damaged"]), ("bytes discarded", lost["bytes"]),
-                             ("per topic", lost["per_topic"]),
-                             ("suspects (queue offset went backwards)", len(rep.suspects))]
-                 + ([("exported to", doc["exported"]["path"])] if out_path else []))
-        if rep.regions:
-            emit((r.to_dict() for r in rep.regions), "table",
-                 ("kind", "start", "end", "size", "file", "position", "reason"), title="Damaged regions")
-        if rep.messages:
-            emit(({"physical_offset": m.physical_offset, "topic": m.topic, "queue_id": m.queue_id,
-                   "queue_offset": m.queue_offset, "size": m.total_size, "uniq_key": m.uniq_key}
-                  for m in rep.messages), "table", title="Intact messages the broker would discard")
+    render(rep, fmt, lambda r: _render_salvage(r, doc, out_path),
+           document=lambda r: {**doc, "messages": [m.to_dict() for m in r.messages]},
+           lines=lambda r: [*({"region": x.to_dict()} for x in r.regions),
+                            *({"message": m.to_dict()} for m in r.messages), {"summary": doc}])
     if rep.messages or rep.regions:
         sys.exit(EXIT_PROBLEMS)
+
+
+def _render_salvage(rep, doc: dict, out_path) -> None:
+    lost = doc["messages_lost"]
+    print_kv("Salvage", [("truncate_offset", rep.truncate_offset),
+                         ("intact messages past it", lost["intact"]),
+                         ("damaged records", lost["damaged"]), ("bytes discarded", lost["bytes"]),
+                         ("per topic", lost["per_topic"]),
+                         ("suspects (queue offset went backwards)", len(rep.suspects))]
+             + ([("exported to", doc["exported"]["path"])] if out_path else []))
+    if rep.regions:
+        emit((r.to_dict() for r in rep.regions), "table",
+             ("kind", "start", "end", "size", "file", "position", "reason"), title="Damaged regions")
+    if rep.messages:
+        emit(({"physical_offset": m.physical_offset, "topic": m.topic, "queue_id": m.queue_id,
+               "queue_offset": m.queue_offset, "size": m.total_size, "uniq_key": m.uniq_key}
+              for m in rep.messages), "table", title="Intact messages the broker would discard")
 
 
 COMMANDS = [recover_cmd, salvage_cmd, consumer_lag_cmd]

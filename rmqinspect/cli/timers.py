@@ -11,7 +11,7 @@ from ..errors import EXIT_PROBLEMS, StoreNotFoundError
 from ..store import Store
 from ..store.rip82 import RIP82_DIR, rip82_dir
 from ._params import POSITIVE_INT, TIME, TIME_FORMS, broker_conf, broker_version_option, store_argument
-from .output import emit, format_option, handle_errors, ms_to_iso, no_match, print_kv, topic_names, warn
+from .output import emit, format_option, handle_errors, ms_to_iso, no_match, print_kv, render, topic_names, warn
 
 
 @click.command("timers")
@@ -53,14 +53,17 @@ def timers(store, topic, due_before, pending, precision_ms, rip82, broker_versio
             d["delivery"] = ms_to_iso(r.delivery_time)
             yield d
 
-    n = emit(rows(), fmt, ("timerlog_pos", "kind", "state", "delivery", "commitlog_offset", "size", "real_topic",
-                           "real_queue_id", "uniq_key", "in_wheel", "cancelled_by"))
-    if fmt == "table":
+    def table(rep) -> int:
+        n = emit(rows(), "table", ("timerlog_pos", "kind", "state", "delivery", "commitlog_offset", "size",
+                                   "real_topic", "real_queue_id", "uniq_key", "in_wheel", "cancelled_by"))
         c = rep.counts()
         print_kv("the wheel after load", [
             ("pending (will fire)", f"{c['pending']} ({c['pending_normal']} normal, {c['pending_roll']} roll)"),
             ("cancelled by a delete marker", c["cancelled"]), ("dequeued (slot before lastReadTimeMs)", c["dequeued"]),
             ("delete markers", c["delete_markers"])])
+        return n
+
+    n = render(rep, fmt, table, rows=lambda rep: rows())
     if rep.problems or any(r.problems for r in rep.rows):
         for r in rep.rows:
             for p in r.problems:

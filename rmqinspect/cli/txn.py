@@ -8,7 +8,7 @@ import click
 
 from ..errors import EXIT_PROBLEMS
 from ._params import TIME, TIME_FORMS, broker_conf, broker_version_option_for, offsets_file_option, store_argument
-from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv, warn
+from .output import emit, emit_document, format_option, handle_errors, ms_to_iso, no_match, note, print_kv, render, warn
 
 TABLE_COLUMNS = ("physical_offset", "state", "real_topic", "uniq_key", "check_count", "after_restart")
 STATE_NAMES = ("committed", "rolled_back", "in_doubt", "open", "given_up")
@@ -82,7 +82,7 @@ def txn(store, topic, key, msg_id, states, since, until, summary_only, no_restar
     groups = scan.select(topic=topic, states=set(states) or None, since=since, until=until)
     want = msg_id.strip().upper() if msg_id else None
 
-    def rows():
+    def rows(human: bool):
         for t in scan.transactions(groups):
             if key is not None and key not in t.keys:
                 continue
@@ -91,7 +91,7 @@ def txn(store, topic, key, msg_id, states, since, until, summary_only, no_restar
             d = t.to_dict()
             d["first_store"] = ms_to_iso(t.first_store_time)
             d["last_store"] = ms_to_iso(t.last_store_time)
-            if fmt == "table" and t.after_restart:
+            if human and t.after_restart:
                 # the sentence is in JSON; a table cell says what the verdict becomes
                 d["after_restart"] = f"{t.state_after_restart} (cut at {scan.truncate_offset})"
             yield d
@@ -102,9 +102,13 @@ def txn(store, topic, key, msg_id, states, since, until, summary_only, no_restar
         doc = {"transactions": total, "by_topic": [{"topic": r.topic, **r.counts} for r in by_topic]}
         emit_document(doc, fmt, lambda d: _print_summary(total, by_topic))
     else:
-        n = emit(rows(), fmt, TABLE_COLUMNS)
-        if fmt == "table" and len(scan):
-            _print_summary(total, by_topic)
+        def table(scan) -> int:
+            shown = emit(rows(True), "table", TABLE_COLUMNS)
+            if len(scan):
+                _print_summary(total, by_topic)
+            return shown
+
+        n = render(scan, fmt, table, rows=lambda scan: rows(False)) or 0
     _rip82_trans_notes(st, scan)
     problems = False
     for kind, count in scan.notes.counts.items():

@@ -11,9 +11,12 @@ from ..errors import EXIT_PROBLEMS
 from ..store import Store
 from ..store.walk.parallel import default_jobs
 from ._params import POSITIVE_LONG, accepts_v2, broker_conf, broker_version_option_for, jobs_option, store_argument
-from .output import dumps, emit, format_option, handle_errors, print_kv, progress
+from .output import emit, format_option, handle_errors, print_kv, progress, render
 
 PROBLEM_COLUMNS = ("check", "kind", "start", "end", "count", "file", "position", "reason")
+# one line per range at 80 columns: the kind (its check is in "Problems by kind" and --verbose), the range, and
+# where: the queue (topic, queue id) or index file; the commit log's ranges are their offsets
+SHORT_COLUMNS = ("kind", "start", "end", "count", "queue", "where")
 
 
 def _checks(ctx, param, value):
@@ -38,9 +41,11 @@ def _checks(ctx, param, value):
               help="maxHashSlotNum (default: --broker-config's, else proven from each index file).")
 @click.option("--index-max", type=int, default=None, help="maxIndexNum (default: as --index-slots).")
 @jobs_option
+@click.option("--verbose", "-v", is_flag=True,
+              help="Each problem range as a block with its file, position and full reason (default: one line each).")
 @format_option
 @handle_errors
-def verify_cmd(store, checks, max_errors, broker_version, index_slots, index_max, jobs, fmt):
+def verify_cmd(store, checks, max_errors, broker_version, index_slots, index_max, jobs, verbose, fmt):
     """Check every record (layout, body CRC, __CRC32#, stored physical offset), consecutive file names,
     every consume-queue entry and index item against its record, and the checkpoint against the data.
 
@@ -60,25 +65,41 @@ def verify_cmd(store, checks, max_errors, broker_version, index_slots, index_max
         rep = verify(st, checks, max_errors=max_errors, accept_v2=accepts_v2(broker_version), read_progress=advance,
                      index_slots=index_slots, index_max=index_max, jobs=jobs or default_jobs())
     _accelerated_recovery_note(st, broker_version, rep)
-    if fmt == "ndjson":
-        for p in rep.problems:
-            sys.stdout.write(dumps(p.to_dict()) + "\n")
-        sys.stdout.write(dumps({"summary": rep.to_dict()}) + "\n")
-    elif fmt == "json":
-        d = rep.to_dict()
-        d["problem_ranges"] = [p.to_dict() for p in rep.problems]
-        sys.stdout.write(dumps(d, pretty=True) + "\n")
-    else:
-        if rep.problems:
-            emit((p.to_dict() for p in rep.problems), "table", PROBLEM_COLUMNS, title="Problems", cell_width=90)
-        print_kv("Verify summary", [("store", rep.store), ("checks", ",".join(rep.checks)),
-                                    ("result", "clean" if rep.ok else f"{len(rep.problems)} problem range(s)"
-                                     + (f", {rep.suppressed} more not listed" if rep.suppressed else ""))]
-                 + [(f"checked {k}", v) for k, v in rep.counts.items()] + [("note", n) for n in rep.notes])
-        if rep.problems:
-            emit(rep.summary(), "table", ("check", "kind", "ranges", "items", "bytes"), title="Problems by kind")
+    render(rep, fmt, lambda r: _render_report(r, verbose), document=_document,
+           lines=lambda r: [*(p.to_dict() for p in r.problems), {"summary": r.to_dict()}])
     if not rep.ok:
         sys.exit(EXIT_PROBLEMS)
+
+
+def _document(rep) -> dict:
+    d = rep.to_dict()
+    d["problem_ranges"] = [p.to_dict() for p in rep.problems]
+    return d
+
+
+def _where(p) -> dict:
+    """The place of a range in a few words: a consume queue's topic and queue id, an index file's name; a
+    commit-log range is its offsets."""
+    parts = (p.file or "").split("/")
+    if parts[0] in ("consumequeue", "batchconsumequeue") and len(parts) >= 3:
+        return {"where": parts[1], "queue": parts[2]}
+    return {"where": "" if parts[0] == "commitlog" else p.file or "", "queue": ""}
+
+
+def _render_report(rep, verbose: bool) -> None:
+    if rep.problems and verbose:
+        emit((p.to_dict() for p in rep.problems), "table", PROBLEM_COLUMNS, title="Problems")
+    elif rep.problems:
+        emit(({**p.to_dict(), **_where(p)} for p in rep.problems), "table", SHORT_COLUMNS,
+             title="Problems ([start, end): commit-log offsets, or bytes of the queue or index file named in "
+                   "where; --verbose shows each in full)")
+    checked = ", ".join(f"{k} {v}" for k, v in rep.counts.items())
+    print_kv("Verify summary", [("store", rep.store), ("checks", ",".join(rep.checks)),
+                                ("result", "clean" if rep.ok else f"{len(rep.problems)} problem range(s)"
+                                 + (f", {rep.suppressed} more not listed" if rep.suppressed else "")),
+                                ("checked", checked)] + [("note", n) for n in rep.notes])
+    if rep.problems:
+        emit(rep.summary(), "table", ("check", "kind", "ranges", "items", "bytes"), title="Problems by kind")
 
 
 def _accelerated_recovery_note(st, broker_version, rep) -> None:

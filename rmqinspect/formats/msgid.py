@@ -74,3 +74,19 @@ def decode_uniq_key(uniq: str) -> UniqKey:
     pid, clh, delta, counter = struct.unpack(">HiIH", raw[ip_len:])
     return UniqKey(str(ipaddress.ip_address(raw[:ip_len])) if ip_len in (4, 16) else raw[:ip_len].hex(),
                    pid, clh, delta, counter)
+
+
+def nearly_born_time(millis_since_month_start: int, reference_ms: int) -> int:
+    """MessageClientIDSetter.getNearlyTimeFromID: the id holds milliseconds since the start of the producer's month;
+    the month is the reference time's, or the one before when that start plus the span is not before the
+    reference. The Java client takes month starts in its default time zone and the reference as "now"; here both
+    are the caller's (month starts in UTC), so the answer can be off by the producer's UTC offset."""
+    import datetime as dt
+
+    ref = dt.datetime.fromtimestamp(reference_ms / 1000, dt.UTC)
+    start = dt.datetime(ref.year, ref.month, 1, tzinfo=dt.UTC)
+    start_ms = int(start.timestamp() * 1000)
+    if start_ms + millis_since_month_start >= reference_ms:
+        prev = dt.datetime(ref.year - (ref.month == 1), 12 if ref.month == 1 else ref.month - 1, 1, tzinfo=dt.UTC)
+        start_ms = int(prev.timestamp() * 1000)
+    return start_ms + millis_since_month_start

@@ -38,6 +38,46 @@ def iso(ms: int | None) -> str | None:
         return None
 
 
+LABEL_CHARS = 28  # a tick or legend label longer than this is shortened; hover and the tables give the full name
+
+
+def short_label(name: str, limit: int = LABEL_CHARS) -> str:
+    """``name`` cut in the middle to ``limit`` characters, keeping its end (a queue's "/id", a file's tail): a
+    200-character topic is no 600 px diagonal tick label. Hover text and the tables carry the full name."""
+    if len(name) <= limit:
+        return name
+    tail = name[name.rfind("/"):] if "/" in name[-12:] else name[-6:]
+    return name[:limit - len(tail) - 1] + "…" + tail
+
+
+def short_labels(names: list[str], limit: int = LABEL_CHARS) -> list[str]:
+    """``short_label`` of each name, made unique again where two long names share their ends (plotly merges equal
+    categories)."""
+    out, seen = [], {}
+    for n in names:
+        s = short_label(n, limit)
+        if s in seen and seen[s] != n:
+            k = 2
+            while f"{s} ({k})" in seen:
+                k += 1
+            s = f"{s} ({k})"
+        seen.setdefault(s, n)
+        out.append(s)
+    return out
+
+
+def _marks_band(fig: go.Figure, marks: list[tuple[str, object, str]], above: int) -> int:
+    """The labelled lines' captions, one per row in a band above the plot (never over a subplot title, a legend
+    or each other): ``marks`` are (text, x, anchor). Returns the band's height in px."""
+    for i, (text, x, anchor) in enumerate(marks):
+        fig.add_annotation(x=x, yref="paper", y=1.0, yanchor="bottom", yshift=above + 16 * i, text=text,
+                           showarrow=False, xanchor=anchor, bgcolor="rgba(255,255,255,0.85)", font=dict(size=11))
+    return 16 * len(marks)
+
+
+BOTTOM_LEGEND = dict(orientation="h", yanchor="top", y=-0.12, x=0)
+
+
 def _file_label(name: str | None, start: int) -> str:
     return name if name else f"gap at {start}"
 
@@ -74,19 +114,19 @@ def commitlog_map(r: StoreReport) -> go.Figure:
     marks = _merged(_map_positions(r))
     lo = min([f.start_offset for f in r.summary.files] + [s.start for s in r.segments], default=0)
     hi = max([f.start_offset + f.size for f in r.summary.files] + [s.end for s in r.segments], default=1)
-    for i, (label, off) in enumerate(marks):
+    for label, off in marks:
         truncation = "truncation" in label
         fig.add_shape(type="line", x0=off, x1=off, yref="paper", y0=0, y1=1,
                       line=dict(color="#d62728" if truncation else "#555", width=2,
                                 dash="solid" if truncation else "dot"))
-        fig.add_annotation(x=off, yref="paper", y=1.0, yshift=-14 * i, text=f"{label}: {off}", showarrow=False,
-                           xanchor="right" if off > (lo + hi) / 2 else "left", bgcolor="rgba(255,255,255,0.85)",
-                           font=dict(size=11))
-    fig.update_layout(**LAYOUT, barmode="overlay", height=160 + 30 * max(len(categories), 1) + 14 * len(marks),
+    band = _marks_band(fig, [(f"{label}: {off}", off, "right" if off > (lo + hi) / 2 else "left")
+                             for label, off in marks], 4)
+    fig.update_layout(**LAYOUT, barmode="overlay", height=200 + 30 * max(len(categories), 1) + band,
         title=_title("Commit log: files on the physical-offset axis"),
         yaxis=dict(categoryorder="array", categoryarray=categories, autorange="reversed", type="category"),
         xaxis=dict(title="physical offset", tickformat="d", exponentformat="none", separatethousands=False),
         hovermode="closest")
+    fig.update_layout(margin=dict(l=10, r=10, t=60 + band, b=40), legend=dict(BOTTOM_LEGEND, y=-0.25))
     return fig
 
 
@@ -126,28 +166,30 @@ def traffic(r: StoreReport) -> go.Figure:
     # steps: each bucket's rate holds from its start to its end (the last value repeated at the last bucket's end)
     x = [iso(t.start_ms + i * t.bucket_ms) for i in range(n + 1)]
     per_s = 1000 / t.bucket_ms
+    names = short_labels(list(t.topics))
     for i, topic in enumerate(t.topics):
         colour = _palette(i)
         for row, series in ((1, t.messages[topic]), (2, t.bytes[topic])):
             fig.add_trace(go.Scatter(
-                x=x, y=[round(v * per_s, 3) for v in series + series[-1:]], name=topic, legendgroup=topic,
+                x=x, y=[round(v * per_s, 3) for v in series + series[-1:]], name=names[i], legendgroup=topic,
                 showlegend=row == 1, mode="lines", stackgroup=f"s{row}", line=dict(width=0.5, color=colour, shape="hv"),
                 customdata=series + series[-1:],
                 hovertemplate=topic + "<br>%{x}<br>%{y} per s (%{customdata} in the bucket)<extra></extra>"),
                 row=row, col=1)
     mid = t.start_ms + n * t.bucket_ms / 2
-    for i, (label, ms) in enumerate(_merged(_time_marks(r))):
+    marks = []
+    for label, ms in _merged(_time_marks(r)):
         x_iso = iso(ms)
         if x_iso is None:
             continue
         fig.add_vline(x=x_iso, line=dict(color="#d62728" if "last message" in label else "#555", dash="dot",
                                          width=1.5))
-        fig.add_annotation(x=x_iso, yref="paper", y=1.0, yshift=-14 * i, text=f"{label}: {x_iso}", showarrow=False,
-                           xanchor="right" if ms > mid else "left", font=dict(size=11),
-                           bgcolor="rgba(255,255,255,0.85)")
-    fig.update_layout(**LAYOUT, height=520, hovermode="x unified",
+        marks.append((f"{label}: {x_iso}", x_iso, "right" if ms > mid else "left"))
+    band = _marks_band(fig, marks, 22)  # above the first subplot's title
+    fig.update_layout(**LAYOUT, height=540 + band, hovermode="x unified",
                       title=_title(f"Traffic over store time (UTC, {t.bucket_ms // 1000} s buckets)"))
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.08, x=0))
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.08, x=0),
+                      margin=dict(l=10, r=10, t=70 + band, b=40))
     fig.update_xaxes(type="date", range=[x[0], x[-1]])
     return fig
 
@@ -216,12 +258,15 @@ def queue_chart(r: StoreReport) -> tuple[go.Figure, int]:
 def _grouped_bars(x: list[str], rows: list, series, height: int, title: str, y_title: str) -> go.Figure:
     """One bar per (name, attribute, colour) of ``series`` for each row, grouped by the category labels ``x``."""
     fig = go.Figure()
+    labels = short_labels(x)
     for name, attr, colour in series:
-        fig.add_trace(go.Bar(name=name, x=x, y=[getattr(row, attr) for row in rows], marker_color=colour,
-                             hovertemplate="%{x}<br>" + name + ": %{y}<extra></extra>"))
-    # labels are never cut: the chart grows by the longest one (tilted 45 degrees, about 5 px per character)
-    fig.update_layout(**LAYOUT, barmode="group", height=height + 5 * max(map(len, x), default=0),
-                      title=_title(title), xaxis=dict(type="category", tickangle=-45, automargin=True),
+        fig.add_trace(go.Bar(name=name, x=labels, y=[getattr(row, attr) for row in rows], marker_color=colour,
+                             customdata=x, hovertemplate="%{customdata}<br>" + name + ": %{y}<extra></extra>"))
+    # long names are shortened in the middle (LABEL_CHARS; hover and the table give them whole), so the labels
+    # take at most ~LABEL_CHARS * 5 px tilted
+    fig.update_layout(**LAYOUT, barmode="group", height=height + 5 * max(map(len, labels), default=0),
+                      title=_title(title), xaxis=dict(type="category", tickangle=-45 if len(x) > 6 else 0,
+                                                      automargin=True),
                       yaxis=dict(title=y_title))
     return fig
 
@@ -262,7 +307,11 @@ def index_charts(r: StoreReport) -> go.Figure | None:
     fig.add_trace(go.Bar(name="hash slots used", orientation="h", y=[i.name for i in rows],
                          x=[round(100 * (i.slot_load or 0), 2) for i in rows], marker_color="#b279a2",
                          hovertemplate="%{y}<br>hash slots used %{x}%<extra></extra>"), row=1, col=2)
-    fig.update_layout(**LAYOUT, height=160 + 34 * len(rows), barmode="group", title=_title("Index files"))
+    height, top, bottom = 230 + 34 * len(rows), 70, 110
+    fig.update_layout(**LAYOUT, height=height, barmode="group", title=_title("Index files"))
+    # the legend below the charts, past the axis ticks and titles (~60 px): above them it lay over the subplot titles
+    fig.update_layout(legend=dict(BOTTOM_LEGEND, y=-60 / (height - top - bottom)),
+                      margin=dict(l=10, r=10, t=top, b=bottom))
     fig.update_xaxes(type="date", row=1, col=1)
     fig.update_xaxes(range=[0, 105], title="%", row=1, col=2)
     fig.update_yaxes(type="category", autorange="reversed")

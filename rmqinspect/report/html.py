@@ -21,7 +21,17 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from ..analyses.report_data import LAYOUT_KINDS, ReportData, StoreReport
-from .figures import commitlog_map, consumer_chart, index_charts, off_axis_marks, queue_chart, replica_map, traffic
+from .figures import (
+    LABEL_CHARS,
+    commitlog_map,
+    consumer_chart,
+    index_charts,
+    off_axis_marks,
+    queue_chart,
+    replica_map,
+    short_label,
+    traffic,
+)
 
 MAX_FINDING_ROWS = 500  # findings listed as HTML rows; all of them are in the data island and on the charts
 
@@ -265,8 +275,25 @@ def _queue_table(s: str, r: StoreReport) -> str:
     rows = [[q.queue_id, _e(q.cq_type or "none"), _e(q.min_offset), _e(q.max_offset), q.entries,
              q.commitlog_messages, q.cq_behind, q.cq_bad_entries, _e(q.max_offset_after_load),
              _e(q.max_offset_after_start), q.entries_cut, q.redispatched, _e(", ".join(q.files_deleted)),
-             f"<code>{_e(q.topic)}</code>"] for q in r.queues]
-    return _table(cols, rows, [f"{s}-q-{q.key}" for q in r.queues], table_id=f"{s}-queue-table")
+             _name_cell(q.topic)] for q in r.queues]
+    long = sorted({q.topic for q in r.queues if len(q.topic) > LABEL_CHARS})
+    names = ("<details><summary>Full topic names (shortened in the table and the charts; hover shows them)</summary>"
+             "<ul>" + "".join(f"<li><code class='name'>{_e(t)}</code></li>" for t in long) + "</ul></details>"
+             if long else "")
+    return _table(cols, rows, [f"{s}-q-{q.key}" for q in r.queues], table_id=f"{s}-queue-table") + names
+
+
+def _short_tokens(text: str) -> str:
+    """A sentence for the page with each word longer than LABEL_CHARS (a topic, a path) shortened in the middle and
+    whole in its hover title: a reason naming a 200-character topic stays a few lines in its column."""
+    return " ".join(_name_cell(w) if len(w) > LABEL_CHARS else _e(w) for w in text.split(" "))
+
+
+def _name_cell(name: str) -> str:
+    """A topic in a table: shortened in the middle past LABEL_CHARS (a 200-character topic on every one of 100
+    rows is six lines per row), whole in the hover title and in the list under the table."""
+    short = short_label(name)
+    return f"<code title='{_e(name)}' data-full='{_e(name)}'>{_e(short)}</code>"
 
 
 def _consumer_table(r: StoreReport) -> str:
@@ -331,7 +358,8 @@ def _findings(s: str, r: StoreReport) -> str:
         else:
             link = f"<a href='#{s}-header'>store</a>"
         rows.append([_e(f.source), _e(f.check), f"<b>{_e(f.kind)}</b>", f.start, f.end, f.count, _e(f.position),
-                     link, _e(f.reason), f"<code>{_e(f.file or '')}</code>", f"<code>{_e(f.command)}</code>"])
+                     link, f"<div class='reason'>{_short_tokens(f.reason or '')}</div>", _name_cell(f.file or ""),
+                     f"<code class='cmd'>{_e(f.command)}</code>"])
     more = len(r.findings) - MAX_FINDING_ROWS
     tail = (f"<p class='hint'>{more} more finding(s): all are on the charts and in the data island "
             "(<code>rmqinspect-data</code>); <code>verify --format json</code> lists them too.</p>" if more > 0 else "")
@@ -353,6 +381,9 @@ text-align:left;vertical-align:top}th{background:#f3f5f7}table.sortable th{curso
 table.kv th{width:170px}code{font-family:ui-monospace,Menlo,Consolas,monospace;white-space:nowrap}
 tr.hit{background:#fff3c4}.rmq-chart{width:100%;min-height:120px}
 details{margin:4px 0}.scroll{overflow-x:auto;max-width:100%}
+div.reason{min-width:22em;max-width:36em;overflow-wrap:anywhere}code.cmd{white-space:normal;display:inline-block;
+min-width:14em;max-width:24em;overflow-wrap:break-word}code.name{white-space:normal;display:inline-block;
+max-width:28em;overflow-wrap:anywhere}
 """
 
 JS = r"""
