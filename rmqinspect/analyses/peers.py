@@ -32,7 +32,7 @@ from ..store.config_files import read_config_files
 from ..store.epoch import EpochFile, HaIdentity, ha_identity, read_epoch_checkpoint
 from ..store.walk.kinds import BLANK, MESSAGE
 from ..store.walk.records import Record, RecordRun
-from ..store.walk.resync import Good, validate_at, walk_with_resync
+from ..store.walk.resync import validate_at, walk_with_resync
 from .recovery.controller import (
     LoadFailure,
     compensate_for_ha,
@@ -409,7 +409,7 @@ def _stale_records(store: Store, end: int, entries: list[EpochEntry]) -> tuple[l
     rows: list[MessageRow] = []
     last_end = None
     for ev in walk_with_resync(store, end, check_crc=True, accept_v2=True):
-        if not isinstance(ev, Good) or ev.kind != MESSAGE or ev.offset < end or not ev.crc_ok:
+        if not isinstance(ev, Record) or ev.kind != MESSAGE or ev.offset < end or not ev.crc_ok:
             continue
         f = ev.file
         msg = decode_slot(f.buffer, f.start, ev.position, ev.header, ev.body_pos, True, f.path)

@@ -7,7 +7,7 @@
 - ``entries``: the walk of a DLedger data file (the entries around the records) and DLedger's own entry walk;
 - ``file``: ``walk_file``, one file's walk whatever frames its records;
 - ``resync``: the resynchronising walk (``walk_batches``, ``walk_with_resync``): past damage to the next valid
-  record, typed events (``RecordRun`` / ``Good`` / ``BlankRecord`` / ``Damage``) for verify, summary, salvage;
+  record, typed events (``RecordRun`` / ``Record`` / ``BlankRecord`` / ``Damage``) for verify, summary, salvage;
 - ``parallel``: the engine that runs a walk's per-file (or per-chunk) work in worker processes.
 
 The reader (``store.commitlog.CommitLog``) owns the iterator across files (``walk``, ``scan``, ``messages``) and

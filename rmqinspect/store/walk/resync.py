@@ -9,7 +9,7 @@ position (a record copied from elsewhere, or stale bytes of an older generation,
 Queue-offset monotonicity per queue is checked on what is salvaged.
 
 This is the walk's resynchronising policy over the reader's events (``walk.file.walk_file``): ``walk_batches``
-yields typed events only, ``RecordRun`` / ``Good`` / ``Damage`` (``walk.kinds``' one vocabulary). ``verify``,
+yields typed events only, ``RecordRun`` / ``Record`` / ``Damage`` (``walk.kinds``' one vocabulary). ``verify``,
 ``summary`` and ``report`` consume it; ``analyses.salvage`` applies it after the recovery's truncation point.
 """
 
@@ -28,25 +28,11 @@ from ..mapped import MappedFile
 from .file import walk_file
 from .kinds import BLANK, DAMAGE_OF_KIND, END, FILE_END, MESSAGE, Damage, DamageKind
 from .parallel import chunk_bytes, map_files, resolve_jobs
-from .records import MIN_RECORD_SIZE, RecordHeader, RecordRun, scan_buffer, unpack_header
+from .records import MIN_RECORD_SIZE, Record, RecordHeader, RecordRun, scan_buffer
 
 _V1B = MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)
 _V2B = MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
 _BLB = BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
-
-@dataclass(slots=True)
-class Good:
-    """A record that validated (kind MESSAGE or BLANK)."""
-
-    kind: str
-    offset: int
-    size: int
-    file: MappedFile
-    position: int
-    header: tuple | None
-    body_pos: int
-    crc_ok: bool | None
-
 
 @dataclass(frozen=True, slots=True)
 class BlankRecord:
@@ -63,7 +49,7 @@ def _converted(ev, convert: Callable, convert_args: tuple):
     ``BlankRecord``, the held damage as it is (for ``ResyncJoin``)."""
     if type(ev) is RecordRun:
         return convert(ev, *convert_args)
-    if type(ev) is Good:  # file_events' only Good: the blank end-of-file record
+    if type(ev) is Record:  # file_events' only Record: the blank end-of-file record
         return BlankRecord(ev.file.name, ev.offset, ev.size)
     return ev
 
@@ -115,16 +101,16 @@ def validate_at(f: MappedFile, pos: int, check_crc: bool, accept_v2: bool):
         if kind == MESSAGE:
             hdr = RecordHeader._make(hdr)
             if hdr.physical_offset == f.start + p:
-                return Good(MESSAGE, f.start + p, size, f, p, hdr, bpos, crc_ok)
+                return Record(MESSAGE, f.start + p, size, f, p, hdr, bpos, crc_ok)
             return None
         if kind == BLANK and size == f.size - p and p > 0:
-            return Good(BLANK, f.start + p, size, f, p, None, 0, None)
+            return Record(BLANK, f.start + p, size, f, p)
         return None
     return None
 
 
 def find_next_valid(f: MappedFile, frm: int, check_crc: bool, accept_v2: bool,
-                    search_end: int | None = None) -> Good | None:
+                    search_end: int | None = None) -> Record | None:
     """Resynchronise: the first position >= frm holding a valid record (or the file's closing blank).
     Only magic codes before ``search_end`` (default: the file's last non-zero byte) are tried."""
     buf = f.buffer
@@ -155,7 +141,7 @@ _AIM_PROBE = 256
 
 
 def walk_with_resync(store_or_files, start: int | None = None, *, check_crc: bool = True, accept_v2: bool = True,
-                     file_size: int | None = None) -> Iterator[Good | Damage]:
+                     file_size: int | None = None) -> Iterator[Record | Damage]:
     """Every valid record and every damaged range from ``start`` to the end of the last file's data.
 
     Unlike the broker, keeps going: after damage it resynchronises on the next valid record in the same
@@ -165,12 +151,12 @@ def walk_with_resync(store_or_files, start: int | None = None, *, check_crc: boo
     for item in walk_batches(store_or_files, start, check_crc=check_crc, accept_v2=accept_v2, file_size=file_size):
         if isinstance(item, RecordRun):
             f = item.file
-            buf = f.buffer
             base = f.start
             r = item.records
+            # the header is unpacked when a consumer asks for it (Record.header)
             for p, size, bpos, c in zip(r["position"].tolist(), r["total_size"].tolist(), r["body_pos"].tolist(),
                                         r["crc_ok"].tolist()):
-                yield Good(MESSAGE, base + p, size, f, p, unpack_header(buf, p), bpos, None if c < 0 else c == 1)
+                yield Record(MESSAGE, base + p, size, f, p, None, bpos, None if c < 0 else c == 1)
         else:
             yield item
 
@@ -179,7 +165,7 @@ def walk_batches(store_or_files, start: int | None = None, *, check_crc: bool = 
                  file_size: int | None = None, jobs: int | None = 1, convert=None,
                  convert_args: tuple = ()) -> Iterator:
     """``walk_with_resync`` with the valid records in bulk: the ``RecordRun``s of ``walk_file`` (every
-    record's stored PHYSICALOFFSET equals file start + position), ``Good`` only for blank end-of-file
+    record's stored PHYSICALOFFSET equals file start + position), ``Record`` only for blank end-of-file
     records, ``Damage`` as in ``walk_with_resync``. The resync policy is this module's: the walk reports
     the first damage of a stretch, ``find_next_valid`` finds where valid records start again.
 
@@ -411,7 +397,7 @@ def _first_at(positions: np.ndarray, stops: np.ndarray) -> int:
 def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2: bool, prev: MappedFile | None,
                 has_data_after: Callable[[], bool], *, stops: tuple[int, ...] = (),
                 landed: list[int] | None = None) -> Iterator:
-    """The resynchronising walk of one file from ``pos``: ``RecordRun``s, ``Good`` blank records, and damage
+    """The resynchronising walk of one file from ``pos``: ``RecordRun``s, ``Record`` blank records, and damage
     as (ADD|APPEND, Damage) events for ``ResyncJoin``. ``prev``: the file before, to report a missing or
     overlapping file; ``has_data_after()``: whether a later file holds data (zeros up to this file's end are
     then damage).
@@ -470,7 +456,7 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                 continue
             kind, p, size, reason = ev.kind, ev.position, ev.size, ev.reason
             if kind == BLANK:
-                yield Good(BLANK, f.start + p, size, f, p, None, 0, None)
+                yield Record(BLANK, f.start + p, size, f, p)
                 pos = f.size
                 break
             if kind == FILE_END:
