@@ -1,5 +1,5 @@
 """verify joins the consume-queue entries and the index items with the records one window of the commit log at a
-time, so its memory does not grow with the store. Its report is the same whatever the window: one commit-log file
+time, so its memory does not grow with the store. Its report is the same whatever the window: one run of records
 per window against the whole store in one window (the join as it ran before), byte for byte, on every oracle
 store, the sample store and writer-made stores with damaged records, queues ahead and behind, and an index behind
 the commit log."""
@@ -20,7 +20,7 @@ from support.recover_fixtures import build_store
 
 
 def _windowed_and_whole(monkeypatch, root, **kw) -> tuple[dict, dict, int]:
-    """(report with a window per commit-log file, report with the whole store in one window, windows joined)."""
+    """(report with a window per run of records, report with the whole store in one window, windows joined)."""
     joined = []
     real = verify_mod._CqJoin.window
 
@@ -58,7 +58,7 @@ def test_sample_store_report_is_the_same_window_by_window(monkeypatch):
 
 
 def test_damaged_store_over_many_windows(tmp_path, monkeypatch):
-    """16 KiB commit-log files (a window each, 8 of them): a body CRC flipped, a zeroed page, a stale copy, a queue
+    """16 KiB commit-log files (8 of them, a window per run): a body CRC flipped, a zeroed page, a stale copy, a queue
     entry pointing inside a record, one pointing past the data, and queues behind the commit log."""
     fx = build_store(tmp_path / "s", n=400)
     a = fx.records[10]

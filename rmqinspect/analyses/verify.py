@@ -339,9 +339,10 @@ def read_bytes(store: Store, checks=ALL_CHECKS) -> dict[str, int]:
     return out
 
 
-# the commit-log bytes whose record columns the cq and index joins hold at once (whole files: one 1 GiB commit-log
-# file's columns are ~55 MB); the joins go window by window, so verify's memory does not grow with the store
-_WINDOW_BYTES = 512 << 20
+# the commit-log bytes whose record columns the cq and index joins hold at once (~7 MB of columns for 128 MiB of
+# 1.2 KiB records); the joins go window by window, so verify's memory does not grow with the store. A window is
+# whole runs of records: it ends after a record, and what lies between two windows holds no record.
+_WINDOW_BYTES = 128 << 20
 
 
 def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, accept_v2: bool = True,
@@ -353,7 +354,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     of the sum of ``read_bytes(store, checks)``, at least after every run of records, queue phase and index chunk.
 
     The cq and index checks join the queues' entries and the index items with the records of one window of the
-    commit log at a time (``_WINDOW_BYTES``, whole files), as the walk passes it; what points outside every window
+    commit log at a time (``_WINDOW_BYTES``), as the walk passes it; what points outside every window
     is settled at the end. Their problems are reported in queue and item order, as a join over the whole store
     reports them."""
     checks = tuple(c for c in ALL_CHECKS if c in checks)
@@ -381,7 +382,6 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
         ix = _IndexJoin(store, rep, rel, index_slots, index_max, stack) if "index" in checks else None
         done: list[tuple[int, int]] = []  # the windows joined: [first record, end of the last record)
         window = _Records(recs)
-        window_file = None
 
         def join(w: _Records) -> None:
             w.finish()
@@ -430,10 +430,9 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
                 cols = item.cols
                 if not len(cols[0]):
                     continue
-                if window_file is not None and item.start != window_file and window.bytes >= _WINDOW_BYTES:
-                    join(window)  # a new file after a full window: the window's entries and items are joined
+                if window.bytes >= _WINDOW_BYTES:
+                    join(window)  # a full window: the entries and items pointing into it are joined
                     window = _Records(recs)
-                window_file = item.start
                 lut = np.array([topics.setdefault(t, len(topics)) for t in item.topics], dtype=np.int32)
                 window.add_columns((*cols[:4], lut[cols[4]] if len(lut) else cols[4], cols[5]), item.keys)
                 data_end = int(cols[0][-1] + cols[1][-1])
