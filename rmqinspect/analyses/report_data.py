@@ -34,7 +34,7 @@ from .offsets import LostWindowReport, lost_window
 from .recovery import RecoveryOptions, RecoveryPlan, plan_recovery
 from .rows import topic_ids
 from .salvage import walk_batches
-from .summary import StoreSummary, summarize
+from .summary import StoreSummary, count_run, summarize
 from .txn import TxnSection, report_section
 from .verify import VerifyReport, read_bytes, verify
 
@@ -222,11 +222,16 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
 
     shares = dict(REPORT_PHASES)
     at = 0.0
-    step = phase("summary", at, shares["summary"], span, "report: summary")
-    summary = summarize(store, progress=step, broker_version=broker_version)
-    at += shares["summary"]
-    step = phase("verify", at, shares["verify"], total, "report: verify")
-    rep = verify(store, accept_v2=accept_v2, read_progress=step)
+    if accept_v2:  # summary's own walk checks CRCs and accepts V2 records: verify's walk is the same one
+        step = phase("verify", at, shares["summary"] + shares["verify"], total, "report: summary and verify")
+        summary, rep = summary_beside_verify(store, broker_version, accept_v2, step)
+        at += shares["summary"]
+    else:
+        step = phase("summary", at, shares["summary"], span, "report: summary")
+        summary = summarize(store, progress=step, broker_version=broker_version)
+        at += shares["summary"]
+        step = phase("verify", at, shares["verify"], total, "report: verify")
+        rep = verify(store, accept_v2=accept_v2, read_progress=step)
     _give_back_freed_memory()
     at += shares["verify"]
     step = phase("recovery", at, shares["recovery"], span, "report: recovery")
@@ -249,6 +254,56 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
         index_files=index_file_rows(store, plan), findings=findings(store.root, rep, plan),
         notes=list(dict.fromkeys(summary.notes + rep.notes + plan.notes)),
         transactions=report_section(store, plan, offsets_file))
+
+
+def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
+                          read_progress: Callable[[int], None] | None = None) -> tuple[StoreSummary, VerifyReport]:
+    """``summarize`` and ``verify`` (every check) over one commit-log walk: verify's walk also converts each run
+    for the summary (``verify``'s ``tap``), and a thread runs ``summarize`` over those items as they come,
+    through a bounded queue (the items are small; memory stays flat). Both answers are those of their own walks:
+    the summary's walk is ``walk_batches`` with CRC check and V2 records, as verify's is here."""
+    import contextvars
+    import queue
+    import threading
+
+    items: queue.Queue = queue.Queue(maxsize=64)
+    end = object()
+    out: dict = {}
+
+    def pulled():
+        while True:
+            ev = items.get()
+            if ev is end:
+                return
+            yield ev
+
+    def run() -> None:
+        try:
+            out["summary"] = summarize(store, broker_version=broker_version, events=pulled())
+        except BaseException as e:  # handed to the caller; the rest is drained so verify's walk never blocks
+            out["error"] = e
+            for ev in iter(items.get, end):
+                del ev
+    # the thread sees the command's settings (the broker.conf context), and starts with the walk's first item:
+    # the walk's worker processes are forked before it exists
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), name="report-summary",
+                              daemon=True)
+
+    def feed(ev) -> None:
+        if thread.ident is None:
+            thread.start()
+        items.put(ev)
+
+    try:
+        rep = verify(store, accept_v2=accept_v2, read_progress=read_progress, tap=(count_run, feed))
+    finally:
+        if thread.ident is None:
+            thread.start()
+        items.put(end)
+        thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["summary"], rep
 
 
 def _give_back_freed_memory() -> None:

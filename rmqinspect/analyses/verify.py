@@ -345,9 +345,14 @@ def read_bytes(store: Store, checks=ALL_CHECKS) -> dict[str, int]:
 _WINDOW_BYTES = 128 << 20
 
 
+def _check_run_and(item, tap_convert, *args):
+    """``_check_run`` and another pass's converter over the same run, in the walk's own process."""
+    return _check_run(item, *args), tap_convert(item)
+
+
 def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, accept_v2: bool = True,
            progress=None, index_slots: int | None = None, index_max: int | None = None,
-           jobs: int | None = None, read_progress=None) -> VerifyReport:
+           jobs: int | None = None, read_progress=None, tap=None) -> VerifyReport:
     """Every selected check over ``store``. The commit-log walk runs one file per task: ``jobs`` (default
     ``parallel.resolve_jobs``) > 1 walks the files in worker processes; the report is the same.
     ``progress(offset)`` is called at each commit-log file; ``read_progress(done)`` with the bytes read so far, out
@@ -356,7 +361,11 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     The cq and index checks join the queues' entries and the index items with the records of one window of the
     commit log at a time (``_WINDOW_BYTES``), as the walk passes it; what points outside every window
     is settled at the end. Their problems are reported in queue and item order, as a join over the whole store
-    reports them."""
+    reports them.
+
+    ``tap`` = (convert, feed): another pass over the same walk (a module-level ``walk_batches`` converter, and what
+    takes its items in order: the converted runs and blank records, and every ``Damage``), so that pass needs no
+    walk of its own."""
     checks = tuple(c for c in ALL_CHECKS if c in checks)
     rep = VerifyReport(store.root, checks, max_errors=max_errors)
     cl = store.commitlog
@@ -392,8 +401,18 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
                 ix.window(w, lo, hi)
             done.append((lo, hi))
 
-        for item in walk_batches(cl, None, check_crc=do_crc, accept_v2=accept_v2, jobs=jobs, convert=_check_run,
-                                 convert_args=(do_crc, do_struct, need_records, "index" in checks)):
+        convert, args = _check_run, (do_crc, do_struct, need_records, "index" in checks)
+        feed = None
+        if tap is not None:
+            convert, args, feed = _check_run_and, (tap[0], *args), tap[1]
+        for item in walk_batches(cl, None, check_crc=do_crc, accept_v2=accept_v2, jobs=jobs, convert=convert,
+                                 convert_args=args):
+            if feed is not None:
+                if type(item) is Damage:
+                    feed(item)
+                else:
+                    item, other = item
+                    feed(other)
             if type(item) is Damage:
                 recs.damaged.append(item.start)
                 recs.damaged_end.append(item.end)
