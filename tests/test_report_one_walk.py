@@ -62,3 +62,73 @@ def test_summary_error_reaches_the_caller(tmp_path, monkeypatch):
     monkeypatch.setattr(report_data, "summarize", failing)
     with Store.open(fx.root) as st, pytest.raises(ValueError, match="summary failed"):
         summary_beside_verify(st, None, True)
+
+
+def _txn_stores(tmp_path):
+    from support.crash_stories import make
+    from support.txn_stores import write_every_verdict
+
+    roots = [require_oracle(s) / "store" for s in ALL_SCENARIOS] + [SAMPLE_STORE]
+    write_every_verdict(tmp_path / "txn")
+    roots.append(tmp_path / "txn")
+    write_every_verdict(tmp_path / "txn-4x", five=False)
+    roots.append(tmp_path / "txn-4x")
+    roots.append(make("clean", tmp_path / "clean").root)
+    fx = build_store(tmp_path / "s", n=400)
+    fx.patch(fx.records[100].offset + 95, b"\xff")
+    roots.append(fx.root)
+    return roots
+
+
+def test_transactions_section_skipped_only_where_it_is_empty(tmp_path):
+    """``may_hold_transactions`` is True on every store whose transactions section is not empty (it skips the txn
+    walk only where the section is None), and False on stores without a transaction record."""
+    from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
+    from rmqinspect.analyses.report_data import may_hold_transactions
+    from rmqinspect.analyses.txn import report_section
+
+    skipped = held = 0
+    for root in _txn_stores(tmp_path):
+        with Store.open(str(root)) as st:
+            rep = verify(st)
+            plan = plan_recovery(st, RecoveryOptions(keep_redispatch=False))
+            section = report_section(st, plan, None)
+            may = may_hold_transactions(st, rep)
+        assert may or section is None, root
+        skipped += not may
+        held += section is not None
+    assert skipped >= 3 and held >= 2
+
+
+def test_a_prepared_record_inside_a_crc_damaged_range_is_seen(tmp_path):
+    """The store's only transaction record (a 4.x PREPARED one) has a flipped body byte: verify's valid records
+    hold none, the damaged range read without CRC check does, and txn's walk (no CRC check) finds it."""
+    from rmqinspect.analyses.report_data import may_hold_transactions
+    from rmqinspect.analyses.txn import report_section
+    from rmqinspect.formats.commitlog import encode_properties
+    from rmqinspect.formats.constants import TransactionType
+    from rmqinspect.writer.commitlog import CommitLogWriter, MessageSpec
+
+    root = tmp_path / "s"
+    with CommitLogWriter(str(root / "commitlog"), 1 << 16) as w:
+        for i in range(41):
+            flag = TransactionType.PREPARED if i == 20 else 0
+            props = {"UNIQ_KEY": "%032X" % i}
+            if i == 20:
+                props |= {"TRAN_MSG": "true", "PGROUP": "pg"}
+            res = w.append(MessageSpec("OrderTopic", 0, b"body %d" % i, encode_properties(props), sys_flag=flag,
+                                       store_timestamp=1_795_000_000_000 + i))
+            if i == 20:
+                prepared = res.physical_offset
+    with Store.open(str(root)) as st:
+        rep = verify(st)
+        assert rep.transaction_records == 1 and not rep.damaged
+    name = root / "commitlog" / ("%020d" % 0)
+    data = bytearray(name.read_bytes())
+    data[data.index(b"body 20", prepared)] ^= 0xFF  # inside the body
+    name.write_bytes(bytes(data))
+    with Store.open(str(root)) as st:
+        rep = verify(st)
+        assert rep.transaction_records == 0 and any(a == prepared for a, _ in rep.damaged)
+        assert may_hold_transactions(st, rep)
+        assert report_section(st, None, None) is not None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..formats.constants import RMQ_SYS_TRANS_HALF_TOPIC, TRANSACTION_MASK, TransactionType
 from ..formats.consumequeue import BCQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from ..formats.javahash import build_index_key, index_key_hash
 from ..formats.properties import check_property_crc, crc32_trailer_rows, crc32_trailer_value
@@ -76,6 +77,10 @@ class VerifyReport:
     max_errors: int | None = None
     # per index file: {value, source: flag|config|inferred|ambiguous, candidates, detail}
     index_geometry: dict[str, dict] = field(default_factory=dict)
+    # not reported (the report's own use): valid records that are transaction halves or PREPARED records (None: the
+    # columns were not collected), and the damaged ranges the walk met
+    transaction_records: int | None = field(default=None, repr=False)
+    damaged: list[tuple[int, int]] = field(default_factory=list, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -385,6 +390,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     max_ts = None
     last_file = None
     data_end = cl.min_offset
+    n_tx = 0
     outliers = _StoreTimeOutliers()
     with ExitStack() as stack:
         cq = _CqJoin(store, rel, stack) if "cq" in checks else None
@@ -453,12 +459,18 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
                     join(window)  # a full window: the entries and items pointing into it are joined
                     window = _Records(recs)
                 lut = np.array([topics.setdefault(t, len(topics)) for t in item.topics], dtype=np.int32)
-                window.add_columns((*cols[:4], lut[cols[4]] if len(lut) else cols[4], cols[5]), item.keys)
+                tids = lut[cols[4]] if len(lut) else cols[4]
+                window.add_columns((*cols[:4], tids, cols[5]), item.keys)
+                tx = (cols[5] & TRANSACTION_MASK) == int(TransactionType.PREPARED)
+                half = topics.get(RMQ_SYS_TRANS_HALF_TOPIC)
+                n_tx += int(np.count_nonzero(tx | (tids == half) if half is not None else tx))
                 data_end = int(cols[0][-1] + cols[1][-1])
         if len(window):
             join(window)
         del window
         rep.counts["records"] = n_msgs
+        rep.transaction_records = n_tx if need_records else None
+        rep.damaged = list(zip(recs.damaged, recs.damaged_end, strict=True))
         if do_struct and store.dledger is not None:  # DLedger mode: the entry rules (analyses.dledger)
             from .dledger import entry_problems
 
