@@ -192,7 +192,8 @@ class ReportData:
 
 
 # each pass's share of the report's progress bar: what it took of the collection on the 1 GiB crashed store of
-# benchmarks/bench_real_store.py (summary 0.6 s, verify 1.3 s, recovery 2.1 s, traffic 0.8 s)
+# benchmarks/bench_real_store.py (summary 0.6 s, verify 1.3 s, recovery 2.1 s, traffic 0.8 s); summary and verify
+# share one walk (``summary_beside_verify``), one phase with both shares
 REPORT_PHASES = (("summary", 0.12), ("verify", 0.27), ("recovery", 0.44), ("traffic", 0.17))
 
 
