@@ -20,7 +20,8 @@ from support.recover_fixtures import build_store
 
 
 def _windowed_and_whole(monkeypatch, root, **kw) -> tuple[dict, dict, int]:
-    """(report with a window per run of records, report with the whole store in one window, windows joined)."""
+    """(report with a window per run of records and the queue entries sampled every second one, report with the
+    whole store in one window, windows joined)."""
     joined = []
     real = verify_mod._CqJoin.window
 
@@ -30,6 +31,7 @@ def _windowed_and_whole(monkeypatch, root, **kw) -> tuple[dict, dict, int]:
 
     with monkeypatch.context() as m:
         m.setattr(verify_mod, "_WINDOW_BYTES", 1)
+        m.setattr(verify_mod, "_SAMPLE", 2)  # a window's entries found between samples two entries apart
         m.setattr(verify_mod._CqJoin, "window", counting)
         small = verify(Store.open(str(root)), ALL_CHECKS, **kw).to_dict()
     with monkeypatch.context() as m:
