@@ -75,7 +75,7 @@ def _snapshot(st):
             st.max_phys, st.rec.notes, st.max_offset())
 
 
-@pytest.mark.parametrize("case", ["append", "overlap", "gap", "zero", "fresh", "shuffled"])
+@pytest.mark.parametrize("case", ["append", "overlap", "gap", "zero", "fresh", "shuffled", "held_twice"])
 def test_dispatch_many_equals_dispatch(tmp_path, case):
     fx = build_store(tmp_path / "s")
     rs = [r for r in fx.records if (r.topic, r.queue_id) == ("OrderTopic", 0)]
@@ -97,6 +97,8 @@ def test_dispatch_many_equals_dispatch(tmp_path, case):
         qoff = qoff.copy()
         qoff[50] = 0  # cq offset 0 bypasses the order check
         sel = np.arange(len(rs))
+    elif case == "held_twice":
+        sel = np.r_[0:30, 0:30, 5:len(rs)]  # stretches the queue already holds (skipped in one step each)
     elif case == "shuffled":
         sel = np.random.default_rng(7).permutation(len(rs))
     else:

@@ -252,3 +252,27 @@ def test_data_end_on_disk_is_after_the_last_non_zero_byte(tmp_path, zero_tail):
         last.write_bytes(bytes(data))
     want = next(int(p.name) + len(p.read_bytes().rstrip(b"\0")) for p in reversed(files) if any(p.read_bytes()))
     assert data_end_on_disk(Store.open(str(root))) == want
+
+
+@pytest.mark.parametrize("write_at", [None, 0, 5000, 200_000])
+def test_data_end_on_disk_skips_the_holes_of_a_sparse_file(tmp_path, write_at):
+    """A newer commit-log file pre-allocated sparse (the broker's setLength) and holding nothing, or a few bytes
+    between holes: the search that skips holes (SEEK_DATA/SEEK_HOLE) finds the same last non-zero byte."""
+    from rmqinspect.analyses.recovery.plan import data_end_on_disk
+    from rmqinspect.store import Store
+    from support.crash_stories import clean
+
+    root = tmp_path / "s"
+    clean(str(root))
+    files = sorted((root / "commitlog").iterdir())
+    size = len(files[-1].read_bytes())
+    nxt = root / "commitlog" / f"{int(files[-1].name) + size:020d}"
+    with open(nxt, "wb") as f:
+        f.truncate(size)  # a hole the whole length
+        if write_at is not None:
+            f.seek(write_at)
+            f.write(b"\x07\x00\x09")
+    want = next(int(p.name) + len(p.read_bytes().rstrip(b"\0")) for p in sorted(
+        (root / "commitlog").iterdir(), reverse=True) if any(p.read_bytes()))
+    assert want == (int(nxt.name) + write_at + 3 if write_at is not None else want)
+    assert data_end_on_disk(Store.open(str(root))) == want

@@ -35,7 +35,7 @@ from .compare.cq_vs_commitlog import queue_bounds
 from .offsets import LostWindowReport, lost_window
 from .recovery import RecoveryOptions, RecoveryPlan, plan_recovery
 from .rows import topic_ids
-from .summary import StoreSummary, summarize
+from .summary import StoreSummary, count_run, summarize
 from .txn import TxnSection, report_section
 from .verify import VerifyReport, read_bytes, verify
 
@@ -193,7 +193,8 @@ class ReportData:
 
 
 # each pass's share of the report's progress bar: what it took of the collection on the 1 GiB crashed store of
-# benchmarks/bench_real_store.py (summary 0.6 s, verify 1.3 s, recovery 2.1 s, traffic 0.8 s)
+# benchmarks/bench_real_store.py (summary 0.6 s, verify 1.3 s, recovery 2.1 s, traffic 0.8 s); summary and verify
+# share one walk (``summary_beside_verify``), one phase with both shares
 REPORT_PHASES = (("summary", 0.12), ("verify", 0.27), ("recovery", 0.44), ("traffic", 0.17))
 
 
@@ -223,11 +224,17 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
 
     shares = dict(REPORT_PHASES)
     at = 0.0
-    step = phase("summary", at, shares["summary"], span, "report: summary")
-    summary = summarize(store, progress=step, broker_version=broker_version)
-    at += shares["summary"]
-    step = phase("verify", at, shares["verify"], total, "report: verify")
-    rep = verify(store, accept_v2=accept_v2, read_progress=step)
+    if accept_v2:  # summary's own walk checks CRCs and accepts V2 records: verify's walk is the same one
+        step = phase("verify", at, shares["summary"] + shares["verify"], total, "report: summary and verify")
+        summary, rep = summary_beside_verify(store, broker_version, accept_v2, step)
+        at += shares["summary"]
+    else:
+        step = phase("summary", at, shares["summary"], span, "report: summary")
+        summary = summarize(store, progress=step, broker_version=broker_version)
+        at += shares["summary"]
+        step = phase("verify", at, shares["verify"], total, "report: verify")
+        rep = verify(store, accept_v2=accept_v2, read_progress=step)
+    _give_back_freed_memory()
     at += shares["verify"]
     step = phase("recovery", at, shares["recovery"], span, "report: recovery")
     plan = plan_recovery(store, RecoveryOptions(version=broker_version, keep_redispatch=False,
@@ -248,7 +255,106 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
         queues=queue_rows(store, summary, rep, plan), consumers=consumers,
         index_files=index_file_rows(store, plan), findings=findings(store.root, rep, plan),
         notes=list(dict.fromkeys(summary.notes + rep.notes + plan.notes)),
-        transactions=report_section(store, plan, offsets_file))
+        transactions=report_section(store, plan, offsets_file) if may_hold_transactions(store, rep)
+        else no_transaction_section(store, offsets_file))
+
+
+def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
+                          read_progress: Callable[[int], None] | None = None) -> tuple[StoreSummary, VerifyReport]:
+    """``summarize`` and ``verify`` (every check) over one commit-log walk: verify's walk also converts each run
+    for the summary (``verify``'s ``tap``), and a thread runs ``summarize`` over those items as they come,
+    through a bounded queue (the items are small; memory stays flat). Both answers are those of their own walks:
+    the summary's walk is ``walk_batches`` with CRC check and V2 records, as verify's is here."""
+    import contextvars
+    import queue
+    import threading
+
+    items: queue.Queue = queue.Queue(maxsize=64)
+    end = object()
+    out: dict = {}
+
+    def pulled():
+        while True:
+            ev = items.get()
+            if ev is end:
+                return
+            yield ev
+
+    def run() -> None:
+        try:
+            out["summary"] = summarize(store, broker_version=broker_version, events=pulled())
+        except BaseException as e:  # handed to the caller; the rest is drained so verify's walk never blocks
+            out["error"] = e
+            for ev in iter(items.get, end):
+                del ev
+    # the thread sees the command's settings (the broker.conf context), and starts with the walk's first item:
+    # the walk's worker processes are forked before it exists
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), name="report-summary",
+                              daemon=True)
+
+    def feed(ev) -> None:
+        if thread.ident is None:
+            thread.start()
+        items.put(ev)
+
+    try:
+        rep = verify(store, accept_v2=accept_v2, read_progress=read_progress, tap=(count_run, feed))
+    finally:
+        if thread.ident is None:
+            thread.start()
+        items.put(end)
+        thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["summary"], rep
+
+
+def may_hold_transactions(store: Store, rep: VerifyReport) -> bool:
+    """Whether ``txn``'s walk could meet a half (RMQ_SYS_TRANS_HALF_TOPIC) or a PREPARED record, from what verify's
+    walk saw: its valid records (``transaction_records``), and the records inside its damaged ranges read without
+    CRC check (txn reads CRC-damaged records; past structural damage it reads nothing more of the file). False
+    means the transactions section is empty, without the walk (~0.5 s a GiB)."""
+    if rep.transaction_records is None or rep.transaction_records:
+        return True
+    from ..formats.constants import RMQ_SYS_TRANS_HALF_TOPIC, TRANSACTION_MASK, TransactionType
+    from .recovery.redispatch import records_with_topic
+
+    half = np.frombuffer(RMQ_SYS_TRANS_HALF_TOPIC.encode(), dtype=np.uint8)
+    for a, b in rep.damaged:
+        for ev in store.commitlog.walk(a, b, check_crc=False, stop_at_end=False):
+            if type(ev) is not RecordRun or not len(ev):
+                continue
+            r = ev.records
+            if ((r["sys_flag"] & TRANSACTION_MASK) == int(TransactionType.PREPARED)).any():
+                return True
+            if records_with_topic(np.frombuffer(ev.file.buffer, dtype=np.uint8), r, half).any():
+                return True
+    return False
+
+
+def no_transaction_section(store: Store, offsets_file: str | None) -> None:
+    """``report_section`` of a store without a transaction record: None (the check service's offsets are still
+    read, so a bad ``--offsets`` file is the same error)."""
+    from .txn import checker_progress
+
+    checker_progress(store, offsets_file)
+    return None
+
+
+def _give_back_freed_memory() -> None:
+    """glibc's malloc_trim: the pages verify's windows freed go back to the system before the next pass (glibc
+    raises its mmap threshold after the first large free, so later large arrays come from the heap, and the freed
+    heap stays resident: at 4 GiB the report kept ~20 MB more than at 1 GiB, none of it data). Nothing elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        ctypes.CDLL(name).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def commitlog_geometry(store: Store) -> dict:
@@ -294,7 +400,7 @@ def store_traffic(store: Store, outlier_offsets: list[int], *, top_topics: int =
     """Messages and bytes per topic per store-time bucket over every valid record (the records decode-commitlog
     and verify see). Records whose store time verify flags as a damaged field are counted in ``excluded``."""
     topics: dict[str, int] = {}
-    cells: dict[int, list[int]] = {}  # (unit index << 20 | topic id) -> [messages, bytes]
+    cells = TrafficCells()  # (unit index << 20 | topic id) -> messages, bytes
     unit = 1_000
     skip = np.array(sorted(outlier_offsets), dtype=np.int64)
     n = excluded = 0
@@ -321,20 +427,13 @@ def store_traffic(store: Store, outlier_offsets: list[int], *, top_topics: int =
         uniq, inv = np.unique(key, return_inverse=True)
         counts = np.bincount(inv.ravel(), minlength=len(uniq))
         sums = np.bincount(inv.ravel(), weights=size, minlength=len(uniq))
-        for k, c, b in zip(uniq.tolist(), counts.tolist(), sums.tolist()):
-            cell = cells.get(k)
-            if cell is None:
-                cells[k] = [c, int(b)]
-            else:
-                cell[0] += c
-                cell[1] += int(b)
+        cells.add(uniq, counts, sums)
         if len(cells) > MAX_FINE_CELLS:
-            cells, unit = _coarsen(cells, unit, unit * 60)
+            unit = cells.coarsen(unit, unit * 60)
     names = {v: k for k, v in topics.items()}
-    if not cells:
+    if not len(cells):
         return Traffic(None, BUCKET_STEPS_MS[0], [], records=n, excluded=excluded)
-    keys = np.fromiter(cells.keys(), dtype=np.int64, count=len(cells))
-    vals = np.array(list(cells.values()), dtype=np.int64)
+    keys, vals = cells.arrays()
     t_unit, tid = keys >> 20, keys & ((1 << 20) - 1)
     t_ms = t_unit * unit
     lo, hi = int(t_ms.min()), int(t_ms.max()) + unit
@@ -355,19 +454,70 @@ def store_traffic(store: Store, outlier_offsets: list[int], *, top_topics: int =
     return out
 
 
-def _coarsen(cells: dict[int, list[int]], unit: int, new_unit: int) -> tuple[dict[int, list[int]], int]:
-    out: dict[int, list[int]] = {}
-    factor = new_unit // unit
-    mask = (1 << 20) - 1
-    for k, (c, b) in cells.items():
-        nk = (((k >> 20) // factor) << 20) | (k & mask)
-        cell = out.get(nk)
-        if cell is None:
-            out[nk] = [c, b]
-        else:
-            cell[0] += c
-            cell[1] += b
-    return out, new_unit
+class TrafficCells:
+    """``store_traffic``'s cells, (time unit index << 20 | topic id) -> [messages, bytes], held compactly: the keys
+    in a sorted int64 array with their sums (24 bytes a cell, where a dict of lists took ~200: a store spanning
+    months reaches the 2 M cells of MAX_FINE_CELLS), and the keys new since the last merge in a small dict.
+    ``len`` is the number of distinct keys at every step, as the dict of every cell had it, so the coarsening
+    happens after the same run."""
+
+    _MERGE = 1 << 16  # new keys held in the dict before they join the arrays
+
+    def __init__(self):
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.vals = np.zeros((0, 2), dtype=np.int64)
+        self.new: dict[int, list[int]] = {}
+
+    def __len__(self) -> int:
+        return len(self.keys) + len(self.new)
+
+    def add(self, uniq: np.ndarray, counts: np.ndarray, sums: np.ndarray) -> None:
+        """One run's cells: its distinct keys (sorted), their message counts and byte sums (float, whole)."""
+        rest = np.ones(len(uniq), dtype=bool)
+        if len(self.keys) and len(uniq):
+            i = np.minimum(np.searchsorted(self.keys, uniq), len(self.keys) - 1)
+            hit = self.keys[i] == uniq
+            j = i[hit]  # distinct: uniq is
+            self.vals[j, 0] += counts[hit]
+            self.vals[j, 1] += sums[hit].astype(np.int64)
+            rest = ~hit
+        new = self.new
+        for k, c, b in zip(uniq[rest].tolist(), counts[rest].tolist(), sums[rest].tolist()):
+            cell = new.get(k)
+            if cell is None:
+                new[k] = [c, int(b)]
+            else:
+                cell[0] += c
+                cell[1] += int(b)
+        if len(new) > self._MERGE:
+            self._merge()
+
+    def _merge(self) -> None:
+        if not self.new:
+            return
+        k = np.fromiter(self.new.keys(), dtype=np.int64, count=len(self.new))
+        v = np.array(list(self.new.values()), dtype=np.int64).reshape(-1, 2)
+        self.new = {}
+        keys = np.concatenate([self.keys, k])
+        order = np.argsort(keys, kind="stable")
+        self.keys, self.vals = keys[order], np.concatenate([self.vals, v])[order]
+
+    def coarsen(self, unit: int, new_unit: int) -> int:
+        """Every cell into the coarser time unit (``new_unit`` a multiple of ``unit``); returns the new unit."""
+        self._merge()
+        factor = new_unit // unit
+        mask = (1 << 20) - 1
+        nk = (((self.keys >> 20) // factor) << 20) | (self.keys & mask)
+        u, inv = np.unique(nk, return_inverse=True)
+        vals = np.zeros((len(u), 2), dtype=np.int64)
+        np.add.at(vals, inv.ravel(), self.vals)
+        self.keys, self.vals = u, vals
+        return new_unit
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(keys, [[messages, bytes]]) of every cell."""
+        self._merge()
+        return self.keys, self.vals
 
 
 def _queue_key(path: str | None) -> str | None:

@@ -95,7 +95,7 @@ _NOT_IN_QUEUE = (int(TransactionType.PREPARED), int(TransactionType.ROLLBACK))
 _CRC_PROPERTY = b"__CRC32#"
 
 
-def _count_run(ev, *_):
+def count_run(ev, *_):
     """``walk_batches``' converter for ``summarize``: the counts of a run."""
     import numpy as np
 
@@ -237,19 +237,21 @@ def _version_hints(store: Store, t: _Totals) -> list[str]:
 
 
 def summarize(store: Store, progress: Callable[[int], None] | None = None,
-              broker_version: str | None = None, jobs: int | None = None) -> StoreSummary:
+              broker_version: str | None = None, jobs: int | None = None, events=None) -> StoreSummary:
     """What is in ``store``. The commit-log walk runs one file per task: ``jobs`` (default
-    ``parallel.resolve_jobs``) > 1 walks and counts the files in worker processes; the summary is the same."""
+    ``parallel.resolve_jobs``) > 1 walks and counts the files in worker processes; the summary is the same.
+    ``events``: the items of a walk another pass makes (``walk_batches`` with CRC check and V2 records, each run
+    converted by ``count_run``), instead of a walk of its own."""
     cl = store.commitlog
     files: dict[str, FileSummary] = {f.name: FileSummary(f.name, f.start, f.size) for f in cl.files}
     t = _Totals(files, cl.min_offset, max_phys=cl.min_offset)
     # The same records decode-commitlog, export and verify see: every structurally sound record, those whose
     # body CRC fails included (flagged, as the broker would refuse them on recovery), and past any damage the
     # walk resynchronises on the next valid record (store.walk.resync) instead of giving up the rest of the file.
-    # Runs of valid records are counted inside the file's walk (a worker process with jobs > 1, _count_run).
+    # Runs of valid records are counted inside the file's walk (a worker process with jobs > 1, count_run).
     by_name = {f.name: f for f in cl.files}
     damage: list[dict] = []
-    for ev in walk_batches(cl, jobs=jobs, convert=_count_run):
+    for ev in (events if events is not None else walk_batches(cl, jobs=jobs, convert=count_run)):
         if type(ev) is RunCounts:
             t.add(ev)
             if progress:

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import os
 from array import array
+from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..formats.constants import RMQ_SYS_TRANS_HALF_TOPIC, TRANSACTION_MASK, TransactionType
 from ..formats.consumequeue import BCQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from ..formats.javahash import build_index_key, index_key_hash
 from ..formats.properties import check_property_crc, crc32_trailer_rows, crc32_trailer_value
@@ -76,6 +79,10 @@ class VerifyReport:
     max_errors: int | None = None
     # per index file: {value, source: flag|config|inferred|ambiguous, candidates, detail}
     index_geometry: dict[str, dict] = field(default_factory=dict)
+    # not reported (the report's own use): valid records that are transaction halves or PREPARED records (None: the
+    # columns were not collected), and the damaged ranges the walk met
+    transaction_records: int | None = field(default=None, repr=False)
+    damaged: list[tuple[int, int]] = field(default_factory=list, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -112,17 +119,24 @@ class VerifyReport:
 class _Records:
     """Compact per-record columns collected during the walk (bounded memory: ~30 bytes per record)."""
 
-    def __init__(self):
+    def __init__(self, of: _Records | None = None):
         self._cols: list[tuple[np.ndarray, ...]] = []
         self._keys: list[tuple[np.ndarray, ...]] = []
-        self.topics: dict[str, int] = {}
-        self.damaged = array("q")  # starts of damaged ranges
-        self.damaged_end = array("q")
+        # a window's columns share the walk's topic ids and damaged ranges (``of``)
+        self.topics: dict[str, int] = of.topics if of is not None else {}
+        self.damaged = of.damaged if of is not None else array("q")  # starts of damaged ranges
+        self.damaged_end = of.damaged_end if of is not None else array("q")
+        self.bytes = 0  # commit-log bytes the columns' records hold
+
+    def __len__(self) -> int:
+        return len(self._cols)
 
     def add_columns(self, cols: tuple[np.ndarray, ...], keys: tuple[np.ndarray, ...] | None = None) -> None:
         """(offset, size, queue id, queue offset, topic id, sys flag) of a run of records (``_check_run``), and
         for the index check (store timestamp, number of index keys, their key hashes record after record)."""
         self._cols.append(cols)
+        if len(cols[0]):
+            self.bytes += int(cols[0][-1] - cols[0][0]) + int(cols[1][-1])
         if keys is not None:
             self._keys.append(keys)
 
@@ -330,13 +344,119 @@ def read_bytes(store: Store, checks=ALL_CHECKS) -> dict[str, int]:
     return out
 
 
+# the commit-log bytes whose record columns the cq and index joins hold at once (~7 MB of columns for 128 MiB of
+# 1.2 KiB records); the joins go window by window, so verify's memory does not grow with the store. A window is
+# whole runs of records: it ends after a record, and what lies between two windows holds no record.
+_WINDOW_BYTES = 128 << 20
+
+
+def _check_run_and(item, tap_convert, *args):
+    """``_check_run`` and another pass's converter over the same run, in the walk's own process."""
+    return _check_run(item, *args), tap_convert(item)
+
+
+def _fed(item, feed):
+    """The walk's item for verify, after handing the tapped pass its part (a converted run is a pair)."""
+    if type(item) is Damage or type(item) is BlankRecord:
+        feed(item)
+        return item
+    item, other = item
+    feed(other)
+    return item
+
+
+def _damage_problem(item: Damage, do_crc: bool, do_struct: bool, cl_dir: str) -> Problem | None:
+    """The problem a damaged range of the walk is, None when its check is not selected."""
+    check = "crc" if DamageKind.CRC in (item.kind, item.cause) else "structure"
+    if check == "crc" and not do_crc or check == "structure" and not do_struct:
+        return None
+    return Problem(check, item.kind, item.start, item.end,
+                   os.path.join(cl_dir, item.file) if item.file else cl_dir, item.position,
+                   item.reason + (f" ({item.cause})" if item.cause and item.cause not in item.reason else ""))
+
+
+def _run_problems(item, cl_dir: str, outliers: _StoreTimeOutliers | None) -> Iterator[Problem]:
+    """A checked run's __CRC32# mismatches, and (``outliers``: the structure check) its store-time outliers."""
+    for pos, end, stored, actual in item.property_crc:
+        yield Problem("crc", "property_crc", item.start + pos, item.start + end, os.path.join(cl_dir, item.name),
+                      pos, f"__CRC32# says {stored}, the record's CRC is {actual}")
+    if outliers is None:
+        return
+    for t, name, pos, size, start, why in outliers.feed(_FileName(item.name, item.start), item.outliers):
+        yield Problem("structure", "store_time_outlier", start + pos, start + pos + size, os.path.join(cl_dir, name),
+                      pos, f"STORETIMESTAMP {t} is {why}: a damaged header field (the body CRC does not cover it), "
+                      "not a store time")
+
+
+def _add_to_window(window: _Records, item, topics: dict[str, int]) -> int:
+    """A checked run's record columns added to the window (topic names as the walk's ids); returns how many of
+    its records are transaction records (PREPARED, or in the half topic)."""
+    cols = item.cols
+    lut = np.array([topics.setdefault(t, len(topics)) for t in item.topics], dtype=np.int32)
+    tids = lut[cols[4]] if len(lut) else cols[4]
+    window.add_columns((*cols[:4], tids, cols[5]), item.keys)
+    tx = (cols[5] & TRANSACTION_MASK) == int(TransactionType.PREPARED)
+    half = topics.get(RMQ_SYS_TRANS_HALF_TOPIC)
+    return int(np.count_nonzero(tx | (tids == half) if half is not None else tx))
+
+
+class _Windows:
+    """The walk's records one window (``_WINDOW_BYTES``) at a time: when a window is full, the queue entries and
+    index items pointing into it are joined with it (``_CqJoin.window``, ``_IndexJoin.window``)."""
+
+    def __init__(self, recs: _Records, cq: _CqJoin | None, ix: _IndexJoin | None):
+        self.recs, self.cq, self.ix = recs, cq, ix
+        self.done: list[tuple[int, int]] = []  # the windows joined: [first record, end of the last record)
+        self.window = _Records(recs)
+
+    def add(self, item, topics: dict[str, int]) -> int:
+        """A checked run's records into the window; returns its transaction records (``_add_to_window``)."""
+        if self.window.bytes >= _WINDOW_BYTES:
+            self._join(self.window)
+            self.window = _Records(self.recs)
+        return _add_to_window(self.window, item, topics)
+
+    def _join(self, w: _Records) -> None:
+        w.finish()
+        lo, hi = int(w.np_offset[0]), int(w.np_offset[-1] + w.np_size[-1])
+        if self.cq is not None:
+            self.cq.window(w, lo, hi)
+        if self.ix is not None:
+            self.ix.window(w, lo, hi)
+        self.done.append((lo, hi))
+
+    def finish(self) -> list[tuple[int, int]]:
+        """The last window joined; the windows' ranges."""
+        if len(self.window):
+            self._join(self.window)
+        self.window = _Records(self.recs)  # the last window's columns released
+        return self.done
+
+
+def _verify_dledger_entries(store: Store, rep: VerifyReport, rel) -> None:
+    from .dledger import entry_problems
+
+    rep.counts["dledger_entries"] = 0
+    for ep in entry_problems(store.dledger, rep.counts):
+        rep.add(Problem("structure", ep.kind, ep.start, ep.end, rel(ep.file), ep.position, ep.reason), merge=False)
+
+
 def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, accept_v2: bool = True,
            progress=None, index_slots: int | None = None, index_max: int | None = None,
-           jobs: int | None = None, read_progress=None) -> VerifyReport:
+           jobs: int | None = None, read_progress=None, tap=None) -> VerifyReport:
     """Every selected check over ``store``. The commit-log walk runs one file per task: ``jobs`` (default
     ``parallel.resolve_jobs``) > 1 walks the files in worker processes; the report is the same.
     ``progress(offset)`` is called at each commit-log file; ``read_progress(done)`` with the bytes read so far, out
-    of the sum of ``read_bytes(store, checks)``, at least after every run of records, queue phase and index chunk."""
+    of the sum of ``read_bytes(store, checks)``, at least after every run of records, queue phase and index chunk.
+
+    The cq and index checks join the queues' entries and the index items with the records of one window of the
+    commit log at a time (``_WINDOW_BYTES``), as the walk passes it; what points outside every window
+    is settled at the end. Their problems are reported in queue and item order, as a join over the whole store
+    reports them.
+
+    ``tap`` = (convert, feed): another pass over the same walk (a module-level ``walk_batches`` converter, and what
+    takes its items in order: the converted runs and blank records, and every ``Damage``), so that pass needs no
+    walk of its own."""
     checks = tuple(c for c in ALL_CHECKS if c in checks)
     rep = VerifyReport(store.root, checks, max_errors=max_errors)
     cl = store.commitlog
@@ -348,78 +468,121 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     need_records = any(c in checks for c in ("cq", "index", "checkpoint"))
     sizes = read_bytes(store, checks) if read_progress is not None else {}
     span = sizes.get("commitlog", 0)
-    recs = _Records()
+    recs = _Records()  # the walk's topic ids and damaged ranges; the record columns are the window's
     do_crc = "crc" in checks
     do_struct = "structure" in checks
     topics = recs.topics
     n_msgs = 0
     max_ts = None
     last_file = None
+    data_end = cl.min_offset
+    n_tx = 0
     outliers = _StoreTimeOutliers()
-    for item in walk_batches(cl, None, check_crc=do_crc, accept_v2=accept_v2, jobs=jobs, convert=_check_run,
-                             convert_args=(do_crc, do_struct, need_records, "index" in checks)):
-        if type(item) is Damage:
-            recs.damaged.append(item.start)
-            recs.damaged_end.append(item.end)
-            check = "crc" if DamageKind.CRC in (item.kind, item.cause) else "structure"
-            if check == "crc" and not do_crc or check == "structure" and not do_struct:
+    with ExitStack() as stack:
+        cq = _CqJoin(store, rel, stack) if "cq" in checks else None
+        ix = _IndexJoin(store, rep, rel, index_slots, index_max, stack) if "index" in checks else None
+        windows = _Windows(recs, cq, ix)
+        convert, args = _check_run, (do_crc, do_struct, need_records, "index" in checks)
+        feed = None
+        if tap is not None:
+            convert, args, feed = _check_run_and, (tap[0], *args), tap[1]
+        for item in walk_batches(cl, None, check_crc=do_crc, accept_v2=accept_v2, jobs=jobs, convert=convert,
+                                 convert_args=args):
+            if feed is not None:
+                item = _fed(item, feed)
+            if type(item) is Damage:
+                recs.damaged.append(item.start)
+                recs.damaged_end.append(item.end)
+                p = _damage_problem(item, do_crc, do_struct, cl_dir)
+                if p is not None:
+                    rep.add(p, merge=False)
                 continue
-            rep.add(Problem(check, item.kind, item.start, item.end,
-                            os.path.join(cl_dir, item.file) if item.file else cl_dir, item.position,
-                            item.reason + (f" ({item.cause})" if item.cause and item.cause not in item.reason else "")),
-                    merge=False)
-            continue
-        if type(item) is BlankRecord:
-            continue
-        n_msgs += item.records
+            if type(item) is BlankRecord:
+                continue
+            n_msgs += item.records
+            if read_progress is not None:
+                read_progress(min(max(item.start + item.end - cl.min_offset, 0), span))
+            if item.start != last_file:
+                if progress is not None:
+                    progress(item.start)
+                last_file = item.start
+            for p in _run_problems(item, cl_dir, outliers if do_struct else None):
+                rep.add(p, merge=False)
+            if max_ts is None or item.max_ts > max_ts:
+                max_ts = item.max_ts
+            if need_records:
+                cols = item.cols
+                if not len(cols[0]):
+                    continue
+                n_tx += windows.add(item, topics)
+                data_end = int(cols[0][-1] + cols[1][-1])
+        done = windows.finish()
+        rep.counts["records"] = n_msgs
+        rep.transaction_records = n_tx if need_records else None
+        rep.damaged = list(zip(recs.damaged, recs.damaged_end, strict=True))
+        if do_struct and store.dledger is not None:  # DLedger mode: the entry rules (analyses.dledger)
+            _verify_dledger_entries(store, rep, rel)
+        outside = _Records(recs)  # what points outside every window: no record starts there
+        outside.finish()
         if read_progress is not None:
-            read_progress(min(max(item.start + item.end - cl.min_offset, 0), span))
-        if item.start != last_file:
-            if progress is not None:
-                progress(item.start)
-            last_file = item.start
-        for pos, end, stored, actual in item.property_crc:
-            rep.add(Problem("crc", "property_crc", item.start + pos, item.start + end,
-                            os.path.join(cl_dir, item.name), pos,
-                            f"__CRC32# says {stored}, the record's CRC is {actual}"), merge=False)
-        if do_struct:
-            for t, name, pos, size, start, why in outliers.feed(_FileName(item.name, item.start), item.outliers):
-                rep.add(Problem("structure", "store_time_outlier", start + pos, start + pos + size,
-                                os.path.join(cl_dir, name), pos,
-                                f"STORETIMESTAMP {t} is {why}: a damaged header field (the body CRC does not "
-                                "cover it), not a store time"), merge=False)
-        if max_ts is None or item.max_ts > max_ts:
-            max_ts = item.max_ts
-        if need_records:
-            lut = np.array([topics.setdefault(t, len(topics)) for t in item.topics], dtype=np.int32)
-            cols = item.cols
-            recs.add_columns((*cols[:4], lut[cols[4]] if len(lut) else cols[4], cols[5]), item.keys)
-    rep.counts["records"] = n_msgs
-    if do_struct and store.dledger is not None:  # DLedger mode: the entry rules (analyses.dledger)
-        from .dledger import entry_problems
-
-        rep.counts["dledger_entries"] = 0
-        for ep in entry_problems(store.dledger, rep.counts):
-            rep.add(Problem("structure", ep.kind, ep.start, ep.end, rel(ep.file), ep.position, ep.reason),
-                    merge=False)
-    recs.finish()
-    data_end = int(recs.np_offset[-1] + recs.np_size[-1]) if recs.np_offset.size else cl.min_offset
-
-    if read_progress is not None:
-        read_progress(span)
-    if "cq" in checks:
-        _verify_cq(store, rep, recs, data_end, rel)
-    if read_progress is not None:
-        read_progress(span + sizes["cq"])
-    if "index" in checks:
-        _verify_index(store, rep, recs, rel, index_slots, index_max,
-                      None if read_progress is None else (lambda d: read_progress(span + sizes["cq"] + d)))
-        _index_behind(store, rep, recs, rel)
+            read_progress(span)
+        if cq is not None:
+            cq.finish(rep, outside, done, data_end)
+        if read_progress is not None:
+            read_progress(span + sizes["cq"])
+        if ix is not None:
+            ix.finish(rep, outside, done)
+            if read_progress is not None:
+                read_progress(span + sizes["cq"] + sizes["index"])
+            if n_msgs:
+                ix.behind(rep)
     if "checkpoint" in checks:
         _verify_checkpoint(store, rep, max_ts)
         # the broker's recovery stops at the first damage: the end it serves, not the resynchronised walk's
         _verify_controller(store, rep, min([data_end] + [d for d in recs.damaged if d >= cl.min_offset]))
     return rep
+
+
+_SAMPLE = 1024  # a queue file's entries: every 1024th physical offset kept, to find a window's entries
+
+
+def _samples(arr: np.ndarray) -> np.ndarray | None:
+    """Every ``_SAMPLE``-th physical offset of a queue chunk whose offsets never decrease (a queue as the
+    dispatcher writes it; pre-blank padding, offset 0, comes first), else None. A window's entries are then found
+    between two samples instead of by a pass over the whole chunk in every window (a queue's entries spread over
+    the whole log: every window would read every queue file)."""
+    po = arr["physical_offset"]
+    if len(po) > 1 and bool((po[1:] < po[:-1]).any()):
+        return None
+    return po[::_SAMPLE].astype(np.int64)
+
+
+def _rows_between(samples: np.ndarray | None, n: int, lo: int, hi: int) -> tuple[int, int]:
+    """The entries [r0, r1) of a chunk of ``n`` that can point into [lo, hi): with ``samples`` (offsets never
+    decreasing), from the last sample below ``lo`` to the first sample at or past ``hi``; without, all."""
+    if samples is None:
+        return 0, n
+    i0 = max(int(np.searchsorted(samples, lo, side="left")) - 1, 0)
+    i1 = int(np.searchsorted(samples, hi, side="left"))
+    return i0 * _SAMPLE, min(i1 * _SAMPLE, n)
+
+
+def _inside_one(lo: int, hi: int, done: list[tuple[int, int]]) -> bool:
+    """Whether [lo, hi] lies inside one joined window (then nothing in it is left for the end)."""
+    import bisect
+
+    k = bisect.bisect_right(done, (lo, 1 << 63)) - 1
+    return k >= 0 and done[k][0] <= lo and hi < done[k][1]
+
+
+def _in_windows(offsets: np.ndarray, done: list[tuple[int, int]]) -> np.ndarray:
+    """Which offsets fall in one of the joined windows (sorted, disjoint [lo, hi) ranges)."""
+    if not done:
+        return np.zeros(len(offsets), dtype=bool)
+    lo = np.array([a for a, _ in done], dtype=np.int64)
+    hi = np.array([b for _, b in done], dtype=np.int64)
+    k = np.searchsorted(lo, offsets, side="right") - 1
+    return (k >= 0) & (offsets < hi[np.maximum(k, 0)])
 
 
 def _verify_controller(store: Store, rep: VerifyReport, data_end: int) -> None:
@@ -444,21 +607,6 @@ def _queue_chunks(cq, rel):
     else:  # RocksDB: rows as stored, no file positions
         for base, arr in cq.chunks():
             yield base, arr, f"consumequeue (RocksDB) {cq.topic}/{cq.queue_id}", None
-
-
-def _verify_cq(store: Store, rep: VerifyReport, recs: _Records, data_end: int, rel) -> None:
-    cqdir = store.layout.consumequeue_dir
-    batch = [BatchConsumeQueue(t, q, d, store.conf) for t, q, d in list_batch_queues(store.root)]
-    if not os.path.isdir(cqdir):
-        if not batch:
-            rep.notes.append("no consumequeue/ directory: the broker rebuilds every queue from the commit log")
-            return
-        _verify_queues(store, rep, recs, data_end, rel, [], batch)
-        return
-    with ConsumeQueues(cqdir, conf=store.conf) as queues:
-        if queues.kind == "rocksdb":
-            rep.notes.append("RocksDB consume queue (5.x): entries read from a private snapshot of consumequeue/")
-        _verify_queues(store, rep, recs, data_end, rel, list(queues), batch)
 
 
 ENTRY_REASONS = {
@@ -505,130 +653,316 @@ def _damage_instead(recs: _Records, kind: str, phys: int, noun: str) -> tuple[st
     return "cq_points_to_damage", f"{noun} points into the damaged range [{dmg[0]}, {dmg[1]})"
 
 
-def _verify_queues(store: Store, rep: VerifyReport, recs: _Records, data_end: int, rel, queues,
-                   batch_queues=()) -> None:
-    if not queues and not batch_queues:
-        cq_dir = store.layout.consumequeue_dir
-        # (a combined store keeps its file queues beside the database: those are read as queues elsewhere)
-        if is_rocksdb_dir(cq_dir) and not any(True for _ in list_queues(cq_dir)):
-            # RocksDB rows are written with the WAL off: a crash can leave none, and the restart re-dispatches
-            # every record; that queue is behind the commit log as a file queue would be (counted in entries)
-            rep.notes.append("RocksDB consume queue without a row: every dispatchable record is cq_behind")
-            rep.counts["cq_entries"] = 0
-            _cq_behind(store, rep, recs, {})
+class _CqJoin:
+    """verify's cq check, window by window: every queue's entries (file queues, RocksDB rows, BatchCQ units) that
+    point into a window are checked against its records; what points elsewhere is checked at the end against no
+    record (dangling, ahead of the data, into damage, or expired). cq_behind is counted per queue as the windows
+    pass. The problems are put back in queue, file, kind and entry order at the end."""
+
+    def __init__(self, store: Store, rel, stack: ExitStack):
+        self.store, self.rel = store, rel
+        self.cl_min = store.commitlog.min_offset
+        self.notes: list[str] = []
+        self.mode = "queues"  # queues | rocksdb_empty (every dispatchable record behind) | none (no check)
+        # (order, topic, queue id, batch, first logical offset / unit, entries, path, file start, min, max offset)
+        self.chunks: list[tuple] = []
+        self.hi: dict[tuple[str, int], int] = {}  # each queue's end (entries or messages) by (topic, queue id)
+        self.found: list[tuple[tuple, Problem]] = []
+        self.checked = 0
+        self.behind: dict[tuple[int, int], list[int]] = {}  # (topic id, queue id) -> first, qoff, end, n, bytes
+        self.confirm: int | None = None
+        cqdir = store.layout.consumequeue_dir
+        batch = [BatchConsumeQueue(t, q, d, store.conf) for t, q, d in list_batch_queues(store.root)]
+        queues: list = []
+        if not os.path.isdir(cqdir):
+            if not batch:
+                self.notes.append("no consumequeue/ directory: the broker rebuilds every queue from the commit log")
+                self.mode = "none"
+                return
+        else:
+            qs = stack.enter_context(ConsumeQueues(cqdir, conf=store.conf))
+            if qs.kind == "rocksdb":
+                self.notes.append("RocksDB consume queue (5.x): entries read from a private snapshot of "
+                                  "consumequeue/")
+            queues = list(qs)
+        if not queues and not batch:
+            # (a combined store keeps its file queues beside the database: those are read as queues elsewhere)
+            if is_rocksdb_dir(cqdir) and not any(True for _ in list_queues(cqdir)):
+                # RocksDB rows are written with the WAL off: a crash can leave none, and the restart re-dispatches
+                # every record; that queue is behind the commit log as a file queue would be (counted in entries)
+                self.notes.append("RocksDB consume queue without a row: every dispatchable record is cq_behind")
+                self.mode = "rocksdb_empty"
+            else:
+                self.notes.append("consumequeue/ holds no queue: the broker rebuilds every queue from the commit log")
+                self.mode = "none"
             return
-        rep.notes.append("consumequeue/ holds no queue: the broker rebuilds every queue from the commit log")
-        return
-    cl_min = store.commitlog.min_offset
-    topic_names = {v: k for k, v in recs.topics.items()}
-    checked = 0
-    seen_max: dict[tuple[int, int], int] = {}
-    for cq in queues:
-        tid = recs.topics.get(cq.topic, -2)
-        hi = 0
-        for base, arr, path, fstart in _queue_chunks(cq, rel):
-            n = len(arr)
-            if n == 0:
-                continue
-            hi = base + n
-            keep = ~pre_blank_mask(arr)
-            idx = np.flatnonzero(keep)
-            po = arr["physical_offset"][idx].astype(np.int64)
-            sz = arr["size"][idx].astype(np.int64)
-            checked += idx.size
-            logical = idx + base
-            rr, masks = _entry_checks(recs, po, sz, logical, tid, cq.queue_id, cl_min, data_end)
-            for kind, mask in masks.items():
-                for j in np.flatnonzero(mask).tolist():
-                    lo = int(logical[j])
-                    phys = int(po[j])
-                    kind2, reason = _damage_instead(recs, kind, phys, "entry") or (kind, ENTRY_REASONS[kind])
-                    if kind2 == "cq_ahead":
+        for qi, q in enumerate(queues):
+            hi = 0
+            for ci, (base, arr, path, fstart) in enumerate(_queue_chunks(q, rel)):
+                if not len(arr):
+                    continue
+                hi = base + len(arr)
+                po = arr["physical_offset"][~pre_blank_mask(arr)]
+                self.checked += po.size
+                if po.size:
+                    self.chunks.append(((qi, ci), q.topic, q.queue_id, False, base, arr, path, fstart,
+                                        int(po.min()), int(po.max()), _samples(arr)))
+            self.hi[(q.topic, q.queue_id)] = hi
+        for bi, bcq in enumerate(batch):
+            paths = {f.start // BCQ_STORE_UNIT_SIZE: (rel(f.path), f.start) for f in bcq.files}
+            hi = 0
+            for ci, (first, arr) in enumerate(bcq.chunks()):
+                if not len(arr):
+                    continue
+                path, fstart = paths[first]
+                hi = int(arr["msg_base_offset"][-1]) + int(arr["batch_size"][-1])
+                self.checked += len(arr)
+                po = arr["physical_offset"]
+                self.chunks.append(((len(queues) + bi, ci), bcq.topic, bcq.queue_id, True, first, arr, path, fstart,
+                                    int(po.min()), int(po.max()), _samples(arr)))
+            self.hi[(bcq.topic, bcq.queue_id)] = hi
+
+    def window(self, recs: _Records, lo: int, hi: int) -> None:
+        """The entries pointing into [lo, hi) against the window's records ``recs``, and its cq_behind records."""
+        if self.mode == "none":
+            return
+        for c in self.chunks:
+            if c[8] < hi and c[9] >= lo:
+                r0, r1 = _rows_between(c[10], len(c[5]), lo, hi)
+                if r1 > r0:
+                    self._check(recs, c, lambda po: (po >= lo) & (po < hi), hi, r0, r1)
+        self._behind(recs)
+
+    def finish(self, rep: VerifyReport, outside: _Records, done: list[tuple[int, int]], data_end: int) -> None:
+        """The entries no window holds (against no record), then every problem in order, the count and cq_behind."""
+        rep.notes.extend(self.notes)
+        if self.mode == "none":
+            return
+        for c in self.chunks:
+            if not _inside_one(c[8], c[9], done):
+                self._check(outside, c, lambda po: ~_in_windows(po, done), data_end)
+        self.found.sort(key=lambda kp: kp[0])
+        for _, p in self.found:
+            rep.add(p)
+        self.found = []
+        rep.counts["cq_entries"] = self.checked
+        names = {v: k for k, v in outside.topics.items()}
+        for (tid, qid), (first, qoff, end, n, size) in sorted(self.behind.items()):
+            t = names.get(tid, "?")
+            rep.add(Problem("cq", "cq_behind", first, end, f"consumequeue/{t}/{qid}", None,
+                            f"{n} record(s) of {t}/{qid} from queue offset {qoff} have no consume-queue entry (queue "
+                            f"ends at {self.hi.get((t, qid), 0)}): the consume queue is behind the commit log",
+                            count=n, size=size), merge=False)
+
+    def _check(self, recs: _Records, c: tuple, wanted, data_end: int, r0: int = 0, r1: int | None = None) -> None:
+        """The entries ``r0``..``r1`` of chunk ``c`` whose physical offset is ``wanted``, against ``recs``."""
+        (qi, ci), topic, queue_id, batch, first, arr, path, fstart = c[:8]
+        tid = recs.topics.get(topic, -2)
+        r1 = len(arr) if r1 is None else r1
+        if batch:
+            rows = np.arange(r0, r1)
+        else:
+            rows = r0 + np.flatnonzero(~pre_blank_mask(arr[r0:r1]))
+        po_all = arr["physical_offset"][rows].astype(np.int64)
+        sel = np.flatnonzero(wanted(po_all))
+        if not sel.size:
+            return
+        rows = rows[sel]
+        po = po_all[sel]
+        sz = arr["size"][rows].astype(np.int64)
+        if batch:
+            base = arr["msg_base_offset"][rows].astype(np.int64)
+            _, masks = _entry_checks(recs, po, sz, base, tid, queue_id, self.cl_min, data_end)
+        else:
+            logical = rows + first
+            rr, masks = _entry_checks(recs, po, sz, logical, tid, queue_id, self.cl_min, data_end)
+        topic_names = None
+        for ki, (kind, mask) in enumerate(masks.items()):
+            for j in np.flatnonzero(mask).tolist():
+                phys = int(po[j])
+                order = (qi, ci, ki, int(rows[j]))
+                if batch:
+                    unit = first + int(rows[j])
+                    k, reason = _damage_instead(recs, kind, phys, "unit") or (kind, UNIT_REASONS[kind])
+                    if k == "cq_ahead":
                         reason = reason.format(data_end=data_end)
-                    if kind == "cq_wrong_queue":
-                        r = int(rr[j])
-                        reason = (f"record at {phys} is {topic_names.get(int(recs.np_topic[r]), '?')}/"
-                                  f"{int(recs.np_qid[r])}")
-                    rep.add(Problem("cq", kind2, lo * CQ_STORE_UNIT_SIZE, (lo + 1) * CQ_STORE_UNIT_SIZE, path,
-                                    None if fstart is None else lo * CQ_STORE_UNIT_SIZE - fstart,
-                                    f"{reason} (queue offset {lo}, "
-                                    f"physical offset {phys})"))
-        seen_max[(tid, cq.queue_id)] = hi
-    for bcq in batch_queues:
-        checked += _verify_batch_queue(bcq, store, rep, recs, data_end, rel, seen_max)
-    rep.counts["cq_entries"] = checked
-    _cq_behind(store, rep, recs, seen_max)
+                    self.found.append((order, Problem(
+                        "cq", k, unit * BCQ_STORE_UNIT_SIZE, (unit + 1) * BCQ_STORE_UNIT_SIZE, path,
+                        unit * BCQ_STORE_UNIT_SIZE - fstart,
+                        f"{reason} (batch unit {unit}, msgBaseOffset {int(base[j])}, physical offset {phys})")))
+                    continue
+                lo = int(logical[j])
+                kind2, reason = _damage_instead(recs, kind, phys, "entry") or (kind, ENTRY_REASONS[kind])
+                if kind2 == "cq_ahead":
+                    reason = reason.format(data_end=data_end)
+                if kind == "cq_wrong_queue":
+                    if topic_names is None:
+                        topic_names = {v: k for k, v in recs.topics.items()}
+                    r = int(rr[j])
+                    reason = f"record at {phys} is {topic_names.get(int(recs.np_topic[r]), '?')}/{int(recs.np_qid[r])}"
+                self.found.append((order, Problem(
+                    "cq", kind2, lo * CQ_STORE_UNIT_SIZE, (lo + 1) * CQ_STORE_UNIT_SIZE, path,
+                    None if fstart is None else lo * CQ_STORE_UNIT_SIZE - fstart,
+                    f"{reason} (queue offset {lo}, physical offset {phys})")))
 
-
-def _cq_behind(store: Store, rep: VerifyReport, recs: _Records, seen_max: dict[tuple[int, int], int]) -> None:
-    """CQ behind: dispatchable records whose queue offset is at or past the queue's end (``seen_max``: (topic id,
-    queue id) -> the queue's end; a queue not in it has none). One problem per queue, counted in entries; its
-    ``bytes`` is the size of its records, each counted once (a queue's records interleave with the others')."""
-    topic_names = {v: k for k, v in recs.topics.items()}
-    if recs.np_offset.size:
+    def _behind(self, recs: _Records) -> None:
+        """CQ behind: dispatchable records whose queue offset is at or past their queue's end (``hi``; a queue not
+        in it has none), summed per (topic id, queue id): one problem per queue, counted in entries, its bytes the
+        size of its records, each counted once (a queue's records interleave with the others')."""
+        if not recs.np_offset.size:
+            return
+        names = {v: k for k, v in recs.topics.items()}
         flags = np.unique(recs.np_sysflag)
         disp = np.array([goes_to_consume_queue(int(s)) for s in flags], dtype=bool)
         key = (recs.np_topic.astype(np.int64) << 32) | (recs.np_qid.astype(np.int64) & 0xFFFFFFFF)
         ukeys, inv = np.unique(key, return_inverse=True)
-        hi_u = np.array([seen_max.get((int(k) >> 32, int(np.int32(np.uint32(int(k) & 0xFFFFFFFF)))), 0)
+        hi_u = np.array([self.hi.get((names.get(int(k) >> 32, ""), int(np.int32(np.uint32(int(k) & 0xFFFFFFFF)))), 0)
                          for k in ukeys.tolist()], dtype=np.int64)
         behind = (np.isin(recs.np_sysflag, flags[disp]) & (recs.np_qoff >= hi_u[inv.ravel()])
-                  & (recs.np_offset >= store.commitlog.min_offset))
-        if store.dledger is None:
-            from .recovery.controller import detect_confirm_offset
+                  & (recs.np_offset >= self.cl_min))
+        if self.store.dledger is None:
+            if self.confirm is None:
+                from .recovery.controller import detect_confirm_offset
 
-            confirm = detect_confirm_offset(store)
-            if confirm >= 0:  # controller mode: the reput never dispatches past confirmPhyOffset
-                behind &= recs.np_offset + recs.np_size <= confirm
+                self.confirm = detect_confirm_offset(self.store)
+            if self.confirm >= 0:  # controller mode: the reput never dispatches past confirmPhyOffset
+                behind &= recs.np_offset + recs.np_size <= self.confirm
         sel = np.flatnonzero(behind)
-        if sel.size:
-            # grouped by (topic id, queue id), each group in commit-log order
-            sel = sel[np.lexsort((recs.np_qid[sel], recs.np_topic[sel]))]
-            t_sel, q_sel = recs.np_topic[sel], recs.np_qid[sel]
-            cut = np.flatnonzero((t_sel[1:] != t_sel[:-1]) | (q_sel[1:] != q_sel[:-1])) + 1
-            for lo, hi in zip([0] + cut.tolist(), cut.tolist() + [sel.size]):
-                first, last = int(sel[lo]), int(sel[hi - 1])
-                tid, qid = int(recs.np_topic[first]), int(recs.np_qid[first])
-                t = topic_names.get(tid, "?")
-                rep.add(Problem("cq", "cq_behind", int(recs.np_offset[first]),
-                                int(recs.np_offset[last] + recs.np_size[last]), f"consumequeue/{t}/{qid}", None,
-                                f"{hi - lo} record(s) of {t}/{qid} from queue offset {int(recs.np_qoff[first])} "
-                                f"have no consume-queue entry (queue ends at {seen_max.get((tid, qid), 0)}): the "
-                                "consume queue is behind the commit log", count=hi - lo,
-                                size=int(recs.np_size[sel[lo:hi]].sum())), merge=False)
+        if not sel.size:
+            return
+        # grouped by (topic id, queue id), each group in commit-log order
+        sel = sel[np.lexsort((recs.np_qid[sel], recs.np_topic[sel]))]
+        t_sel, q_sel = recs.np_topic[sel], recs.np_qid[sel]
+        cut = np.flatnonzero((t_sel[1:] != t_sel[:-1]) | (q_sel[1:] != q_sel[:-1])) + 1
+        for a, b in zip([0] + cut.tolist(), cut.tolist() + [sel.size]):
+            first, last = int(sel[a]), int(sel[b - 1])
+            k = (int(recs.np_topic[first]), int(recs.np_qid[first]))
+            end = int(recs.np_offset[last] + recs.np_size[last])
+            size = int(recs.np_size[sel[a:b]].sum())
+            got = self.behind.get(k)
+            if got is None:
+                self.behind[k] = [int(recs.np_offset[first]), int(recs.np_qoff[first]), end, b - a, size]
+            else:
+                got[2] = end
+                got[3] += b - a
+                got[4] += size
 
 
-def _verify_batch_queue(bcq: BatchConsumeQueue, store: Store, rep: VerifyReport, recs: _Records, data_end: int,
-                        rel, seen_max: dict) -> int:
-    """Every BatchConsumeQueue unit against the inner-batch record it points to: the record starts there, has
-    the unit's size, belongs to this queue and carries the unit's msgBaseOffset as its QUEUEOFFSET (INNER_BASE).
-    The queue's end (last base + batch size, in messages) feeds the cq_behind check like a file queue's."""
-    tid = recs.topics.get(bcq.topic, -2)
-    cl_min = store.commitlog.min_offset
-    paths = {f.start // BCQ_STORE_UNIT_SIZE: (rel(f.path), f.start) for f in bcq.files}
-    checked, hi = 0, 0
-    for first, arr in bcq.chunks():
-        if not len(arr):
-            continue
-        path, fstart = paths[first]
-        po = arr["physical_offset"].astype(np.int64)
-        sz = arr["size"].astype(np.int64)
-        base = arr["msg_base_offset"].astype(np.int64)
-        hi = int(base[-1] + arr["batch_size"][-1])
-        checked += len(arr)
-        _, masks = _entry_checks(recs, po, sz, base, tid, bcq.queue_id, cl_min, data_end)
-        for kind, mask in masks.items():
-            for j in np.flatnonzero(mask).tolist():
-                unit = first + j
-                phys = int(po[j])
-                k, reason = _damage_instead(recs, kind, phys, "unit") or (kind, UNIT_REASONS[kind])
-                if k == "cq_ahead":
-                    reason = reason.format(data_end=data_end)
-                rep.add(Problem("cq", k, unit * BCQ_STORE_UNIT_SIZE, (unit + 1) * BCQ_STORE_UNIT_SIZE, path,
-                                unit * BCQ_STORE_UNIT_SIZE - fstart,
-                                f"{reason} (batch unit {unit}, msgBaseOffset {int(base[j])}, physical offset {phys})"))
-    seen_max[(tid, bcq.queue_id)] = hi
-    return checked
+class _IndexJoin:
+    """verify's index check, window by window: the items of every index file that point into a window are checked
+    against its records (in bulk, ``_items_fine``; the rest one by one, ``_item_problem``); what points elsewhere is
+    checked at the end against no record. The problems are put back in file and item order at the end.
+    index_behind collects the offsets of the records past the last index file's endPhyOffset."""
+
+    def __init__(self, store: Store, rep: VerifyReport, rel, slots: int | None, max_items: int | None,
+                 stack: ExitStack):
+        self.cl = store.commitlog
+        self.store, self.rel = store, rel
+        idir = store.layout.index_dir
+        self.present = os.path.isdir(idir)
+        self.files: list[tuple] = []  # (file number, header, items base, path, items, [(first, min, max)])
+        self.found: list[tuple[tuple, Problem, bool]] = []
+        self.checked = 0
+        self.keys_cache: dict[int, tuple[set[int], int]] = {}
+        self.end_phy: int | None = None  # endPhyOffset of the last index file (index_behind)
+        self.last_path: str | None = None
+        self.past: list[np.ndarray] = []  # offsets of the records past it
+        self.past_end = 0
+        if not self.present:
+            return
+        names = sorted(n for n in os.listdir(idir) if os.path.isfile(os.path.join(idir, n)))
+        for fi, name in enumerate(names):
+            path = os.path.join(idir, name)
+            try:
+                # flag > broker.conf > proof: an unproven geometry is reported, never used (a wrong one would
+                # make every item look dangling)
+                idx = IndexFile(path, slots, max_items, store.conf)
+            except IndexGeometryError as e:
+                rep.index_geometry[name] = prove_geometry_of(path).to_dict()
+                self.found.append(((fi, -1), Problem("index", "index_geometry_unknown", 0, 0, rel(path), 0,
+                                                     e.message), False))
+                continue
+            except RmqInspectError as e:
+                self.found.append(((fi, -1), Problem("index", "index_unreadable", 0, 0, rel(path), 0, e.message),
+                                   False))
+                continue
+            stack.callback(idx.close)
+            rep.index_geometry[name] = idx.geometry.to_dict()
+            items = idx.items()
+            self.checked += len(items)
+            phy_name = items.dtype.names[1]
+            spans = []
+            for c0 in range(0, len(items), _INDEX_CHUNK):
+                phy = items[phy_name][c0:c0 + _INDEX_CHUNK]
+                spans.append((c0, int(phy.min()), int(phy.max())))
+            self.files.append((fi, idx.header, idx.items_base, rel(path), items, spans))
+        if names:
+            from ..formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_HEADER_TABLE
+
+            self.last_path = os.path.join(idir, names[-1])
+            with open(self.last_path, "rb") as fh:
+                head = fh.read(INDEX_HEADER_SIZE)
+            if len(head) == INDEX_HEADER_SIZE:
+                self.end_phy = int(INDEX_HEADER.unpack_from(head, 0)[INDEX_HEADER_TABLE.index("end_phy_offset")])
+
+    def window(self, recs: _Records, lo: int, hi: int) -> None:
+        """The items pointing into [lo, hi) against the window's records ``recs``."""
+        for fi, h, base, path, items, spans in self.files:
+            phy_name = items.dtype.names[1]
+            for c0, pmin, pmax in spans:
+                if pmin < hi and pmax >= lo:
+                    sub = items[c0:c0 + _INDEX_CHUNK]
+                    phy = sub[phy_name].astype(np.int64)
+                    sel = np.flatnonzero((phy >= lo) & (phy < hi))
+                    if sel.size:
+                        self._check(recs, fi, h, base, path, sub[sel], phy[sel], sel + c0 + 1)
+        if self.end_phy is not None and recs.np_offset.size:
+            past = np.flatnonzero(recs.np_offset > self.end_phy)
+            if past.size:
+                self.past.append(recs.np_offset[past])
+                self.past_end = int(recs.np_offset[past[-1]] + recs.np_size[past[-1]])
+
+    def finish(self, rep: VerifyReport, outside: _Records, done: list[tuple[int, int]]) -> None:
+        """The items no window holds (against no record), then every problem in order and the count."""
+        if not self.present:
+            rep.notes.append("no index/ directory")
+            return
+        for fi, h, base, path, items, spans in self.files:
+            phy_name = items.dtype.names[1]
+            for c0, pmin, pmax in spans:
+                if _inside_one(pmin, pmax, done):
+                    continue
+                sub = items[c0:c0 + _INDEX_CHUNK]
+                phy = sub[phy_name].astype(np.int64)
+                sel = np.flatnonzero(~_in_windows(phy, done))
+                if sel.size:
+                    self._check(outside, fi, h, base, path, sub[sel], phy[sel], sel + c0 + 1)
+        self.found.sort(key=lambda kp: kp[0])
+        for _, p, merge in self.found:
+            rep.add(p, merge=merge)
+        self.found = []
+        rep.counts["index_items"] = self.checked
+
+    def _check(self, recs: _Records, fi: int, h, base: int, path: str, items: np.ndarray, phy: np.ndarray,
+               numbers: np.ndarray) -> None:
+        # the record behind every item, found in bulk (searchsorted on the record offsets)
+        rec_of = recs.find(phy)
+        fine = _items_fine(recs, items, numbers, rec_of, h.begin_timestamp, h.end_timestamp, self.cl.min_offset)
+        for i in np.flatnonzero(~fine).tolist():
+            kh, ph, tdiff, _prev = items[i].tolist()
+            n = int(numbers[i])
+            p = _item_problem(self.cl, recs, self.keys_cache, h, n, base + n * 20, kh, ph, tdiff, int(rec_of[i]),
+                              path)
+            if p is not None:
+                self.found.append(((fi, n), p, True))
+
+    def behind(self, rep: VerifyReport) -> None:
+        """index_behind over the records past the last index file's endPhyOffset (``_index_behind``)."""
+        if self.end_phy is None or not self.past or self.last_path is None:
+            return
+        valid = np.concatenate(self.past)
+        self.past = []
+        _index_behind(self.store, rep, valid, self.past_end, self.end_phy, self.rel(self.last_path))
 
 
 _INDEX_CHUNK = 1 << 18  # items compared at a time: bounded temporaries whatever the index file's size
@@ -636,9 +970,9 @@ _FAST_KEYS = 16  # records with more index keys than this have their unmatched i
 _TS_SANE = 1 << 62  # store times and header times below this: no int64 overflow in the vectorised arithmetic
 
 
-def _items_fine(recs: _Records, items: np.ndarray, first_n: int, rec_of: np.ndarray, begin: int, end: int,
+def _items_fine(recs: _Records, items: np.ndarray, numbers: np.ndarray, rec_of: np.ndarray, begin: int, end: int,
                 min_offset: int) -> np.ndarray:
-    """Which items (item numbers ``first_n``...) need no word: expired (below the commit log's min offset), or
+    """Which items (their item numbers ``numbers``) need no word: expired (below the commit log's min offset), or
     pointing at the start of a valid record whose dispatched index keys include the item's keyHash, with the
     record's store time inside the header range and giving the item's timeDiff. Everything else goes through
     ``_item_problem``, which says what is wrong (or finds nothing, exactly as before)."""
@@ -660,89 +994,21 @@ def _items_fine(recs: _Records, items: np.ndarray, first_n: int, rec_of: np.ndar
     ts = recs.np_ts[j]
     in_range = (ts >= begin) & (ts <= end)
     exp = (np.where(in_range, ts, begin) - begin) // 1000
-    n = np.arange(first_n, first_n + len(items))
+    n = numbers
     tdiff_ok = (items[td_name].astype(np.int64) == exp) | ((n == 1) & (ts == begin))
     return expired | (ok & match & in_range & tdiff_ok)
 
 
-def _verify_index(store: Store, rep: VerifyReport, recs: _Records, rel, slots: int | None = None,
-                  max_items: int | None = None, read_progress=None) -> None:
-    """Every index item against the index keys the dispatcher derives from the record it points at (the same
-    vectorised rule ``rebuild`` writes the index with): the items that agree are settled in bulk, the rest (a
-    handful on a damaged store) are decoded one by one to say what is wrong."""
-    idir = store.layout.index_dir
-    if not os.path.isdir(idir):
-        rep.notes.append("no index/ directory")
-        return
-    cl = store.commitlog
-    names = sorted(n for n in os.listdir(idir) if os.path.isfile(os.path.join(idir, n)))
-    checked = done = 0
-    keys_cache: dict[int, tuple[set[int], int]] = {}
-    for name in names:
-        path = os.path.join(idir, name)
-        try:
-            # flag > broker.conf > proof: an unproven geometry is reported, never used (a wrong one would
-            # make every item look dangling)
-            idx = IndexFile(path, slots, max_items, store.conf)
-        except IndexGeometryError as e:
-            rep.index_geometry[name] = prove_geometry_of(path).to_dict()
-            rep.add(Problem("index", "index_geometry_unknown", 0, 0, rel(path), 0, e.message), merge=False)
-            continue
-        except RmqInspectError as e:
-            rep.add(Problem("index", "index_unreadable", 0, 0, rel(path), 0, e.message), merge=False)
-            continue
-        rep.index_geometry[name] = idx.geometry.to_dict()
-        h = idx.header
-        all_items = idx.items()
-        base = idx.items_base
-        checked += len(all_items)
-        for c0 in range(0, len(all_items), _INDEX_CHUNK):
-            items = all_items[c0:c0 + _INDEX_CHUNK]
-            # the record behind every item, found in bulk (searchsorted on the record offsets)
-            rec_of = recs.find(items[items.dtype.names[1]].astype(np.int64))
-            fine = _items_fine(recs, items, c0 + 1, rec_of, h.begin_timestamp, h.end_timestamp, cl.min_offset)
-            for i in np.flatnonzero(~fine).tolist():
-                kh, phy, tdiff, _prev = items[i].tolist()
-                p = _item_problem(cl, recs, keys_cache, h, c0 + i + 1, base + (c0 + i + 1) * 20, kh, phy, tdiff,
-                                  int(rec_of[i]), rel(path))
-                if p is not None:
-                    rep.add(p)
-            if read_progress is not None:
-                read_progress((done + c0 + len(items)) * 20)
-        done += len(all_items)
-        del all_items
-        idx.close()
-    rep.counts["index_items"] = checked
-
-
-def _index_behind(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
+def _index_behind(store: Store, rep: VerifyReport, valid: np.ndarray, hi: int, end_phy: int, path: str) -> None:
     """index_behind: records the broker's buildIndex would put keys for (not ROLLBACK, a UNIQ_KEY or a KEYS token)
     that lie past the last index file's endPhyOffset (the offset of the last record it indexed): the index is
-    behind the commit log. Only the records past it are read."""
-    idir = store.layout.index_dir
-    if not os.path.isdir(idir) or not recs.np_offset.size:
-        return
-    names = sorted(n for n in os.listdir(idir) if os.path.isfile(os.path.join(idir, n)))
-    if not names:
-        return
-    from ..formats.indexfile import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_HEADER_TABLE
-
-    path = os.path.join(idir, names[-1])
-    with open(path, "rb") as fh:
-        head = fh.read(INDEX_HEADER_SIZE)
-    if len(head) < INDEX_HEADER_SIZE:
-        return
-    end_phy = int(INDEX_HEADER.unpack_from(head, 0)[INDEX_HEADER_TABLE.index("end_phy_offset")])
-    past = np.flatnonzero(recs.np_offset > end_phy)
-    if not past.size:
-        return
+    behind the commit log. ``valid``: the offsets of the records verify's walk found intact past it (damage is
+    verify's other findings), ``hi`` the end of the last; only those records are read."""
     from .recovery.controller import detect_confirm_offset
 
     # controller mode: the reput dispatches (and indexes) only up to confirmPhyOffset; the unconfirmed tail past it
     # is its own note, not an index that fell behind
     confirm = detect_confirm_offset(store) if store.layout.dledger is None else -1
-    valid = recs.np_offset[past]  # the records verify's walk found intact (damage is verify's other findings)
-    hi = int(valid[-1] + recs.np_size[past[-1]])
     first = last = None
     n = size = 0
     # in bulk, as IndexService.buildIndex would see them: every record but ROLLBACK ones (3 << 2) with a key
@@ -770,7 +1036,7 @@ def _index_behind(store: Store, rep: VerifyReport, recs: _Records, rel) -> None:
             break
     if first is None or last is None:
         return
-    rep.add(Problem("index", "index_behind", first, last, rel(path), None,
+    rep.add(Problem("index", "index_behind", first, last, path, None,
                     f"{n} record(s) with keys lie past the last index file's endPhyOffset {end_phy}: the index is "
                     "behind the commit log (a key look-up does not find them until the broker dispatches them again; "
                     "`recover --dry-run` says whether its restart does)", count=n, size=size), merge=False)
