@@ -83,7 +83,14 @@ def _as_nobody() -> list[str]:
         return []
     if shutil.which("setpriv") is None:
         pytest.skip("running as root without setpriv: root would read a file without read permission")
-    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    # the unprivileged user must reach the checkout itself: a clone under a private directory (mktemp -d, /root)
+    # cannot be imported by it, and every run would fail for that reason instead of the one under test
+    probe = subprocess.run([*prefix, sys.executable, "-c", "import rmqinspect"], capture_output=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.skip(f"user {NOBODY} cannot import rmqinspect from this checkout (a parent directory is private): "
+                    + probe.stderr.decode(errors="replace").strip()[-200:])
+    return prefix
 
 
 @pytest.fixture
