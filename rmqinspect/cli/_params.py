@@ -271,6 +271,17 @@ def apply_broker_config(ctx: click.Context, kwargs: dict) -> None:
             kwargs[name] = convert(conf.values[key])
 
 
+def key_needs_topic(key: str | None, topic: str | None, required: bool = False) -> None:
+    """--key means one thing in every command (a KEYS token or UNIQ_KEY the record carries); the index commands
+    also need --topic, because the broker indexes TOPIC#KEY: said in a sentence, with the command that needs none."""
+    if required and key is None:
+        raise click.UsageError("give --key (a KEYS token or a UNIQ_KEY) and --topic")
+    if key is not None and topic is None:
+        raise click.UsageError(f"--key needs --topic here: the broker's index holds TOPIC#KEY, so a look-up names "
+                               f"the topic (`decode-commitlog STORE --key {key}` walks every topic's records; "
+                               "`cq STORE --all` lists the topics)")
+
+
 def refuse_together(given: dict[str, object], why: str) -> None:
     """Options that cannot combine are refused with a sentence (exit 2), never one of them silently ignored.
     ``given``: option spelling -> its value; refused when two or more are set."""

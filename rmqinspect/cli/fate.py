@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from ._params import OFFSET, broker_conf, broker_version_option_for, offsets_file_option, store_argument
+from ._params import (
+    OFFSET,
+    broker_conf,
+    broker_version_option_for,
+    key_needs_topic,
+    offsets_file_option,
+    store_argument,
+)
 from .output import (
     current,
     emit,
@@ -56,10 +63,7 @@ def fate(store, key, topic, msg_id, uniq_key, offset, offsets_file, broker_versi
              if v is not None]
     if len(given) != 1:
         raise click.UsageError("give exactly one of --key (with --topic), --msgid, --uniq-key, --offset")
-    if key is not None and not topic:
-        raise click.UsageError(f"--key needs --topic here: the broker's index holds TOPIC#KEY, so a look-up names "
-                               f"the topic (`decode-commitlog STORE --key {key}` walks every topic's records; "
-                               "`cq STORE --all` lists the topics)")
+    key_needs_topic(key, topic or None)  # an empty --topic names no topic either
     st = Store.open(store, conf=broker_conf())
     svc = IndexService.for_store(st)
     asked = records_asked(st, svc, key=key, topic=topic, msg_id=msg_id, uniq_key=uniq_key, offset=offset,

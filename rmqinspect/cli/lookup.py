@@ -26,6 +26,7 @@ from ._params import (
     broker_conf,
     check_index_geometry,
     conf_setting,
+    key_needs_topic,
     release_option,
     resolve_store_callback,
     store_argument,
@@ -55,17 +56,6 @@ def _index_options(fn):
                       help=f"maxMsgsNumBatch of the broker: the cap applied to --max (default: --broker-config's, "
                            f"else {DEFAULT_MAX_MSGS_NUM_BATCH}).")(fn)
     return fn
-
-
-def _key_needs_topic(key: str | None, topic: str | None, required: bool = False) -> None:
-    """--key means one thing in every command (a KEYS token or UNIQ_KEY the record carries); the index commands
-    also need --topic, because the broker indexes TOPIC#KEY: said in a sentence, with the command that needs none."""
-    if required and key is None:
-        raise click.UsageError("give --key (a KEYS token or a UNIQ_KEY) and --topic")
-    if key is not None and topic is None:
-        raise click.UsageError(f"--key needs --topic here: the broker's index holds TOPIC#KEY, so a look-up names "
-                               f"the topic (`decode-commitlog STORE --key {key}` walks every topic's records; "
-                               "`cq STORE --all` lists the topics)")
 
 
 def _max_batch(flag) -> int:
@@ -156,7 +146,7 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
 
     Exit code 3 when no record carrying the key is found.
     """
-    _key_needs_topic(key, topic, required=True)
+    key_needs_topic(key, topic, required=True)
     if as_recovered and no_fate:
         raise click.UsageError("--as-recovered needs the recovery model, which --no-fate turns off")
     st = Store.open(store, conf=broker_conf())
