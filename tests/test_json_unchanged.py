@@ -8,6 +8,10 @@ installed ``rmqinspect``; paths inside the repository read ``<REPO>``, the oracl
 not compared: the terminal work changed it on purpose (notes said once, recover's version paragraph once on a
 table). Here the same invocations run in-process through click's CliRunner (no interpreter start per call), so a
 refactor that changes one byte of any answer or an exit code fails with the store and the invocation named.
+
+Two inputs of the machine, not of the store, are held fixed, both here and when the digests were recorded: gc's disk
+ratio (the host partition's usage) and every file's mtime (the time ``../shared`` was copied onto the machine, which
+decides what gc finds expired): each commit-log file reads as written at the store's last storeTimestamp.
 """
 
 from __future__ import annotations
@@ -16,8 +20,6 @@ import glob
 import hashlib
 import json
 import os
-import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -126,16 +128,8 @@ def plan(s: str, p: dict) -> dict[str, list[str]]:
     }
 
 
-def normalized(name: str, text: str) -> str:
-    """What the digest is taken of. The sample store's files carry the mtime of the git checkout, which gc prints:
-    an input of the checkout, not of the code."""
-    if name.startswith("sample/gc."):
-        text = re.sub(r'"mtime_ms": \d+', '"mtime_ms": 0', text)
-    return text
-
-
-def sha(name: str, text: str) -> str:
-    return hashlib.sha256(normalized(name, text).encode()).hexdigest()
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def check(name: str, args: list[str], tmp: Path, recorded: dict[str, str], differ: list[str]) -> None:
@@ -146,15 +140,23 @@ def check(name: str, args: list[str], tmp: Path, recorded: dict[str, str], diffe
         want = recorded.get(name + suffix)
         if want is None:
             differ.append(f"{name}{suffix}: no digest recorded")
-        elif sha(name + suffix, text) != want:
+        elif sha(text) != want:
             differ.append(f"{name}{suffix}: rmqinspect {' '.join(args)}\n    now: {text[:300]!r}")
 
 
+def hold_machine_inputs(monkeypatch, picked: dict) -> None:
+    """gc's disk ratio and the files' mtimes, as the module docstring says (the recording ran 265484a, where the
+    mtime reader was still named ``_mtime_ms``)."""
+    from rmqinspect.analyses import gc
+
+    monkeypatch.setattr(gc, "disk_used_ratio", lambda path: RECORDED_DISK_RATIO)
+    for name in ("file_mtime_ms", "_mtime_ms"):
+        if hasattr(gc, name):
+            monkeypatch.setattr(gc, name, lambda path: picked["now"] - 10**9)
+
+
 @pytest.fixture
-def recorded(monkeypatch) -> dict[str, str]:
-    # gc's disk ratio is measured on the partition holding the store: an input of the machine, not of the store;
-    # held at what it measured when the digests were recorded
-    monkeypatch.setattr("rmqinspect.analyses.gc.disk_used_ratio", lambda path: RECORDED_DISK_RATIO)
+def recorded() -> dict[str, str]:
     return json.loads(DIGESTS.read_text())
 
 
@@ -162,11 +164,13 @@ SCENARIOS = sorted(stores()) if ORACLE.is_dir() else ["<oracle missing>"]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_every_command_prints_what_it_printed_before(scenario, tmp_path, recorded):
+def test_every_command_prints_what_it_printed_before(scenario, tmp_path, recorded, monkeypatch):
     if scenario == "<oracle missing>":
         pytest.skip(f"oracle stores not found at {ORACLE} (../shared absent): the recorded digests cover them")
     store, expected = stores()[scenario]
-    invocations = plan(store, pick(store, expected, tmp_path))
+    picked = pick(store, expected, tmp_path)
+    hold_machine_inputs(monkeypatch, picked)
+    invocations = plan(store, picked)
     assert {f"{scenario}/{n}.json" for n in invocations} <= set(recorded), "an invocation has no recorded digest"
     differ: list[str] = []
     for name, args in invocations.items():
@@ -185,17 +189,31 @@ def test_peers_prints_what_it_printed_before(replica_set, tmp_path, recorded):
     assert not differ, "output changed since main 265484a:\n" + "\n".join(differ)
 
 
+def record(tmp: Path) -> dict[str, str]:
+    """The digests of every invocation as the importable ``rmqinspect`` answers them."""
+    digests: dict[str, str] = {}
+    with pytest.MonkeyPatch.context() as mp:
+        for scenario, (store, expected) in sorted(stores().items()):
+            picked = pick(store, expected, tmp)
+            hold_machine_inputs(mp, picked)
+            for name, args in plan(store, picked).items():
+                cwd = tmp / f"{scenario}__{name}"
+                cwd.mkdir()
+                out, rc = invoke(args, cwd)
+                digests[f"{scenario}/{name}.json"], digests[f"{scenario}/{name}.rc"] = sha(out), sha(rc)
+    for replica_set, members in sorted(replica_sets().items()):
+        for name, fmt in (("peers", "json"), ("peers-ndjson", "ndjson")):
+            cwd = tmp / f"{replica_set}__{name}"
+            cwd.mkdir()
+            out, rc = invoke(["peers", *members, "--format", fmt], cwd)
+            digests[f"{replica_set}/{name}.json"], digests[f"{replica_set}/{name}.rc"] = sha(out), sha(rc)
+    return digests
+
+
 if __name__ == "__main__":
-    # python tests/test_json_unchanged.py GOLDEN_DIR SHARED: record the digests from the output of
-    # /work/notes/golden.py run at the commit to compare against (GOLDEN_DIR/<store>/<invocation>.json and .rc, the
-    # .rc's first line the exit code), SHARED the ../shared directory it read
-    base, shared = Path(sys.argv[1]), sys.argv[2]
+    # python tests/test_json_unchanged.py: record the digests with the rmqinspect this interpreter imports, e.g.
+    # that of a worktree at the commit to compare against: /tmp/base/.venv/bin/python tests/test_json_unchanged.py
+    import tempfile
 
-    def recorded_text(f: Path) -> str:
-        text = f.read_text()
-        return text.split("\n", 1)[0] + "\n" if f.suffix == ".rc" else text.replace(shared, "<SHARED>")
-
-    digests = {f"{d.name}/{f.name}": sha(f"{d.name}/{f.name}", recorded_text(f))
-               for d in sorted(base.iterdir()) for f in sorted(d.iterdir())}
-    DIGESTS.write_text(json.dumps(digests, indent=0, sort_keys=True) + "\n")
-    print(f"{len(digests)} digests -> {DIGESTS}")
+    with tempfile.TemporaryDirectory() as tmp:
+        DIGESTS.write_text(json.dumps(record(Path(tmp)), indent=0, sort_keys=True) + "\n")

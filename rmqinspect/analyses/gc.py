@@ -125,7 +125,7 @@ def is_time_to_delete(delete_when: str, now_ms: int, tz) -> bool:
     return False
 
 
-def _mtime_ms(path: str) -> int:
+def file_mtime_ms(path: str) -> int:
     return int(os.stat(path).st_mtime * 1000)
 
 
@@ -163,7 +163,7 @@ def _plan_commitlog_files(plan: GcPlan, files: list, s: GcSettings) -> None:
     chosen = 0
     stopped = not plan.triggers
     for i, f in enumerate(files):
-        mt = _mtime_ms(f.path)
+        mt = file_mtime_ms(f.path)
         if i == len(files) - 1:
             plan.files.append(FilePlan("commitlog", f.path, False, "newest file is never deleted", mtime_ms=mt))
             continue
