@@ -38,7 +38,7 @@ def split_keys(keys: str | None) -> list[str]:
 def sys_flag_names(sys_flag: int) -> tuple[str, ...]:
     """The SYSFLAG bits as words (``sys_flag_names`` of the record contract). Cached by value: a store holds a few
     distinct flags, and spelling them through the enums cost more than decoding the record (cq --join)."""
-    names = [f.name for f in SysFlag if sys_flag & f and f not in (SysFlag.TRANSACTION_PREPARED,
+    names: list[str] = [str(f.name) for f in SysFlag if sys_flag & f and f not in (SysFlag.TRANSACTION_PREPARED,
                                                                     SysFlag.TRANSACTION_COMMIT)]
     tt = TransactionType(sys_flag & 0xC)
     if tt != TransactionType.NOT_TYPE:
