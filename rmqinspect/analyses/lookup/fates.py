@@ -73,12 +73,10 @@ def recovery_view(store, cache: bool = True, version=None) -> RecoveryView:
 
     Only the truncation offset and the re-dispatch range are computed (the scan's records are not dispatched
     into queue models: neither depends on them), and the answer is kept per process for an unchanged store."""
-    from ...store.broker_conf import configured
+    from ..recovery.scan import conf_recovery_switches
     from ..recovery.small import small_recovery_scan
 
-    crc, safe = configured(store.conf, "checkCRCOnRecover"), configured(store.conf, "messageIndexSafe")
-    check_crc = crc.value if crc else True
-    index_safe = safe.value if safe else False
+    check_crc, index_safe = conf_recovery_switches(store.conf)
     key = (_store_identity(store), check_crc, index_safe, version) if cache else None
     if key is not None and key in _VIEWS:
         return _VIEWS[key]

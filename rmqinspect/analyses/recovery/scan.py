@@ -42,6 +42,15 @@ _STORE_TIMESTAMP, _PHYSICAL_OFFSET_FIELD = (RECORD_FIELDS.index(n) for n in ("st
                                                                               "physical_offset_field"))
 
 
+def conf_recovery_switches(conf) -> tuple[bool, bool]:
+    """(checkCRCOnRecover, messageIndexSafe) in effect for a store opened with ``conf`` (a BrokerConf or None):
+    the broker.conf's values, else the broker's defaults (true, false). Every restart question asks here."""
+    from ...store.broker_conf import configured
+
+    crc, safe = configured(conf, "checkCRCOnRecover"), configured(conf, "messageIndexSafe")
+    return (bool(crc.value) if crc else True), (bool(safe.value) if safe else False)
+
+
 @dataclass
 class RecoveryOptions:
     """The broker settings and what-ifs a plan runs with (defaults: the broker's defaults, version detected)."""
