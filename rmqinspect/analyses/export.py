@@ -10,16 +10,19 @@ pyarrow is imported lazily: the rest of rmqinspect never needs it.
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import inspect
 import os
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from ..errors import StoreNotFoundError
 from ..sinks.staging import Staged
 from ..store.broker_conf import BrokerConf
 from ..store.layout import StoreLayout, ensure_new_directory, ensure_output_outside
-from ..store.walk.parallel import map_files
+from ..store.mapped import MappedFile
+from ..store.walk.parallel import DEFAULT_CHUNK_BYTES, chunk_bytes, map_files, resolve_jobs
 from .rows import (
     PARTITION_COLUMNS,
     FileDamage,
@@ -67,6 +70,67 @@ def file_tasks(stores: Sequence[str], labels: Sequence[str] | None = None, *, tx
             tasks.append(FileTask(_text(label), _text(lay.root), path, start, os.stat(path).st_size, i,
                                   i == len(entries) - 1, per_file[i] if per_file else (), lay.dledger is not None))
     return tasks
+
+
+def chunk_tasks(tasks: Sequence[FileTask], jobs: int) -> list[FileTask]:
+    """``tasks`` (one per file) split inside each file at valid record starts (``resync.record_chunks``) into
+    about ``jobs`` chunks of at least ``parallel.DEFAULT_CHUNK_BYTES`` (``RMQINSPECT_CHUNK_BYTES`` when set: tests
+    force tiny chunks), so a large file keeps every worker busy without cutting the dataset into many small Parquet
+    files (every chunk writes its own part files in every partition it meets). The row walk carries nothing from
+    one record to the next but its position, so a chunk's rows are the file's from the chunk's start; each chunk
+    ends where it lands on a later chunk's start (``FileTask.stops``) and ``join_chunk_results`` keeps exactly the
+    chunks the file's walk goes through. DLedger data files stay whole (their walk goes entry by entry)."""
+    from ..store.walk.resync import record_chunks  # numpy: a split file only
+
+    out: list[FileTask] = []
+    for t in tasks:
+        step = chunk_bytes(max(DEFAULT_CHUNK_BYTES, -(-t.size // max(jobs, 1))))
+        if t.dledger or t.size <= step:
+            out.append(t)
+            continue
+        mf = MappedFile(t.path, t.start, dledger=False)
+        try:
+            starts = record_chunks(mf, 0, step=step)
+        finally:
+            mf.close()
+        for k, pos in enumerate(starts):
+            txn = t.txn
+            if txn and pos:  # the transaction records from the chunk's start on (the walk may go to the file's end)
+                i = bisect.bisect_left(txn[0], t.start + pos)
+                txn = (txn[0][i:], txn[1][i:]) if i < len(txn[0]) else ()
+            out.append(dataclasses.replace(t, pos=pos, stops=tuple(starts[k + 1:]), txn=txn))
+    return out
+
+
+def join_chunk_results(pairs: Iterable[tuple[FileTask, FileResult]]) -> Iterator[tuple[FileTask, FileResult, bool]]:
+    """(task, result, kept) in task order: a chunk whose start the file's walk passed over (the chunk before went
+    past it: damage near the chunk's end, or the file's walk ended before it) is not kept; the next chunk kept
+    starts where the one before landed. The file's rows and damage are those of the chunks kept."""
+    cur: tuple[str, int] | None = None
+    for t, r in pairs:
+        if cur is not None and cur[0] == t.path and t.pos < cur[1]:
+            yield t, r, False
+            continue
+        cur = (t.path, r.landed)
+        yield t, r, True
+
+
+def _remove_parts(paths: list[str], out: str) -> None:
+    """Remove the Parquet files of chunks not kept, and the partition directories left empty (at the end: a worker
+    may still be creating a directory it writes into)."""
+    dirs = set()
+    for p in paths:
+        os.remove(p)
+        dirs.add(os.path.dirname(p))
+    top = os.path.abspath(out)
+    for d in sorted(dirs, key=len, reverse=True):
+        d = os.path.abspath(d)
+        while d != top and d.startswith(top + os.sep):
+            try:
+                os.rmdir(d)
+            except OSError:  # not empty: a kept chunk wrote there
+                break
+            d = os.path.dirname(d)
 
 
 def _text(name: str) -> str:
@@ -129,7 +193,7 @@ def write_file_task(number: int, task: FileTask, out: str, *, with_body: bool = 
     ds.write_dataset(file_batches(task, with_body=with_body, flt=flt, result=result), out, schema=schema,
                      format="parquet", partitioning=part, existing_data_behavior="overwrite_or_ignore",
                      basename_template=f"part-{number:05d}-{{i}}.parquet", max_rows_per_group=1 << 17,
-                     max_partitions=1 << 16, **order)
+                     max_partitions=1 << 16, file_visitor=lambda f: result.written.append(f.path), **order)
     return result
 
 
@@ -144,25 +208,32 @@ def export_local(stores: Sequence[str], out: str, *, labels: Sequence[str] | Non
                  conf: BrokerConf | None = None) -> ExportResult:
     """Write the Parquet dataset with pyarrow (hive partitions topic_partition/store_date), one commitlog file
     per task: ``jobs`` 1 (the library default, ``parallel.resolve_jobs``) in this process, one file after another;
-    more through ``store.walk.parallel`` (every task writes its own ``part-<number>-*`` files, so the dataset is
-    the same file for file)."""
+    more through ``store.walk.parallel``, a file larger than the default chunk split into about ``jobs`` chunks
+    (``chunk_tasks``; every task writes its own ``part-<number>-*`` files, so the dataset is the same file for file
+    as long as no file is split, and the same rows when one is)."""
     check_output_dir(out, stores, conf)
-    tasks = file_tasks(stores, labels, txn_states=True, conf=conf)
+    files = file_tasks(stores, labels, txn_states=True, conf=conf)
+    tasks = chunk_tasks(files, resolve_jobs(jobs))
     # written under a temporary name beside out, renamed at the end (sinks.staging): nothing at out after an
     # error, a full disk or a signal
     staged = Staged(out, "the Parquet dataset", directory=True)
     final_out, out = out, staged.path
     results = []
+    dropped: list[str] = []
     done = 0
-    for t, r in zip(tasks, map_files(_write_task, [(n, t, out, with_body, flt) for n, t in enumerate(tasks)],
-                                     jobs)):
-        results.append(r)
-        done += t.size
+    pairs = zip(tasks, map_files(_write_task, [(n, t, out, with_body, flt) for n, t in enumerate(tasks)], jobs))
+    for t, r, kept in join_chunk_results(pairs):
+        if kept:
+            results.append(r)
+        else:
+            dropped += r.written
+        done += (t.stops[0] if t.stops else t.size) - t.pos
         if advance:
             advance(done)
+    _remove_parts(dropped, out)
     staged.commit()
-    return ExportResult("local", os.path.abspath(final_out), [t.store_path for t in tasks if t.index == 0], len(tasks),
-                        sum(r.rows for r in results), [d for r in results for d in r.damage])
+    return ExportResult("local", os.path.abspath(final_out), [t.store_path for t in files if t.index == 0],
+                        len(files), sum(r.rows for r in results), [d for r in results for d in r.damage])
 
 
 def read_dataset(out: str):
