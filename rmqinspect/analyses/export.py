@@ -1,9 +1,10 @@
 """``export``: every message of one or more stores as a Parquet dataset (hive partitions
-topic_partition=/store_date=), written one commitlog file at a time.
+topic_partition=/store_date=), written one commitlog file (or chunk of one) at a time.
 
-A file is the unit of work of both engines: the local engine runs the files one after another, the Spark engine
-(``spark.jobs.export_spark``) runs one task per file; both call ``write_file_task``, which writes the rows of
-``analyses.rows.file_batches`` (the row decoder, where the columns are declared) with pyarrow.
+A file is the unit of work of the Spark engine (``spark.jobs.export_spark``, one task per file); the local engine
+splits a large file into about ``jobs`` chunks (``chunk_tasks``, ``join_chunk_results``). Both call
+``write_file_task``, which writes the rows of ``analyses.rows.file_batches`` (the row decoder, where the columns are
+declared) with pyarrow's Parquet writer.
 
 pyarrow is imported lazily: the rest of rmqinspect never needs it.
 """
