@@ -9,11 +9,12 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from rmqinspect.analyses.export import file_tasks
+from rmqinspect.analyses.export import chunk_tasks, file_tasks, join_chunk_results
 from rmqinspect.analyses.rows import COLUMNS, FileResult, RowFilter, columns_markdown, topic_partition
 from rmqinspect.cli.main import cli
 from rmqinspect.store import Store
 from rmqinspect.store.walk.kinds import MESSAGE
+from rmqinspect.store.walk.parallel import CHUNK_ENV
 from support import rows_reference, tree_hashes
 from support.export_rows import assert_rows_equal_expected, sorted_rows
 from support.msgstores import common_specs, spec, write_store
@@ -214,9 +215,9 @@ def _hostile_specs() -> list:
     return out
 
 
-def test_fast_path_equals_reference_on_damaged_hostile_store(tmp_path):
-    """Hostile topics, odd properties, IPv6 hosts, delay levels, out-of-range timestamps, a body CRC mismatch,
-    __CRC32# trailers (one tampered) and a torn (HALF) record in the middle of a file: same rows, same damage."""
+def _damaged_hostile_store(tmp_path):
+    """(store, specs, results, half index): hostile topics and properties in 4 KiB files, a tampered __CRC32#, a
+    HALF record in the middle of a file and a torn last record."""
     store = str(tmp_path / "store")
     specs = _hostile_specs() + common_specs(20)
     results = write_store(store, specs, file_size=4096)
@@ -237,6 +238,14 @@ def test_fast_path_equals_reference_on_damaged_hostile_store(tmp_path):
     # the last record torn as after a crash mid-write (second half zeroed)
     torn = results[-1]
     patch(torn.physical_offset + torn.total_size // 2, b"\0" * (torn.total_size - torn.total_size // 2))
+    return store, specs, results, k
+
+
+def test_fast_path_equals_reference_on_damaged_hostile_store(tmp_path):
+    """Hostile topics, odd properties, IPv6 hosts, delay levels, out-of-range timestamps, a body CRC mismatch,
+    __CRC32# trailers (one tampered) and a torn (HALF) record in the middle of a file: same rows, same damage."""
+    store, specs, results, k = _damaged_hostile_store(tmp_path)
+    half = results[k]
     before = tree_hashes(store)
     n = assert_paths_equal(store, with_body=True, batch_rows=5)
     assert n > len(specs) - 3
@@ -255,3 +264,101 @@ def test_fast_path_equals_reference_on_damaged_hostile_store(tmp_path):
     assert 0 < assert_paths_equal(store, with_body=False, flt=flt, batch_rows=3) < n
     assert assert_paths_equal(store, with_body=False, flt=RowFilter(None, 1_763_700_000_004, None)) > 0
     assert tree_hashes(store) == before
+
+
+# --- a file split into chunks (export_local with jobs > 1) ------------------------------------------------
+
+
+def _joined(tasks) -> tuple[list[dict], list[dict], int]:
+    """(rows, damage, chunks not kept) of ``tasks`` walked one by one and joined as ``export_local`` joins them."""
+    walked = []
+    for t in tasks:
+        r = FileResult(t)
+        walked.append((t, r, [row for b in file_batches(t, with_body=True, result=r) for row in b.to_pylist()]))
+    rows_of = {id(r): rows for _, r, rows in walked}
+    rows, damage, dropped = [], [], 0
+    for _, r, kept in join_chunk_results((t, r) for t, r, _ in walked):
+        if kept:
+            rows += rows_of[id(r)]
+            damage += [d.to_dict() for d in r.damage]
+        else:
+            dropped += 1
+    return rows, damage, dropped
+
+
+def _assert_chunks_equal_files(store: str, chunk: int, monkeypatch) -> tuple[int, int]:
+    """The chunks' rows and damage, joined, == the whole files' (same order); (chunks made, chunks not kept)."""
+    files = file_tasks([store], txn_states=True)
+    whole = _joined(files)
+    assert whole[2] == 0
+    monkeypatch.setenv(CHUNK_ENV, str(chunk))
+    chunks = chunk_tasks(files, 2)
+    rows, damage, dropped = _joined(chunks)
+    assert rows == whole[0]
+    assert damage == whole[1]
+    return len(chunks), dropped
+
+
+def test_chunked_files_give_the_rows_and_damage_of_whole_files_on_oracle(scenario, monkeypatch):
+    path, exp = scenario
+    store = str(path / "store")
+    files = file_tasks([store])
+    made, _ = _assert_chunks_equal_files(store, 4096, monkeypatch)
+    if any(t.size > 2 * 4096 and not t.dledger for t in files) and exp.get("messages"):
+        assert made > len(files)  # really split inside the files
+
+
+def test_chunked_files_give_the_rows_and_damage_of_whole_files_on_damaged_store(tmp_path, monkeypatch):
+    """A HALF record, a CRC mismatch and a torn tail inside chunks of ~600 bytes, then a bad magic code (ILLEGAL:
+    the file's walk ends there, so the file's later chunks are not kept)."""
+    store, _, results, k = _damaged_hostile_store(tmp_path)
+    made, dropped = _assert_chunks_equal_files(store, 600, monkeypatch)
+    assert made > len(file_tasks([store])) and dropped == 0
+    fs = 4096
+    bad = next(r for r in results[k + 1:] if r.physical_offset % fs > 600 and r.physical_offset % fs < 1500)
+    with open(os.path.join(store, "commitlog", "%020d" % (bad.physical_offset - bad.physical_offset % fs)),
+              "r+b") as f:
+        f.seek(bad.physical_offset % fs + 4)
+        f.write(b"\x12\x34\x56\x78")
+    monkeypatch.delenv(CHUNK_ENV)
+    made, dropped = _assert_chunks_equal_files(store, 600, monkeypatch)
+    assert dropped > 0
+    assert "illegal" in [d["kind"] for d in _joined(file_tasks([store]))[1]]
+
+
+def test_chunk_starts_the_row_walk_passes_over(tmp_path, monkeypatch):
+    """Chunk starts inside records (the file's walk never lands there): each chunk walks on to a later start or the
+    file's end, and the chunks it passed over are not kept; the rows are still the file's."""
+    from rmqinspect.store.walk import resync
+
+    store, _, _, _ = _damaged_hostile_store(tmp_path)
+    real = resync.record_chunks
+
+    def skewed(f, start, *, accept_v2=True, step=None):
+        return [p + 7 if k % 2 else p for k, p in enumerate(real(f, start, accept_v2=accept_v2, step=step))]
+
+    monkeypatch.setattr(resync, "record_chunks", skewed)
+    made, dropped = _assert_chunks_equal_files(store, 600, monkeypatch)
+    assert made > dropped > 0
+
+
+def test_export_of_chunked_files_reads_back_as_the_whole_files_export(tmp_path, monkeypatch):
+    """export_local with jobs 2 and files split into chunks (some not kept): the same JSON (files counted as
+    commitlog files), the same rows read back, no part file of a chunk not kept and no empty partition directory."""
+    store, _, _, _ = _damaged_hostile_store(tmp_path)
+    one = export_local([store], str(tmp_path / "one"), jobs=1, with_body=True)
+    from rmqinspect.store.walk import resync
+
+    real = resync.record_chunks
+    monkeypatch.setattr(resync, "record_chunks", lambda f, start, *, accept_v2=True, step=None: [
+        p + 7 if k % 3 == 2 else p for k, p in enumerate(real(f, start, accept_v2=accept_v2, step=step))])
+    monkeypatch.setenv(CHUNK_ENV, "600")
+    two = export_local([store], str(tmp_path / "two"), jobs=2, with_body=True)
+    d1, d2 = one.to_dict(), two.to_dict()
+    d1.pop("out"), d2.pop("out")
+    assert d1 == d2 and d1["rows"] > 40
+    assert sorted_rows(read_dataset(str(tmp_path / "one"))) == sorted_rows(read_dataset(str(tmp_path / "two")))
+    dirs = [d for d, sub, names in os.walk(tmp_path / "two")]
+    assert all(os.listdir(d) for d in dirs)
+    parts = {n for _, _, names in os.walk(tmp_path / "two") for n in names}
+    assert len(parts) > len({n for _, _, names in os.walk(tmp_path / "one") for n in names})

@@ -330,3 +330,43 @@ def test_txn_checks_the_rip82_trans_rows_against_the_commit_log(tmp_path):
            "committed" in r.stderr
     assert f"trans row at {h['R'].physical_offset} (UNIQ_KEY NOPE): no half" in r.stderr
     assert tree_hashes(root) == before
+
+
+def _store_with_system_topic_records(root, topics: tuple[str, str, str]) -> None:
+    """An in-doubt half (UKD) and an open one (UKG), then an op ending UKD, a given-up copy of UKG and a half UKZ,
+    written to ``topics`` (half, op, check-max-time topic names)."""
+    from rmqinspect.formats.commitlog import encode_properties
+
+    half_topic, op_topic, max_topic = topics
+    w = StoreWriter(str(root), commitlog_file_size=1 << 16)
+    b = TransactionalBroker(w)
+    d = b.half("OrderTopic", 0, b"a", "UKD", T0)
+    b.commit(d, T0 + 1)
+    g = b.half("OrderTopic", 1, b"b", "UKG", T0 + 2)
+    w.append(MessageSpec(op_topic, 0, f"{d.queue_offset},".encode(), encode_properties({"TAGS": "d"}),
+                         store_timestamp=T0 + 3))
+    w.append(MessageSpec(max_topic, 0, b"b", encode_properties(g.properties), store_timestamp=T0 + 4))
+    w.append(MessageSpec(half_topic, 0, b"z", encode_properties({**d.properties, "UNIQ_KEY": "UKZ"}),
+                         store_timestamp=T0 + 5))
+    w.close()
+
+
+def test_topics_as_long_as_the_transaction_topics_are_not_read_as_them(tmp_path):
+    """The pass tells topics apart only for records with a transaction type or a topic of a transaction system
+    topic's length: records in topics of that length but another name are no op, given-up copy or half (the same
+    records under the real names are: the control)."""
+    from rmqinspect.formats.constants import (
+        RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+        RMQ_SYS_TRANS_HALF_TOPIC,
+        RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    )
+
+    real = (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC)
+    decoys = tuple(t[:-1] + ("X" if t[-1] != "X" else "Y") for t in real)
+    assert [len(t) for t in decoys] == [len(t) for t in real]
+    _store_with_system_topic_records(tmp_path / "real", real)
+    _store_with_system_topic_records(tmp_path / "decoys", decoys)
+    assert {k: v.state for k, v in _by_uniq(_scan(tmp_path / "real", restart=False)).items()} == {
+        "UKD": "committed", "UKG": "given_up", "UKZ": "open"}
+    assert {k: v.state for k, v in _by_uniq(_scan(tmp_path / "decoys", restart=False)).items()} == {
+        "UKD": "in_doubt", "UKG": "open"}

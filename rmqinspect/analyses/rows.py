@@ -243,6 +243,10 @@ class FileTask:
     # whether the file is a DLedger data file (entries around the records): the parent's layout decides it, with
     # the broker.conf it was opened with; None: from the path (a dledger-<selfId>/data directory)
     dledger: bool | None = None
+    # a chunk of the file (``analyses.export.chunk_tasks``): the file's walk taken from ``pos`` (a valid record's
+    # position), ending where it lands on one of ``stops`` (the later chunks' starts) or where the file's walk ends
+    pos: int = 0
+    stops: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -292,6 +296,9 @@ class FileResult:
     task: FileTask
     rows: int = 0
     damage: list[FileDamage] = field(default_factory=list)
+    # where the walk ended: one of the task's stops when it landed on one, else the file's size
+    landed: int = 0
+    written: list[str] = field(default_factory=list)  # the Parquet files written for the task (export)
 
 
 # --- the decoder ----------------------------------------------------------------------------------
@@ -735,18 +742,43 @@ class RowDecoder:
             arrays[BODY] = pa.array(bodies, pa.binary())
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
 
+def _first_stop(positions, stops) -> int:
+    """Index of the first of a run's (ascending) record positions that is one of ``stops`` (sorted); -1 if none."""
+    import numpy as np
+
+    k = np.searchsorted(positions, stops)
+    inside = k < len(positions)
+    k = k[inside]
+    k = k[positions[k] == stops[inside]]
+    return int(k.min()) if k.size else -1
+
+
 def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | None = None,
                  result: FileResult | None = None, batch_rows: int = BATCH_ROWS):
     """Arrow RecordBatches (at most ``batch_rows`` rows each) for one commitlog file, scanned from position 0 to
-    its blank record / zero tail / end. ``result`` (optional) receives the row count and the damage seen."""
+    its blank record / zero tail / end; for a chunk (``task.pos``, ``task.stops``), the file's walk from ``pos``
+    up to the first of ``stops`` it lands on. ``result`` (optional) receives the row count, the damage seen and
+    where the walk ended (``landed``)."""
+    import numpy as np
+
     schema = arrow_schema(with_body)
     mf = MappedFile(task.path, task.start, dledger=task.dledger)
+    stops = np.array(task.stops, dtype=np.int64) if task.stops else None
+    landed = mf.size
     try:
         dec = RowDecoder(mf.buffer, task, schema, with_body, flt)
         try:
-            for ev in walk_file(mf, check_crc=True, batch=RUN_RECORDS, crc_continue=True):
+            for ev in walk_file(mf, task.pos, check_crc=True, batch=RUN_RECORDS, crc_continue=True):
                 if type(ev) is RecordRun:
                     run = ev
+                    if stops is not None:
+                        first = _first_stop(run.records["position"], stops)
+                        if first >= 0:  # the walk reaches a later chunk's start: that chunk has the rest
+                            landed = int(run.records["position"][first])
+                            run = run[:first]
+                elif stops is not None and ev.position in task.stops:
+                    landed = ev.position
+                    break
                 elif ev.kind == Kind.CRC:
                     # a row all the same (crc_ok false): the record again, for its columns, without the check
                     run = next(walk_file(mf, ev.position, ev.position + ev.size, check_crc=False, batch=1))
@@ -754,14 +786,17 @@ def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | No
                     if ev.kind in (Kind.HALF, Kind.ILLEGAL) and result is not None:
                         result.damage.append(FileDamage(task.source, task.path, ev.offset, str(ev.kind), ev.reason))
                     continue
-                b = dec.batch(run.records)
-                if b is None:
-                    continue
-                if result is not None:
-                    result.rows += b.num_rows
-                for off in range(0, b.num_rows, batch_rows):
-                    yield b.slice(off, batch_rows)
+                b = dec.batch(run.records) if len(run) else None
+                if b is not None:
+                    if result is not None:
+                        result.rows += b.num_rows
+                    for off in range(0, b.num_rows, batch_rows):
+                        yield b.slice(off, batch_rows)
+                if landed < mf.size:
+                    break
         finally:
             dec.close()
     finally:
+        if result is not None:
+            result.landed = landed
         mf.close()

@@ -748,6 +748,8 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
     appenders = tuple(col.half[c].append for c in _HALF_COLUMNS)
     u8_of: dict[str, object] = {}
     special: list[int] = []
+    special_lengths = sorted({len(t.encode()) for t in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
+                                                        RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC)})
     for ev in cl.walk(check_crc=False, stop_at_end=False):
         if isinstance(ev, Gap):
             col.notes.add("gaps", f"no commitlog file covers {ev.start}..{ev.end}: transactions there are unknown")
@@ -765,12 +767,22 @@ def scan_transactions(store: Store, *, plan=None, checker_offsets: dict[int, int
             u8_of.clear()
             u8 = u8_of[f.path] = np.frombuffer(f.buffer, dtype=np.uint8)
         R = ev.records
+        # only a record with a transaction type or a topic as long as a transaction system topic can matter: the
+        # topics of the others are never told apart (most of a store's records, and most of this pass's time)
+        tt_all = R["sys_flag"] & 0xC
+        tl = R["topic_len"]
+        maybe = tt_all != 0
+        for n in special_lengths:
+            maybe |= tl == n
+        if not maybe.all():
+            if not maybe.any():
+                continue
+            R, tt_all = R[maybe], tt_all[maybe]
         n_before = len(topics)
         ids = topic_ids(u8, R, topics)
         if len(topics) != n_before or not special:
             special = [topics[t] for t in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
                                            RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC) if t in topics]
-        tt_all = R["sys_flag"] & 0xC
         mask = np.zeros(len(R), dtype=bool)
         for sid in special:
             mask |= ids == sid

@@ -63,11 +63,11 @@ def resolve_jobs(jobs: int | None) -> int:
     return _env_jobs() or 1
 
 
-def chunk_bytes() -> int:
-    """The size a commitlog file's chunks aim at (``salvage.record_chunks``, ``rebuild``):
-    ``RMQINSPECT_CHUNK_BYTES`` if set (tests force tiny chunks), else ``DEFAULT_CHUNK_BYTES``."""
+def chunk_bytes(default: int = DEFAULT_CHUNK_BYTES) -> int:
+    """The size a commitlog file's chunks aim at (``salvage.record_chunks``, ``rebuild``, ``export``):
+    ``RMQINSPECT_CHUNK_BYTES`` if set (tests force tiny chunks), else ``default``."""
     v = os.environ.get(CHUNK_ENV, "").strip()
-    return int(v) if v.isdigit() and int(v) > 0 else DEFAULT_CHUNK_BYTES
+    return int(v) if v.isdigit() and int(v) > 0 else default
 
 
 class _Failure:
