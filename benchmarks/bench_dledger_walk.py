@@ -53,7 +53,7 @@ def walk_all(st: Store) -> tuple[float, int, int]:
     t = time.perf_counter()
     n = nbytes = 0
     for f in files:
-        for ev in walk_file(f, check_crc=True, batch=65536):
+        for ev in walk_file(f, check_crc=True, run_records=65536):
             if type(ev) is RecordRun:
                 n += len(ev)
                 nbytes = max(nbytes, f.start + ev.end)

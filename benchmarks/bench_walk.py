@@ -102,7 +102,7 @@ def main() -> None:
     def verify_arrays():
         n = 0
         for f in cl.files:
-            for ev in walk_file(f, check_crc=True, batch=65536):
+            for ev in walk_file(f, check_crc=True, run_records=65536):
                 if type(ev) is RecordRun:
                     n += len(ev)
         return n

@@ -140,7 +140,7 @@ def test_compiled_scanner_equals_python_scanner_on_oracle(scenario):
                         assert _flat(ev) == ref(f.buffer, f.size, crc)
                     n += sum(1 for e in ev if e[0] == MESSAGE)
                 for v2 in (True, False):
-                    _both(_file_events, f, check_crc=crc, accept_v2=v2, batch=7)
+                    _both(_file_events, f, check_crc=crc, accept_v2=v2, run_records=7)
         ends = [None] + [f.start + f.size // 3 for f in cl.files]
         for start in [None] + [f.start for f in cl.files]:
             for end in ends:
@@ -181,7 +181,7 @@ def test_compiled_equals_python_on_randomly_corrupted_files(scenario_name):
             ev = _both(_file_events, f, check_crc=crc)
             assert _flat(ev) == _reference(buf, 0, len(buf), crc)
             kinds.update(e[0] for e in ev)
-            _both(_file_events, f, check_crc=crc, crc_continue=True, batch=5)
+            _both(_file_events, f, check_crc=crc, crc_continue=True, run_records=5)
     assert {MESSAGE, CRC_MISMATCH} <= kinds and kinds & {HALF, END, Kind.ILLEGAL}, kinds
 
 

@@ -118,7 +118,7 @@ def test_compiled_and_python_entry_walks_agree_on_damage(tmp_path):
                 got = []
                 for compiled in (True, False):
                     with scanner.selected(compiled):
-                        got.append(_flat(walk_file(f, check_crc=crc, crc_continue=cont, batch=5)))
+                        got.append(_flat(walk_file(f, check_crc=crc, crc_continue=cont, run_records=5)))
                 assert got[0] == got[1], (crc, cont)
                 kinds = [g[0] for g in got[0]]
                 if crc and not cont:  # the CRC mismatch ends the file, as in walk_file

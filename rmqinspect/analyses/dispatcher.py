@@ -42,7 +42,7 @@ _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_LENGTH = 255
 
 _INDEX_BATCH = 1 << 16
-_RUN_BATCH = 1 << 16  # records per walked run: the dispatcher's numpy work is amortised over large runs
+_RECORDS_PER_RUN = 1 << 16  # records per walked run: the dispatcher's numpy work is amortised over large runs
 _CACHE_LIMIT = 1 << 16
 
 _SCHEDULE_B = RMQ_SYS_SCHEDULE_TOPIC.encode()
@@ -439,7 +439,7 @@ def dispatch_commitlog(commitlog, cq=None, index=None, options: RebuildOptions |
     offset = start
     stop = None
     cur = None
-    for ev in commitlog.walk(start, end, check_crc=False, accept_v2=True, batch=_RUN_BATCH):
+    for ev in commitlog.walk(start, end, check_crc=False, accept_v2=True, run_records=_RECORDS_PER_RUN):
         f = ev.file
         if f is not cur and f is not None:
             if cur is not None:

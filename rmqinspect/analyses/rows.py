@@ -768,7 +768,7 @@ def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | No
     try:
         dec = RowDecoder(mf.buffer, task, schema, with_body, flt)
         try:
-            for ev in walk_file(mf, task.pos, check_crc=True, batch=RUN_RECORDS, crc_continue=True):
+            for ev in walk_file(mf, task.pos, check_crc=True, run_records=RUN_RECORDS, crc_continue=True):
                 if type(ev) is RecordRun:
                     run = ev
                     if stops is not None:
@@ -781,7 +781,7 @@ def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | No
                     break
                 elif ev.kind == Kind.CRC:
                     # a row all the same (crc_ok false): the record again, for its columns, without the check
-                    run = next(walk_file(mf, ev.position, ev.position + ev.size, check_crc=False, batch=1))
+                    run = next(walk_file(mf, ev.position, ev.position + ev.size, check_crc=False, run_records=1))
                 else:
                     if ev.kind in (Kind.HALF, Kind.ILLEGAL) and result is not None:
                         result.damage.append(FileDamage(task.source, task.path, ev.offset, str(ev.kind), ev.reason))

@@ -20,7 +20,7 @@ from .mapped import MappedFile
 from .message import Message
 from .walk.file import walk_file
 from .walk.kinds import BLANK, DAMAGE_KINDS, END, FILE_DONE_KINDS, FILE_END, HALF, MESSAGE
-from .walk.records import RUN_BATCH, Gap, Record, RecordRun, decode_slot, scan_buffer
+from .walk.records import RECORDS_PER_RUN, Gap, Record, RecordRun, decode_slot, scan_buffer
 
 
 @dataclass
@@ -91,12 +91,13 @@ class CommitLog:
 
     # --- scanning ----------------------------------------------------------------------------------
     def walk(self, start: int | None = None, end: int | None = None, *, check_crc: bool = True,
-             accept_v2: bool = True, stop_at_end: bool = True, follow_blank: bool = True, batch: int = RUN_BATCH,
-             python_runs: bool = True, crc_continue: bool = False) -> Iterator[RecordRun | Record | Gap]:
+             accept_v2: bool = True, stop_at_end: bool = True, follow_blank: bool = True,
+             run_records: int = RECORDS_PER_RUN, python_runs: bool = True,
+             crc_continue: bool = False) -> Iterator[RecordRun | Record | Gap]:
         """The broker's walk across the commitlog files: the one walk every analysis is built on.
 
         Starts at ``start`` (a record boundary; default the first file) and stops before ``end``
-        (exclusive). Each file is walked by ``walk_file`` (same ``check_crc``/``accept_v2``/``batch``/
+        (exclusive). Each file is walked by ``walk_file`` (same ``check_crc``/``accept_v2``/``run_records``/
         ``python_runs``/``crc_continue``). Yields, in offset order:
 
         - ``RecordRun``: well-formed records in bulk (``run.records``, ``RECORD_DTYPE``);
@@ -132,7 +133,7 @@ class CommitLog:
             if end is not None and end - base < limit:
                 limit = max(end - base, 0)
             if pos < limit:
-                for ev in walk_file(f, pos, limit, check_crc=check_crc, accept_v2=accept_v2, batch=batch,
+                for ev in walk_file(f, pos, limit, check_crc=check_crc, accept_v2=accept_v2, run_records=run_records,
                                     python_runs=python_runs, crc_continue=crc_continue, release_pages=True):
                     if isinstance(ev, Record):
                         kind = ev.kind

@@ -18,7 +18,7 @@ from ..formats.constants import SysFlag
 from ..formats.properties import has_crc32_trailer
 from .layout import is_rocksdb_dir, rocksdb_files
 from .version import BrokerVersion
-from .walk.records import RUN_BATCH, RecordRun
+from .walk.records import RECORDS_PER_RUN, RecordRun
 
 SCAN_RECORDS = 5000  # records examined for V2 magic / __CRC32# / inner batch (bounded cost on huge stores)
 # those checks read a run's columns as lists (a few thousand records need no numpy)
@@ -209,7 +209,8 @@ def detect_store(store, broker_version: BrokerVersion | None = None,
     v2 = crc = inner = 0
     seen = 0
     try:
-        for run in store.commitlog.walk(check_crc=False, stop_at_end=False, batch=max(1, min(scan_records, RUN_BATCH))):
+        for run in store.commitlog.walk(check_crc=False, stop_at_end=False,
+                                        run_records=max(1, min(scan_records, RECORDS_PER_RUN))):
             if type(run) is not RecordRun:
                 continue
             k = scan_records - seen

@@ -56,7 +56,7 @@ from .rocksdb import (
     truncate_rocksdb_queues,
 )
 from .scan import (
-    RUN_BATCH,
+    SCAN_RECORDS_PER_RUN,
     QueueSet,
     Recovery,
     RecoveryOptions,
@@ -497,7 +497,7 @@ def reput_after_start(rec: Recovery, t: int, last_dispatched_end: int) -> tuple[
         return None, None
     reput_from = reput_from_offset(rec, last_dispatched_end)
     for ev in cl.walk(reput_from, t, check_crc=False, accept_v2=rec.bv.accepts_v2, stop_at_end=True,
-                      batch=RUN_BATCH):
+                      run_records=SCAN_RECORDS_PER_RUN):
         if type(ev) is not RecordRun:
             continue
         sel = np.flatnonzero(GOES_TO_CONSUME_QUEUE[ev.records["sys_flag"] & 0xF])

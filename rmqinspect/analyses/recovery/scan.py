@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .rocksdb import RocksDBQueues
 
 # records per run of the walks: large runs amortise the per-run numpy work of the dispatch
-RUN_BATCH = 65536
+SCAN_RECORDS_PER_RUN = 65536
 _STORE_TIMESTAMP, _PHYSICAL_OFFSET_FIELD = (RECORD_FIELDS.index(n) for n in ("store_timestamp",
                                                                               "physical_offset_field"))
 
@@ -253,7 +253,7 @@ def head_file_matches(rec: Recovery, f) -> tuple[bool, str]:
     store: file CQ normal ``phyOffset <= dispatchFromPhyOffset``, abnormal ``storeTimestamp <= checkpoint
     minTimestamp``; RocksDB CQ ``phyOffset <= dispatchFromPhyOffset`` in both; a combine store both sides
     (``combine.other_store_matches``)."""
-    first = next(walk_file(f, 0, f.size, check_crc=rec.options.check_crc, accept_v2=rec.bv.accepts_v2, batch=1),
+    first = next(walk_file(f, 0, f.size, check_crc=rec.options.check_crc, accept_v2=rec.bv.accepts_v2, run_records=1),
                  None)
     if type(first) is not RecordRun:
         kind = first.kind if first is not None else None
@@ -439,7 +439,7 @@ def alternative_truncation(other: Recovery, j: int, idx: int, t: int, on_run: On
         return scan_records(other, j, on_run).truncate_offset
     for f in files[j:idx]:
         for ev in walk_file(f, 0, f.size, check_crc=other.options.check_crc, accept_v2=other.bv.accepts_v2,
-                            batch=RUN_BATCH):
+                            run_records=SCAN_RECORDS_PER_RUN):
             if type(ev) is RecordRun:
                 continue
             if ev.kind != BLANK:
@@ -517,13 +517,14 @@ def scan_file(args) -> tuple[int, int, int, list]:
     try:
         if hi is None:
             out = [ev.records if type(ev) is RecordRun else FileStop(ev.kind, ev.position, ev.reason)
-                   for ev in walk_file(f, lo, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=RUN_BATCH)]
+                   for ev in walk_file(f, lo, f.size, check_crc=check_crc, accept_v2=accept_v2,
+                                       run_records=SCAN_RECORDS_PER_RUN)]
             return start, lo, WALK_ENDED, out
         pos, seen_n, seen_bytes = lo, 0, 0  # runs ask for the records of average size that fit before hi
         while True:
             # runs sized to reach hi: the scanner is not asked for records far past the chunk
-            batch = min(RUN_BATCH, max(1, (hi - pos) * seen_n // seen_bytes)) if seen_n else _AIM_PROBE
-            for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=batch):
+            run_records = min(SCAN_RECORDS_PER_RUN, max(1, (hi - pos) * seen_n // seen_bytes)) if seen_n else _AIM_PROBE
+            for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, run_records=run_records):
                 if type(ev) is RecordRun:
                     r = ev.records
                     k = int(r["position"].searchsorted(hi))
@@ -582,7 +583,8 @@ def _chunked_file_walk(f, results: _ChunkResults, check_crc: bool, accept_v2: bo
             return
         _, lo, landed, events = r
         if landed == WALKED_PAST:
-            yield from walk_file(f, lo, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=RUN_BATCH)
+            yield from walk_file(f, lo, f.size, check_crc=check_crc, accept_v2=accept_v2,
+                                 run_records=SCAN_RECORDS_PER_RUN)
             return
         yield from (e if type(e) is FileStop else RecordRun(f, e) for e in events)
         if landed == WALK_ENDED:
@@ -607,7 +609,7 @@ def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: in
     then the first file is walked in this process)."""
     if first_position:
         yield walk_file(files[idx], first_position, files[idx].size, check_crc=check_crc, accept_v2=accept_v2,
-                        batch=RUN_BATCH)
+                        run_records=SCAN_RECORDS_PER_RUN)
         idx += 1
     if resolve_jobs(jobs) > 1:
         args = []
@@ -621,7 +623,7 @@ def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: in
                 yield _chunked_file_walk(f, results, check_crc, accept_v2)
             return
     for f in files[idx:]:
-        yield walk_file(f, 0, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=RUN_BATCH)
+        yield walk_file(f, 0, f.size, check_crc=check_crc, accept_v2=accept_v2, run_records=SCAN_RECORDS_PER_RUN)
 
 
 # A run of records that passed the check, handed to the scan's policy: (rec, scan, run, dispatch_all, dispatch_from,
@@ -629,9 +631,8 @@ def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: in
 OnRun = Callable[["Recovery", "Scan", RecordRun, bool, "int | None", DelayTable], bool]
 
 
-__all__ = ["FileStop", "OnRun", "QueueSet", "RUN_BATCH", "Recovery", "RecoveryOptions", "Scan", "WALKED_PAST",
-           "WALK_ENDED", "abnormal_file_matches", "abnormal_start_file", "accelerated_start", "alternative_truncation",
-           "band_answers",
-           "choose_start_file", "file_walks", "first_record_store_timestamp", "first_stale_record",
-           "head_file_matches", "normal_start_file", "record_chunks", "scan_file", "scan_records",
-           "stale_offset_check_in_effect"]
+__all__ = ["FileStop", "OnRun", "QueueSet", "Recovery", "RecoveryOptions", "SCAN_RECORDS_PER_RUN", "Scan",
+           "WALKED_PAST", "WALK_ENDED", "abnormal_file_matches", "abnormal_start_file", "accelerated_start",
+           "alternative_truncation", "band_answers", "choose_start_file", "file_walks",
+           "first_record_store_timestamp", "first_stale_record", "head_file_matches", "normal_start_file",
+           "record_chunks", "scan_file", "scan_records", "stale_offset_check_in_effect"]

@@ -176,7 +176,7 @@ def _record_without_entry(buf, base: int, start: int, limit: int) -> bool:
 
 
 def walk_entries(file: MappedFile, start: int = 0, limit: int | None = None, *, check_crc: bool = True,
-                 accept_v2: bool = True, batch: int = 8192, python_runs: bool = True, crc_continue: bool = False,
+                 accept_v2: bool = True, run_records: int = 8192, python_runs: bool = True, crc_continue: bool = False,
                  release_pages: bool = False) -> Iterator[RecordRun | Record]:
     """``walk_file`` for a DLedger data file: the records inside the entries, as ``RecordRun``s (positions are
     the records', entry position + 48) and ``Record``s (same kinds and rules as ``walk_file``).
@@ -213,7 +213,7 @@ def walk_entries(file: MappedFile, start: int = 0, limit: int | None = None, *, 
     while True:
         if ext is not None:
             # the compiled scanner takes every run of well-formed entries; Python decides the rest, one at a time
-            raw, n, stop = ext.scan_entries(buf, pos, limit, base, check_crc, accept_v2, batch, RECORD_SIZE_CAP)
+            raw, n, stop = ext.scan_entries(buf, pos, limit, base, check_crc, accept_v2, run_records, RECORD_SIZE_CAP)
             if n:
                 run = flush()
                 if run is not None:
@@ -221,7 +221,7 @@ def walk_entries(file: MappedFile, start: int = 0, limit: int | None = None, *, 
                 yield RecordRun(file, np.frombuffer(raw, dtype=RECORD_DTYPE))
                 rel.advance(stop)
                 pos = stop
-                if n == batch:
+                if n == run_records:
                     continue
         ev = next(entry_events(file, pos, limit))
         kind = ev.kind
@@ -254,7 +254,7 @@ def walk_entries(file: MappedFile, start: int = 0, limit: int | None = None, *, 
         if rkind == MESSAGE and p + size == mend:
             if python_runs or ext is not None:
                 pending.append(np.array([tuple(python_row(buf, one))], dtype=RECORD_DTYPE).tobytes())
-                if len(pending) >= batch:
+                if len(pending) >= run_records:
                     yield flush()  # type: ignore[misc]
                     rel.advance(mend)
             else:

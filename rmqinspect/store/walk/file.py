@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..mapped import MappedFile
-from .records import RUN_BATCH, Record, RecordRun, walk_records
+from .records import RECORDS_PER_RUN, Record, RecordRun, walk_records
 
 
 def walk_file(file: MappedFile, start: int = 0, limit: int | None = None, *, check_crc: bool = True,
-              accept_v2: bool = True, batch: int = RUN_BATCH, python_runs: bool = True,
+              accept_v2: bool = True, run_records: int = RECORDS_PER_RUN, python_runs: bool = True,
               crc_continue: bool = False, release_pages: bool = False) -> Iterator[RecordRun | Record]:
     """The broker's check over one file from ``start`` to ``limit``: ``records.walk_records``' events and rules
     (see there), read through the DLedger entries when the file is a DLedger data file."""
@@ -20,7 +20,7 @@ def walk_file(file: MappedFile, start: int = 0, limit: int | None = None, *, che
         # imported here: the entry walk needs numpy, which a look-up in a plain store never loads
         from .entries import walk_entries
 
-        return walk_entries(file, start, limit, check_crc=check_crc, accept_v2=accept_v2, batch=batch,
+        return walk_entries(file, start, limit, check_crc=check_crc, accept_v2=accept_v2, run_records=run_records,
                             python_runs=python_runs, crc_continue=crc_continue, release_pages=release_pages)
-    return walk_records(file, start, limit, check_crc=check_crc, accept_v2=accept_v2, batch=batch,
+    return walk_records(file, start, limit, check_crc=check_crc, accept_v2=accept_v2, run_records=run_records,
                         python_runs=python_runs, crc_continue=crc_continue, release_pages=release_pages)

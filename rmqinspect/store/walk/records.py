@@ -110,7 +110,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # Records per run of the walk (bulk consumers amortise their per-run numpy overhead over large runs).
-RUN_BATCH = 8192
+RECORDS_PER_RUN = 8192
 
 
 class RecordRun:
@@ -272,13 +272,13 @@ def _python_run(file: MappedFile, rows: list) -> RecordRun:
 
 
 def walk_records(file: MappedFile, start: int = 0, limit: int | None = None, *, check_crc: bool = True,
-              accept_v2: bool = True, batch: int = RUN_BATCH, python_runs: bool = True,
+              accept_v2: bool = True, run_records: int = RECORDS_PER_RUN, python_runs: bool = True,
               crc_continue: bool = False, release_pages: bool = False) -> Iterator[RecordRun | Record]:
     """The broker's check over one plain (not DLedger) file, ``file.buffer[start:limit]`` (default: to the
     file's end); ``walk.file.walk_file`` chooses this or the DLedger entry walk.
 
     Runs of well-formed records come from the selected scanner (``scanner.compiled()``) as ``RecordRun``s of
-    at most ``batch`` records; every other position is decided by the pure-Python ``scan_buffer`` (one
+    at most ``run_records`` records; every other position is decided by the pure-Python ``scan_buffer`` (one
     implementation of each unusual case) and comes as a ``Record``. Ends after the first record of a kind in
     ``FILE_DONE_KINDS``; after HALF it goes on at offset + size, as the broker's dispatcher does.
 
@@ -300,7 +300,7 @@ def walk_records(file: MappedFile, start: int = 0, limit: int | None = None, *, 
     pending: list = []  # pure Python: rows of accepted records not handed out yet
     while True:
         if ext is not None:
-            raw, n, pos = ext.scan_messages(buf, pos, limit, check_crc, accept_v2, batch, RECORD_SIZE_CAP)
+            raw, n, pos = ext.scan_messages(buf, pos, limit, check_crc, accept_v2, run_records, RECORD_SIZE_CAP)
             if n:
                 run = RecordRun(file, raw=raw)
                 if pos >= nxt:
@@ -310,14 +310,14 @@ def walk_records(file: MappedFile, start: int = 0, limit: int | None = None, *, 
                 if pos >= nxt:
                     rel.advance(_ROW.unpack_from(raw, len(raw) - _ROW.size)[0])
                     nxt = rel.next
-                if n == batch:
+                if n == run_records:
                     continue
             one = next(_python_steps(buf, pos, limit, check_crc, accept_v2, crc_continue))
         else:
             one = next(steps)
             if one[0] == MESSAGE and python_runs:
                 pending.append(_python_row(buf, one))
-                if len(pending) < batch:
+                if len(pending) < run_records:
                     continue
             if pending:
                 run = _python_run(file, pending)

@@ -135,7 +135,7 @@ def find_next_valid(f: MappedFile, frm: int, check_crc: bool, accept_v2: bool,
 
 
 # Records per walked run (verify's per-run numpy work is amortised over large runs).
-_RUN_BATCH = 1 << 16
+_RECORDS_PER_RUN = 1 << 16
 # A chunk walk's first run, before any record size is known (file_events' stops).
 _AIM_PROBE = 256
 
@@ -419,11 +419,11 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
         dmg = None
         cut = None
         aim = next((s for s in stops if s > pos), None)
-        run_batch = _RUN_BATCH
+        run_records = _RECORDS_PER_RUN
         if aim is not None:
-            run_batch = min(_RUN_BATCH, max(1, (aim - pos) * seen_n // seen_bytes)) if seen_n else _AIM_PROBE
+            run_records = min(_RECORDS_PER_RUN, max(1, (aim - pos) * seen_n // seen_bytes)) if seen_n else _AIM_PROBE
         # walked pages are dropped from the map as the walk goes (PageReleaser): RSS stays flat in the file size
-        for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, batch=run_batch,
+        for ev in walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, run_records=run_records,
                             release_pages=True):
             if isinstance(ev, RecordRun):
                 if stop_arr.size:
