@@ -205,11 +205,13 @@ def report_read_bytes(store: Store) -> int:
 
 def collect_store_report(store: Store, *, broker_version: BrokerVersion | None = None, accept_v2: bool = True,
                          offsets_file: str | None = None, top_topics: int = 8, max_buckets: int = 1200,
-                         progress: Callable[[int], None] | None = None) -> StoreReport:
+                         progress: Callable[[int], None] | None = None,
+                         beside_walk: Callable[[], None] | None = None) -> StoreReport:
     """Everything the report shows about one store. ``progress(done, phase)`` gets how far the report has come, in
     bytes out of ``report_read_bytes(store)`` (the commit log, consume queues and index items, each counted once):
     the four passes (summary, verify, recovery, traffic) share that total in proportion to what each costs
-    (``REPORT_PHASES``), each moving through its share as it reads."""
+    (``REPORT_PHASES``), each moving through its share as it reads. ``beside_walk()`` is called once the commit-log
+    walk is under way (its worker processes, if any, forked): work of the caller's to run in a thread beside it."""
     cl = store.commitlog
     sizes = read_bytes(store)
     span = sizes["commitlog"]
@@ -229,13 +231,16 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
         tally = TrafficTally()
         width = shares["summary"] + shares["verify"] + shares["traffic"]
         step = phase("verify", at, width, total, "report: summary, verify and traffic")
-        summary, rep = summary_beside_verify(store, broker_version, accept_v2, step, traffic=tally)
+        summary, rep = summary_beside_verify(store, broker_version, accept_v2, step, traffic=tally,
+                                             beside_walk=beside_walk)
         at += width
     else:
         step = phase("summary", at, shares["summary"], span, "report: summary")
         summary = summarize(store, progress=step, broker_version=broker_version)
         at += shares["summary"]
         step = phase("verify", at, shares["verify"], total, "report: verify")
+        if beside_walk is not None:
+            beside_walk()
         rep = verify(store, accept_v2=accept_v2, read_progress=step)
         at += shares["verify"]
     _give_back_freed_memory()
@@ -267,13 +272,14 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
 
 def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
                           read_progress: Callable[[int], None] | None = None, *,
-                          traffic: TrafficTally | None = None) -> tuple[StoreSummary, VerifyReport]:
+                          traffic: TrafficTally | None = None,
+                          beside_walk: Callable[[], None] | None = None) -> tuple[StoreSummary, VerifyReport]:
     """``summarize`` and ``verify`` (every check) over one commit-log walk: verify's walk also converts each run
     for the summary (``verify``'s ``tap``), and a thread runs ``summarize`` over those items as they come,
     through a bounded queue (the items are small; memory stays flat). Both answers are those of their own walks:
     the summary's walk is ``walk_batches`` with CRC check and V2 records, as verify's is here. ``traffic``: the
     same thread also adds each run's traffic cells to it (``TrafficTally``, ``store_traffic``'s walk being that
-    one too)."""
+    one too). ``beside_walk()`` is called when the thread starts."""
     import contextvars
     import queue
     import threading
@@ -307,6 +313,8 @@ def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
     def feed(ev) -> None:
         if thread.ident is None:
             thread.start()
+            if beside_walk is not None:
+                beside_walk()
         items.put(ev)
 
     try:

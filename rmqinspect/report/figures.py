@@ -20,8 +20,39 @@ KIND_COLOURS = {
     "store_time_outlier": "#bcbd22",
 }
 DAMAGE_FALLBACK = "#c0392b"
-LAYOUT = dict(template="plotly_white", margin=dict(l=10, r=10, t=90, b=40), font=dict(size=12),
+TEMPLATE = "plotly_white"
+# the template is given when a figure is made (``_figure``), not with the rest of the layout
+LAYOUT = dict(margin=dict(l=10, r=10, t=90, b=40), font=dict(size=12),
               legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+
+
+def _figure() -> go.Figure:
+    """An empty figure with the report's template from the start: plotly validates a template by a deep copy each
+    time one is set (~10 ms), and a figure made without one first takes plotly's default. The figure is the one
+    setting it later gave (the template first in the layout)."""
+    return go.Figure(layout={"template": TEMPLATE})
+
+
+def warm_figures() -> None:
+    """A figure of each kind the page draws, thrown away: plotly imports a property's validator the first time it
+    is set (~0.2 s over the page's figures), and deep-copies the template from its registry once loaded."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("a", "b"), figure=_figure())
+    fig.add_trace(go.Bar(x=[1], y=["a"], base=[0], orientation="h", customdata=[[1]], hovertemplate="%{x}",
+                         marker=dict(color="#000", line=dict(width=1, color="#000")), legendgroup="a", width=0.6,
+                         name="a"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=[1], y=[1], mode="lines", stackgroup="s", showlegend=False, legendgroup="a",
+                             line=dict(width=0.5, color="#000", shape="hv"), customdata=[1], name="a",
+                             marker=dict(symbol="triangle-down", size=12, color="#000")), row=1, col=2)
+    fig.add_vline(x=1, line=dict(color="#000", dash="dot", width=1))
+    fig.add_shape(type="line", x0=1, x1=1, yref="paper", y0=0, y1=1)
+    fig.add_annotation(x=1, yref="paper", y=1.0, yanchor="bottom", yshift=4, text="a", showarrow=False,
+                       xanchor="left", bgcolor="rgba(255,255,255,0.85)", font=dict(size=11))
+    fig.update_layout(**LAYOUT, height=300, hovermode="x unified", barmode="group", title=_title("a"),
+                      xaxis=dict(title="a", tickformat="d", exponentformat="none", separatethousands=False,
+                                 type="category", tickangle=-45, automargin=True),
+                      yaxis=dict(categoryorder="array", categoryarray=["a"], autorange="reversed", title="a"))
+    fig.update_xaxes(type="date", range=[0, 1])
+    fig.to_dict()
 
 
 def _title(text: str) -> dict:
@@ -86,7 +117,7 @@ def commitlog_map(r: StoreReport) -> go.Figure:
     """Every commit-log file as a bar on one physical-offset axis: records, blank and zero tails, missing files,
     damage by kind (bars, and a marker at each range so that a 1-byte range stays visible), with the recovery's
     truncation point and the other positions as labelled lines."""
-    fig = go.Figure()
+    fig = _figure()
     by_kind: dict[str, list] = {}
     for s in r.segments:
         by_kind.setdefault(s.kind, []).append(s)
@@ -158,7 +189,7 @@ def traffic(r: StoreReport) -> go.Figure:
     message, the checkpoint's timestamps and the index's last update as lines."""
     t = r.traffic
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("messages per second", "bytes per second"))
+                        subplot_titles=("messages per second", "bytes per second"), figure=_figure())
     if t.start_ms is None:
         fig.update_layout(**LAYOUT, height=200, title=_title("Traffic over store time: no valid records"))
         return fig
@@ -257,7 +288,7 @@ def queue_chart(r: StoreReport) -> tuple[go.Figure, int]:
 
 def _grouped_bars(x: list[str], rows: list, series, height: int, title: str, y_title: str) -> go.Figure:
     """One bar per (name, attribute, colour) of ``series`` for each row, grouped by the category labels ``x``."""
-    fig = go.Figure()
+    fig = _figure()
     labels = short_labels(x)
     for name, attr, colour in series:
         fig.add_trace(go.Bar(name=name, x=labels, y=[getattr(row, attr) for row in rows], marker_color=colour,
@@ -289,7 +320,7 @@ def index_charts(r: StoreReport) -> go.Figure | None:
         return None
     fig = make_subplots(rows=1, cols=2, column_widths=[0.65, 0.35], horizontal_spacing=0.12,
                         subplot_titles=("index files over store time", "fill (indexCount / maxIndexNum) and "
-                                        "hash-slot load"))
+                                        "hash-slot load"), figure=_figure())
     fig.add_trace(go.Bar(
         name="index file (red: deleted by a restart)", orientation="h", y=[i.name for i in rows],
         base=[iso(i.begin_timestamp) for i in rows], x=[max(i.end_timestamp - i.begin_timestamp, 1) for i in rows],
