@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from dataclasses import dataclass, field
 
@@ -31,6 +32,21 @@ def split_keys(keys: str | None) -> list[str]:
     """The KEYS property as the index sees it: split on single spaces, empty tokens dropped
     (IndexService.buildIndex)."""
     return [t for t in keys.split(" ") if t] if keys else []
+
+
+@functools.lru_cache(maxsize=1024)
+def sys_flag_names(sys_flag: int) -> tuple[str, ...]:
+    """The SYSFLAG bits as words (``sys_flag_names`` of the record contract). Cached by value: a store holds a few
+    distinct flags, and spelling them through the enums cost more than decoding the record (cq --join)."""
+    names = [f.name for f in SysFlag if sys_flag & f and f not in (SysFlag.TRANSACTION_PREPARED,
+                                                                    SysFlag.TRANSACTION_COMMIT)]
+    tt = TransactionType(sys_flag & 0xC)
+    if tt != TransactionType.NOT_TYPE:
+        names.append("TRANSACTION_" + tt.name)
+    codec = sys_flag & 0x700
+    if codec:
+        names.append("COMPRESSION_" + {1: "LZ4", 2: "ZSTD", 3: "ZLIB"}.get(codec >> 8, f"UNKNOWN{codec >> 8}"))
+    return tuple(names)
 
 
 @dataclass(slots=True)
@@ -104,15 +120,7 @@ class Message:
 
     @property
     def flag_names(self) -> list[str]:
-        names = [f.name for f in SysFlag if self.sys_flag & f and f not in (SysFlag.TRANSACTION_PREPARED,
-                                                                             SysFlag.TRANSACTION_COMMIT)]
-        tt = self.transaction_type
-        if tt != TransactionType.NOT_TYPE:
-            names.append("TRANSACTION_" + tt.name)
-        codec = self.sys_flag & 0x700
-        if codec:
-            names.append("COMPRESSION_" + {1: "LZ4", 2: "ZSTD", 3: "ZLIB"}.get(codec >> 8, f"UNKNOWN{codec >> 8}"))
-        return names
+        return list(sys_flag_names(self.sys_flag))
 
     @property
     def body_sha256(self) -> str:

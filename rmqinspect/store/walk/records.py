@@ -23,8 +23,7 @@ from ...formats.commitlog import (
     INT16,
     PREFIX,
     decode_crc32_property,
-    parse_properties,
-    properties_well_formed,
+    parse_properties_checked,
 )
 from ...formats.constants import (
     BLANK_MAGIC_CODE,
@@ -513,7 +512,7 @@ def decode_slot(buf, base: int, pos: int, hdr: tuple | None, bpos: int, crc_ok, 
         # a stored 0 is right and anything else is not; None would read as "not verified"
         crc_ok = (_crc32(body) & 0x7FFFFFFF) == h.body_crc
     topic, props_raw, _ = _topic_and_properties(buf, h, bpos)
-    props = parse_properties(props_raw)
+    props, well_formed = parse_properties_checked(props_raw)
     msg = Message(
         physical_offset=base + pos, total_size=h.total_size, magic_version=1 if h.magic_code == _V1 else 2,
         body_crc=h.body_crc, crc_ok=crc_ok, queue_id=h.queue_id, flag=h.flag, queue_offset=h.queue_offset,
@@ -530,7 +529,7 @@ def decode_slot(buf, base: int, pos: int, hdr: tuple | None, bpos: int, crc_ok, 
         msg.property_crc_ok = stored == actual
         if not msg.property_crc_ok:
             msg.problems.append(f"__CRC32# property {stored} != crc of record {actual}")
-    if props_raw and not properties_well_formed(props_raw):
+    if props_raw and not well_formed:
         msg.problems.append("properties string has a piece without a name/value separator (\\x01)")
     if crc_ok is False:
         msg.problems.append("body CRC mismatch")
