@@ -11,8 +11,9 @@ record and one flipped body byte ~50 records before the end: a crashed, CRC-dama
 
 Each command runs as a user runs it (``python -m rmqinspect ...``, output to /dev/null), in a fresh process, with
 every interpreter given (``--compare NAME=PYTHON``: another checkout's venv; the commands are interleaved, so
-both see the same machine), ``--repeat`` times; the fastest run counts. Every interpreter's rmqinspect is byte-compiled first
-and the commands run without PYTHONDONTWRITEBYTECODE, as an installed package runs (``child_env``). Figures per command:
+both see the same machine), ``--repeat`` times; the fastest run counts. Every interpreter's rmqinspect is
+byte-compiled first and the commands run without PYTHONDONTWRITEBYTECODE, as an installed package runs
+(``child_env``). Figures per command:
 
 * ``seconds`` end to end (interpreter start included);
 * ``vs crc32`` = the time of one zlib.crc32 pass over the commit log's data bytes (mapped, page cache warm, one

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -206,12 +206,13 @@ def report_read_bytes(store: Store) -> int:
 def collect_store_report(store: Store, *, broker_version: BrokerVersion | None = None, accept_v2: bool = True,
                          offsets_file: str | None = None, top_topics: int = 8, max_buckets: int = 1200,
                          progress: Callable[[int], None] | None = None,
-                         beside_walk: Callable[[], None] | None = None) -> StoreReport:
+                         after_walk: Callable[[], None] | None = None) -> StoreReport:
     """Everything the report shows about one store. ``progress(done, phase)`` gets how far the report has come, in
     bytes out of ``report_read_bytes(store)`` (the commit log, consume queues and index items, each counted once):
     the four passes (summary, verify, recovery, traffic) share that total in proportion to what each costs
-    (``REPORT_PHASES``), each moving through its share as it reads. ``beside_walk()`` is called once the commit-log
-    walk is under way (its worker processes, if any, forked): work of the caller's to run in a thread beside it."""
+    (``REPORT_PHASES``), each moving through its share as it reads. ``after_walk()`` is called once the walk and the
+    recovery plan are done: work of the caller's (rendering's warm-up) can run in a thread from there, beside the
+    rest, without adding to the walk's or the plan's peak memory."""
     cl = store.commitlog
     sizes = read_bytes(store)
     span = sizes["commitlog"]
@@ -226,40 +227,35 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
 
     shares = dict(REPORT_PHASES)
     at = 0.0
-    options = RecoveryOptions(version=broker_version, keep_redispatch=False)
+    tally = None
     if accept_v2:  # summary's and traffic's own walks check CRCs and accept V2 records: verify's walk is the same
         tally = TrafficTally()
         width = shares["summary"] + shares["verify"] + shares["traffic"]
         step = phase("verify", at, width, total, "report: summary, verify and traffic")
-        # the recovery plan, the queues' bounds and the index headers need nothing of the walk's: a thread makes
-        # them beside it (its scan and the queue reads give the interpreter's lock back in their compiled parts)
-        side = _BesideWalk(store, replace(options, jobs=1))  # no worker forked beside the walk's
-        summary, rep = summary_beside_verify(store, broker_version, accept_v2, step, traffic=tally,
-                                             beside_walk=_both(side.start, beside_walk))
-        _give_back_freed_memory()
-        phase("recovery", width, 1.0 - width, span, "report: recovery")
-        plan, bounds, index_rows = side.result()
-        outliers = [p.start for p in rep.problems if p.kind == "store_time_outlier"]
-        traffic = tally.traffic(outliers, top_topics=top_topics, max_buckets=max_buckets)
+        summary, rep = summary_beside_verify(store, broker_version, accept_v2, step, traffic=tally)
+        at += width
     else:
         step = phase("summary", at, shares["summary"], span, "report: summary")
         summary = summarize(store, progress=step, broker_version=broker_version)
         at += shares["summary"]
         step = phase("verify", at, shares["verify"], total, "report: verify")
-        if beside_walk is not None:
-            beside_walk()
         rep = verify(store, accept_v2=accept_v2, read_progress=step)
         at += shares["verify"]
-        _give_back_freed_memory()
-        step = phase("recovery", at, shares["recovery"], span, "report: recovery")
-        plan = plan_recovery(store, replace(options, progress=lambda off: step(off - cl.min_offset)))
-        at += shares["recovery"]
-        outliers = [p.start for p in rep.problems if p.kind == "store_time_outlier"]
+    _give_back_freed_memory()
+    step = phase("recovery", at, shares["recovery"], span, "report: recovery")
+    plan = plan_recovery(store, RecoveryOptions(version=broker_version, keep_redispatch=False,
+                                                progress=lambda off: step(off - cl.min_offset)))
+    at += shares["recovery"]
+    outliers = [p.start for p in rep.problems if p.kind == "store_time_outlier"]
+    if tally is not None:
+        traffic = tally.traffic(outliers, top_topics=top_topics, max_buckets=max_buckets)
+    else:
         step = phase("traffic", at, 1.0 - at, span, "report: traffic")
         traffic = store_traffic(store, outliers, top_topics=top_topics, max_buckets=max_buckets,
                                 progress=lambda off: step(off - cl.min_offset))
-        bounds, index_rows = list(_all_queue_bounds(store)), index_file_rows(store, plan)
     tick(total)
+    if after_walk is not None:
+        after_walk()
     after = plan.consume_queue_max_offsets_after_start or plan.consume_queue_max_offsets
     consumers = lost_window(store, plan.consume_queue_max_offsets_before, after, offsets_file)
     if consumers.source is None and not consumers.rows:
@@ -267,64 +263,22 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
     return StoreReport(
         root=store.root, summary=summary, verify=rep, plan=plan, geometry=commitlog_geometry(store),
         segments=commitlog_segments(summary, rep, plan), traffic=traffic,
-        queues=queue_rows(store, summary, rep, plan, bounds), consumers=consumers,
-        index_files=index_rows, findings=findings(store.root, rep, plan),
+        queues=queue_rows(store, summary, rep, plan), consumers=consumers,
+        index_files=index_file_rows(store, plan), findings=findings(store.root, rep, plan),
         notes=list(dict.fromkeys(summary.notes + rep.notes + plan.notes)),
         transactions=report_section(store, plan, offsets_file) if may_hold_transactions(store, rep)
         else no_transaction_section(store, offsets_file))
 
 
-def _both(first: Callable[[], None], then: Callable[[], None] | None) -> Callable[[], None]:
-    return first if then is None else lambda: (first(), then())[-1]
-
-
-class _BesideWalk:
-    """``plan_recovery``, the queues' bounds (``cq --all``) and the index files' rows, made in a thread started
-    once verify's walk is under way (``start``), or in the caller's thread when the walk never started one
-    (``result``). The answers are those of the same calls made one after another; an error is raised by
-    ``result``, as the call would have raised it."""
-
-    def __init__(self, store: Store, options: RecoveryOptions):
-        import contextvars
-        import threading
-
-        self.store, self.options = store, options
-        self.out: dict = {}
-        # the thread sees the command's settings (the broker.conf context), as the summary's does
-        self.thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
-                                       name="report-recovery", daemon=True)
-
-    def _run(self) -> None:
-        try:
-            plan = plan_recovery(self.store, self.options)
-            self.out["result"] = plan, list(_all_queue_bounds(self.store)), index_file_rows(self.store, plan)
-        except BaseException as e:  # handed to the caller by result()
-            self.out["error"] = e
-
-    def start(self) -> None:
-        if self.thread.ident is None:
-            self.thread.start()
-
-    def result(self) -> tuple[RecoveryPlan, list, list[IndexFileRow]]:
-        if self.thread.ident is None:
-            self._run()
-        else:
-            self.thread.join()
-        if "error" in self.out:
-            raise self.out["error"]
-        return self.out["result"]
-
-
 def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
                           read_progress: Callable[[int], None] | None = None, *,
-                          traffic: TrafficTally | None = None,
-                          beside_walk: Callable[[], None] | None = None) -> tuple[StoreSummary, VerifyReport]:
+                          traffic: TrafficTally | None = None) -> tuple[StoreSummary, VerifyReport]:
     """``summarize`` and ``verify`` (every check) over one commit-log walk: verify's walk also converts each run
     for the summary (``verify``'s ``tap``), and a thread runs ``summarize`` over those items as they come,
     through a bounded queue (the items are small; memory stays flat). Both answers are those of their own walks:
     the summary's walk is ``walk_batches`` with CRC check and V2 records, as verify's is here. ``traffic``: the
     same thread also adds each run's traffic cells to it (``TrafficTally``, ``store_traffic``'s walk being that
-    one too). ``beside_walk()`` is called when the thread starts."""
+    one too)."""
     import contextvars
     import queue
     import threading
@@ -358,8 +312,6 @@ def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
     def feed(ev) -> None:
         if thread.ident is None:
             thread.start()
-            if beside_walk is not None:
-                beside_walk()
         items.put(ev)
 
     try:
@@ -693,12 +645,10 @@ def _queue_key(path: str | None) -> str | None:
     return None
 
 
-def queue_rows(store: Store, summary: StoreSummary, rep: VerifyReport, plan: RecoveryPlan,
-               queue_bounds_made: list | None = None) -> list[QueueRow]:
-    """Per queue: its entries (``queue_bounds``, as ``cq --all``; ``queue_bounds_made`` when already read), the
-    commit log's records for it (summary), what verify flags, and what the recovery cuts and re-dispatches."""
-    made = _all_queue_bounds(store) if queue_bounds_made is None else queue_bounds_made
-    bounds = {f"{b.topic}/{b.queue_id}": b for b in made}
+def queue_rows(store: Store, summary: StoreSummary, rep: VerifyReport, plan: RecoveryPlan) -> list[QueueRow]:
+    """Per queue: its entries (``queue_bounds``, as ``cq --all``), the commit log's records for it (summary),
+    what verify flags, and what the recovery cuts and re-dispatches."""
+    bounds = {f"{b.topic}/{b.queue_id}": b for b in _all_queue_bounds(store)}
     commitlog = {f"{q.topic}/{q.queue_id}": q.messages for q in summary.queues}
     behind: dict[str, int] = {}
     bad: dict[str, int] = {}

@@ -69,7 +69,7 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
             reports.append(collect_store_report(st, broker_version=broker_version,
                                                 accept_v2=accepts_v2(broker_version), offsets_file=offsets_file,
                                                 progress=lambda d, phase=None, b=base: advance(b + d, phase),
-                                                beside_walk=warming.start))
+                                                after_walk=warming.start))
             done += size
     data = ReportData(reports, __version__, _command_line(stores, out_path, as_of, offsets_file, broker_version),
                       as_of if as_of is not None else int(time.time() * 1000), as_of is not None,
@@ -94,9 +94,9 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
 
 
 class _Beside:
-    """``work`` in a thread started once (the first store's walk under way, so no worker is forked beside it),
-    joined before its result is needed. A failure there is left to the work done again in the open: rendering
-    makes what warming up made, and says what went wrong."""
+    """``work`` in a thread started once (after the first store's walk and recovery plan: beside neither's peak
+    memory), joined before its result is needed. A failure there is left to the work done again in the open:
+    rendering makes what warming up made, and says what went wrong."""
 
     def __init__(self, work) -> None:
         import contextvars
