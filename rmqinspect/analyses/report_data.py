@@ -205,14 +205,11 @@ def report_read_bytes(store: Store) -> int:
 
 def collect_store_report(store: Store, *, broker_version: BrokerVersion | None = None, accept_v2: bool = True,
                          offsets_file: str | None = None, top_topics: int = 8, max_buckets: int = 1200,
-                         progress: Callable[[int], None] | None = None,
-                         after_walk: Callable[[], None] | None = None) -> StoreReport:
+                         progress: Callable[[int], None] | None = None) -> StoreReport:
     """Everything the report shows about one store. ``progress(done, phase)`` gets how far the report has come, in
     bytes out of ``report_read_bytes(store)`` (the commit log, consume queues and index items, each counted once):
     the four passes (summary, verify, recovery, traffic) share that total in proportion to what each costs
-    (``REPORT_PHASES``), each moving through its share as it reads. ``after_walk()`` is called once the walk and the
-    recovery plan are done: work of the caller's (rendering's warm-up) can run in a thread from there, beside the
-    rest, without adding to the walk's or the plan's peak memory."""
+    (``REPORT_PHASES``), each moving through its share as it reads."""
     cl = store.commitlog
     sizes = read_bytes(store)
     span = sizes["commitlog"]
@@ -254,8 +251,6 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
         traffic = store_traffic(store, outliers, top_topics=top_topics, max_buckets=max_buckets,
                                 progress=lambda off: step(off - cl.min_offset))
     tick(total)
-    if after_walk is not None:
-        after_walk()
     after = plan.consume_queue_max_offsets_after_start or plan.consume_queue_max_offsets
     consumers = lost_window(store, plan.consume_queue_max_offsets_before, after, offsets_file)
     if consumers.source is None and not consumers.rows:

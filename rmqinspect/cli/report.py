@@ -46,7 +46,7 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
       rmqinspect report broker-a/store broker-b/store --out fleet.html --as-of 2026-11-21T21:40:00Z
     """
     from ..analyses.report_data import ReportData, collect_store_report, report_read_bytes
-    from ..report import render_html, require_plotly, warm_up
+    from ..report import render_html, require_plotly
     from ..store import Store
     from ..store.layout import ensure_output_outside
 
@@ -61,20 +61,17 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
     # the bar's total: the bytes the report reads, each once (commit log, consume queues, index items)
     sizes = [report_read_bytes(st) for st in opened]
     reports = []
-    warming = _Beside(warm_up)
     with progress(sum(sizes), "report", True) as advance:
         done = 0
         for st, size in zip(opened, sizes):
             base = done
             reports.append(collect_store_report(st, broker_version=broker_version,
                                                 accept_v2=accepts_v2(broker_version), offsets_file=offsets_file,
-                                                progress=lambda d, phase=None, b=base: advance(b + d, phase),
-                                                after_walk=warming.start))
+                                                progress=lambda d, phase=None, b=base: advance(b + d, phase)))
             done += size
     data = ReportData(reports, __version__, _command_line(stores, out_path, as_of, offsets_file, broker_version),
                       as_of if as_of is not None else int(time.time() * 1000), as_of is not None,
                       replicas=_replica_view(opened, list(stores)))
-    warming.join()
     page = render_html(data)
     replaced = os.path.exists(out_path)
     from ..sinks.staging import Staged
@@ -91,33 +88,6 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
              f"{sum(len(r.damage) for r in reports)} damaged ranges is drawn (damage is never dropped)")
     click.echo(f"wrote {out_path} ({len(reports)} store(s), {sum(len(r.findings) for r in reports)} finding(s))",
                err=True)
-
-
-class _Beside:
-    """``work`` in a thread started once (after the first store's walk and recovery plan: beside neither's peak
-    memory), joined before its result is needed. A failure there is left to the work done again in the open:
-    rendering makes what warming up made, and says what went wrong."""
-
-    def __init__(self, work) -> None:
-        import contextvars
-        import threading
-
-        def run() -> None:
-            try:
-                work()
-            except Exception:  # noqa: BLE001 - rendering repeats the work and reports its own failure
-                pass
-
-        self.thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), name="report-warm-up",
-                                       daemon=True)
-
-    def start(self) -> None:
-        if self.thread.ident is None:
-            self.thread.start()
-
-    def join(self) -> None:
-        if self.thread.ident is not None:
-            self.thread.join()
 
 
 def _replica_view(opened, labels: list[str]) -> dict | None:

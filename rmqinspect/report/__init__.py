@@ -31,16 +31,4 @@ def render_html(data) -> str:
     return render(data)
 
 
-def warm_up() -> None:
-    """What rendering costs whatever the data, done ahead (a thread runs it while the store is walked): plotly's
-    modules and the validators its figures load on first use, the template, plotly.js compressed (zlib gives the
-    interpreter's lock back while it compresses). The page is the same with or without it."""
-    require_plotly()
-    from .figures import warm_figures
-    from .html import plotly_js_gzip_base64
-
-    warm_figures()
-    plotly_js_gzip_base64()
-
-
-__all__ = ["INSTALL_HINT", "ReportDependencyError", "render_html", "require_plotly", "warm_up"]
+__all__ = ["INSTALL_HINT", "ReportDependencyError", "render_html", "require_plotly"]

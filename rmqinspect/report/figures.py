@@ -33,28 +33,6 @@ def _figure() -> go.Figure:
     return go.Figure(layout={"template": TEMPLATE})
 
 
-def warm_figures() -> None:
-    """A figure of each kind the page draws, thrown away: plotly imports a property's validator the first time it
-    is set (~0.2 s over the page's figures), and deep-copies the template from its registry once loaded."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("a", "b"), figure=_figure())
-    fig.add_trace(go.Bar(x=[1], y=["a"], base=[0], orientation="h", customdata=[[1]], hovertemplate="%{x}",
-                         marker=dict(color="#000", line=dict(width=1, color="#000")), legendgroup="a", width=0.6,
-                         name="a"), row=1, col=1)
-    fig.add_trace(go.Scatter(x=[1], y=[1], mode="lines", stackgroup="s", showlegend=False, legendgroup="a",
-                             line=dict(width=0.5, color="#000", shape="hv"), customdata=[1], name="a",
-                             marker=dict(symbol="triangle-down", size=12, color="#000")), row=1, col=2)
-    fig.add_vline(x=1, line=dict(color="#000", dash="dot", width=1))
-    fig.add_shape(type="line", x0=1, x1=1, yref="paper", y0=0, y1=1)
-    fig.add_annotation(x=1, yref="paper", y=1.0, yanchor="bottom", yshift=4, text="a", showarrow=False,
-                       xanchor="left", bgcolor="rgba(255,255,255,0.85)", font=dict(size=11))
-    fig.update_layout(**LAYOUT, height=300, hovermode="x unified", barmode="group", title=_title("a"),
-                      xaxis=dict(title="a", tickformat="d", exponentformat="none", separatethousands=False,
-                                 type="category", tickangle=-45, automargin=True),
-                      yaxis=dict(categoryorder="array", categoryarray=["a"], autorange="reversed", title="a"))
-    fig.update_xaxes(type="date", range=[0, 1])
-    fig.to_dict()
-
-
 def _title(text: str) -> dict:
     return dict(text=text, x=0.01, xanchor="left", y=0.995, yanchor="top")
 
