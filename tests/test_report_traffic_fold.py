@@ -80,9 +80,11 @@ def test_store_time_outliers_are_left_off_as_in_its_own_walk(tmp_path, walk):
 
 
 def test_cell_cap_coarsens_to_the_same_chart(tmp_path, walk, monkeypatch):
-    """A cap of 5 cells: the 1 s cells coarsen to minutes and hours during the walk and at its end, whichever
-    runs or chunks come, and the outliers' own cells never decide a coarsening."""
+    """A cap of 5 cells: the 1 s cells coarsen to minutes and hours during the walk (the waiting cells joined
+    every 7) and at its end, whichever runs or chunks come, and the outliers' own cells never decide a
+    coarsening."""
     monkeypatch.setattr(report_data, "MAX_FINE_CELLS", 5)
+    monkeypatch.setattr(TrafficTally, "PENDING_MAX", 7)
     fx, flipped = _outlier_store(tmp_path)
     folded, alone = _both(fx.root)
     assert folded == alone
