@@ -78,6 +78,6 @@ def test_report_progress_moves_forward_once_over_the_store(multi_file_store):
 
     collect_store_report(st, progress=tick)
     assert seen == sorted(seen) and seen[-1] == total
-    assert phases == ["report: summary and verify", "report: recovery", "report: traffic"]  # one walk for both
+    assert phases == ["report: summary, verify and traffic", "report: recovery"]  # one walk for the three
     # each pass reports while it reads, not only at its end
-    assert len(set(seen)) > 12
+    assert len(set(seen)) > 8  # two passes (the traffic counted in the first), each many times

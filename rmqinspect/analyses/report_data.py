@@ -35,9 +35,9 @@ from .compare.cq_vs_commitlog import queue_bounds
 from .offsets import LostWindowReport, lost_window
 from .recovery import RecoveryOptions, RecoveryPlan, plan_recovery
 from .rows import topic_ids
-from .summary import StoreSummary, count_run, summarize
+from .summary import StoreSummary, count_named_run, count_run, summarize
 from .txn import TxnSection, report_section
-from .verify import VerifyReport, read_bytes, verify
+from .verify import VerifyReport, read_bytes, store_time_candidates, verify
 
 # bucket widths the traffic chart may use, in ms: the smallest that keeps the series within max_buckets
 BUCKET_STEPS_MS = (1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000,
@@ -193,8 +193,8 @@ class ReportData:
 
 
 # each pass's share of the report's progress bar: what it took of the collection on the 1 GiB crashed store of
-# benchmarks/bench_real_store.py (summary 0.6 s, verify 1.3 s, recovery 2.1 s, traffic 0.8 s); summary and verify
-# share one walk (``summary_beside_verify``), one phase with both shares
+# benchmarks/bench_real_store.py (summary 0.6 s, verify 1.3 s, recovery 2.1 s, traffic 0.8 s); summary, verify and
+# traffic share one walk (``summary_beside_verify``) when V2 records are accepted, one phase with the three shares
 REPORT_PHASES = (("summary", 0.12), ("verify", 0.27), ("recovery", 0.44), ("traffic", 0.17))
 
 
@@ -224,31 +224,39 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
 
     shares = dict(REPORT_PHASES)
     at = 0.0
-    if accept_v2:  # summary's own walk checks CRCs and accepts V2 records: verify's walk is the same one
-        step = phase("verify", at, shares["summary"] + shares["verify"], total, "report: summary and verify")
-        summary, rep = summary_beside_verify(store, broker_version, accept_v2, step)
-        at += shares["summary"]
+    tally = None
+    if accept_v2:  # summary's and traffic's own walks check CRCs and accept V2 records: verify's walk is the same
+        tally = TrafficTally()
+        width = shares["summary"] + shares["verify"] + shares["traffic"]
+        step = phase("verify", at, width, total, "report: summary, verify and traffic")
+        summary, rep = summary_beside_verify(store, broker_version, accept_v2, step, traffic=tally)
+        at += width
     else:
         step = phase("summary", at, shares["summary"], span, "report: summary")
         summary = summarize(store, progress=step, broker_version=broker_version)
         at += shares["summary"]
         step = phase("verify", at, shares["verify"], total, "report: verify")
         rep = verify(store, accept_v2=accept_v2, read_progress=step)
+        at += shares["verify"]
     _give_back_freed_memory()
-    at += shares["verify"]
     step = phase("recovery", at, shares["recovery"], span, "report: recovery")
     plan = plan_recovery(store, RecoveryOptions(version=broker_version, keep_redispatch=False,
                                                 progress=lambda off: step(off - cl.min_offset)))
     at += shares["recovery"]
     outliers = [p.start for p in rep.problems if p.kind == "store_time_outlier"]
-    step = phase("traffic", at, 1.0 - at, span, "report: traffic")
-    traffic = store_traffic(store, outliers, top_topics=top_topics, max_buckets=max_buckets,
-                            progress=lambda off: step(off - cl.min_offset))
+    if tally is not None:
+        traffic = tally.traffic(outliers, top_topics=top_topics, max_buckets=max_buckets)
+        del tally  # its buffers go back to the system with the plan's arrays, before the rows and the page
+    else:
+        step = phase("traffic", at, 1.0 - at, span, "report: traffic")
+        traffic = store_traffic(store, outliers, top_topics=top_topics, max_buckets=max_buckets,
+                                progress=lambda off: step(off - cl.min_offset))
     tick(total)
     after = plan.consume_queue_max_offsets_after_start or plan.consume_queue_max_offsets
     consumers = lost_window(store, plan.consume_queue_max_offsets_before, after, offsets_file)
     if consumers.source is None and not consumers.rows:
         consumers = None if offsets_file is None else consumers
+    _give_back_freed_memory()
     return StoreReport(
         root=store.root, summary=summary, verify=rep, plan=plan, geometry=commitlog_geometry(store),
         segments=commitlog_segments(summary, rep, plan), traffic=traffic,
@@ -260,11 +268,14 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
 
 
 def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
-                          read_progress: Callable[[int], None] | None = None) -> tuple[StoreSummary, VerifyReport]:
+                          read_progress: Callable[[int], None] | None = None, *,
+                          traffic: TrafficTally | None = None) -> tuple[StoreSummary, VerifyReport]:
     """``summarize`` and ``verify`` (every check) over one commit-log walk: verify's walk also converts each run
     for the summary (``verify``'s ``tap``), and a thread runs ``summarize`` over those items as they come,
     through a bounded queue (the items are small; memory stays flat). Both answers are those of their own walks:
-    the summary's walk is ``walk_batches`` with CRC check and V2 records, as verify's is here."""
+    the summary's walk is ``walk_batches`` with CRC check and V2 records, as verify's is here. ``traffic``: the
+    same thread also adds each run's traffic cells to it (``TrafficTally``, ``store_traffic``'s walk being that
+    one too)."""
     import contextvars
     import queue
     import threading
@@ -278,6 +289,9 @@ def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
             ev = items.get()
             if ev is end:
                 return
+            if type(ev) is tuple:  # count_run_and_traffic's pair
+                traffic.add(ev[1])
+                ev = ev[0]
             yield ev
 
     def run() -> None:
@@ -298,7 +312,8 @@ def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
         items.put(ev)
 
     try:
-        rep = verify(store, accept_v2=accept_v2, read_progress=read_progress, tap=(count_run, feed))
+        rep = verify(store, accept_v2=accept_v2, read_progress=read_progress,
+                     tap=(count_run if traffic is None else count_run_and_traffic, feed))
     finally:
         if thread.ident is None:
             thread.start()
@@ -344,7 +359,8 @@ def no_transaction_section(store: Store, offsets_file: str | None) -> None:
 def _give_back_freed_memory() -> None:
     """glibc's malloc_trim: the pages verify's windows freed go back to the system before the next pass (glibc
     raises its mmap threshold after the first large free, so later large arrays come from the heap, and the freed
-    heap stays resident: at 4 GiB the report kept ~20 MB more than at 1 GiB, none of it data). Nothing elsewhere."""
+    heap stays resident: at 4 GiB the report kept ~20 MB more than at 1 GiB, none of it data). Called again once
+    the plan and the traffic cells are freed, before the rows and the page (90 MiB peak at 4 GiB, not 94)."""
     import ctypes
     import ctypes.util
 
@@ -430,7 +446,17 @@ def store_traffic(store: Store, outlier_offsets: list[int], *, top_topics: int =
         cells.add(uniq, counts, sums)
         if len(cells) > MAX_FINE_CELLS:
             unit = cells.coarsen(unit, unit * 60)
-    names = {v: k for k, v in topics.items()}
+    return traffic_series(cells, unit, list(topics), n, excluded, top_topics, max_buckets)
+
+
+def traffic_series(cells: TrafficCells, unit: int, names: list[str], n: int, excluded: int, top_topics: int,
+                   max_buckets: int) -> Traffic:
+    """The chart's series from the walk's cells (``unit`` ms each, topic ids into ``names``). The cells are first
+    coarsened until at most MAX_FINE_CELLS remain: the unit is then the finest that holds every counted record's
+    cell within the cap, whatever the runs the walk came in and whenever it coarsened on the way (a walk
+    coarsens only when its records so far already exceed the cap at that unit)."""
+    while len(cells) > MAX_FINE_CELLS:
+        unit = cells.coarsen(unit, unit * 60)
     if not len(cells):
         return Traffic(None, BUCKET_STEPS_MS[0], [], records=n, excluded=excluded)
     keys, vals = cells.arrays()
@@ -452,6 +478,119 @@ def store_traffic(store: Store, outlier_offsets: list[int], *, top_topics: int =
         out.messages[label] = np.bincount(bi[sel], weights=vals[sel, 0], minlength=nb).astype(np.int64).tolist()
         out.bytes[label] = np.bincount(bi[sel], weights=vals[sel, 1], minlength=nb).astype(np.int64).tolist()
     return out
+
+
+@dataclass
+class TrafficRun:
+    """What one run of valid records adds to the traffic (``count_run_and_traffic``, in the walk's own process):
+    its cells at 1 s, and apart from them the records whose store time verify may yet flag (``held``)."""
+
+    topics: list[str]  # the run's topics in order of first appearance: the topic ids below index it
+    keys: np.ndarray  # (store second << 20 | topic id), distinct and sorted, over the run's records but the held
+    counts: np.ndarray  # messages per key (int64)
+    sums: np.ndarray  # bytes per key (float64, whole: bincount's)
+    held: np.ndarray  # int64 rows (physical offset, store timestamp, topic id, total size)
+
+
+def count_run_and_traffic(ev, *_):
+    """verify's tap for the report: ``count_run``'s counts of the run, and its ``TrafficRun``. The records kept
+    apart are those ``store_time_candidates`` lists (outside the calendar, far from both neighbours, the first and
+    last two, whose neighbours lie in other runs): every record verify flags ``store_time_outlier`` is one, and
+    the traffic leaves those out, which is known only after the walk."""
+    r = ev.records
+    topics: dict[str, int] = {}
+    tids = np.asarray(topic_ids(np.frombuffer(ev.file.buffer, dtype=np.uint8), ev.rows, topics), dtype=np.int64)
+    names = list(topics)
+    ts = r["store_timestamp"].astype(np.int64)
+    size = r["total_size"].astype(np.int64)
+    pos = r["position"].astype(np.int64)
+    held = np.zeros(len(r), dtype=bool)
+    at = [c[1] for part in store_time_candidates(r) for c in part]
+    if at:
+        held[np.searchsorted(pos, np.array(at, dtype=np.int64))] = True
+    rows = np.stack([pos[held] + ev.base, ts[held], tids[held], size[held]], axis=1)
+    kept = ~held
+    key = ((ts[kept] // 1_000) << 20) | tids[kept]
+    uniq, inv = np.unique(key, return_inverse=True)
+    counts = np.bincount(inv.ravel(), minlength=len(uniq))
+    sums = np.bincount(inv.ravel(), weights=size[kept], minlength=len(uniq))
+    return count_named_run(ev, tids, names), TrafficRun(names, uniq, counts, sums, rows)
+
+
+class TrafficTally:
+    """``store_traffic``'s cells, added up from another walk's ``TrafficRun``s (verify's, in the report): the same
+    ``Traffic`` as ``store_traffic`` gives, whatever runs or chunks the walk came in. The runs' cells wait in a
+    list (24 bytes a cell, nothing reallocated while verify's walk holds its own peak) and join the sorted cells
+    when ``PENDING_MAX`` of them wait, and at the end. The held records wait until the store-time outliers are
+    known; the cells so far are a subset of the counted records', so a coarsening on the way is one
+    ``traffic_series`` would make anyway."""
+
+    PENDING_MAX = 1 << 18  # cells waiting in the list (~6 MB): a store's days of 1 s cells, on a broker's topics
+
+    def __init__(self) -> None:
+        self.topics: dict[str, int] = {}  # in order of first appearance over the walk, as store_traffic numbers them
+        self.cells = TrafficCells()
+        self.unit = 1_000
+        self.records = 0
+        self.held: list[np.ndarray] = []
+        # the waiting cells (key at self.unit, messages, bytes) in one buffer mapped once: small arrays kept
+        # through the walk would pin the heap pages verify's freed arrays leave (~20 MB more at 4 GiB)
+        self.pending = np.zeros((self.PENDING_MAX, 2), dtype=np.float64)
+        self.pending_keys = np.zeros(self.PENDING_MAX, dtype=np.int64)
+        self.pending_n = 0
+
+    def add(self, run: TrafficRun) -> None:
+        lut = np.array([self.topics.setdefault(t, len(self.topics)) for t in run.topics], dtype=np.int64)
+        self.records += int(run.counts.sum()) + len(run.held)
+        if len(run.held):
+            held = run.held.copy()
+            held[:, 2] = lut[held[:, 2]]
+            self.held.append(held)
+        if not len(run.keys):
+            return
+        t = (run.keys >> 20) // (self.unit // 1_000)
+        self._wait(((t << 20) | lut[run.keys & ((1 << 20) - 1)]), run.counts, run.sums)
+
+    def _wait(self, keys: np.ndarray, counts: np.ndarray, sums: np.ndarray) -> None:
+        n = len(keys)
+        if self.pending_n + n > self.PENDING_MAX:
+            self._join()
+        if n > self.PENDING_MAX:
+            self._join_cells(keys, counts.astype(np.float64), sums)
+            return
+        at = self.pending_n
+        self.pending_keys[at:at + n] = keys
+        self.pending[at:at + n, 0] = counts
+        self.pending[at:at + n, 1] = sums
+        self.pending_n += n
+
+    def _join(self) -> None:
+        """The waiting cells into the sorted ones (one merge of the arrays)."""
+        n, self.pending_n = self.pending_n, 0
+        if n:
+            self._join_cells(self.pending_keys[:n], self.pending[:n, 0], self.pending[:n, 1])
+
+    def _join_cells(self, keys: np.ndarray, counts: np.ndarray, sums: np.ndarray) -> None:
+        """Cells into the sorted ones, then a coarsening if they exceed MAX_FINE_CELLS."""
+        self.cells.add_all(keys, counts, sums)
+        if len(self.cells) > MAX_FINE_CELLS:
+            self.unit = self.cells.coarsen(self.unit, self.unit * 60)
+
+    def traffic(self, outlier_offsets: list[int], *, top_topics: int = 8, max_buckets: int = 1200) -> Traffic:
+        """The series, without the records at ``outlier_offsets`` (verify's store-time outliers)."""
+        held = np.concatenate(self.held) if self.held else np.zeros((0, 4), dtype=np.int64)
+        self.held = []
+        skip = np.array(sorted(outlier_offsets), dtype=np.int64)
+        out = np.isin(held[:, 0], skip) if skip.size else np.zeros(len(held), dtype=bool)
+        kept = held[~out]
+        if len(kept):
+            self._wait(((kept[:, 1] // self.unit) << 20) | kept[:, 2], np.ones(len(kept)),
+                       kept[:, 3].astype(np.float64))
+        self._join()
+        self.pending = self.pending_keys = np.zeros(0)
+        excluded = int(out.sum())
+        return traffic_series(self.cells, self.unit, list(self.topics), self.records - excluded, excluded,
+                              top_topics, max_buckets)
 
 
 class TrafficCells:
@@ -501,6 +640,19 @@ class TrafficCells:
         keys = np.concatenate([self.keys, k])
         order = np.argsort(keys, kind="stable")
         self.keys, self.vals = keys[order], np.concatenate([self.vals, v])[order]
+
+    def add_all(self, keys: np.ndarray, counts: np.ndarray, sums: np.ndarray) -> None:
+        """Cells in any order, a key maybe more than once (messages and bytes as float, whole), joined with the
+        arrays in one merge."""
+        self._merge()
+        u, inv = np.unique(np.concatenate([self.keys, keys]), return_inverse=True)
+        inv = inv.ravel()
+        vals = np.zeros((len(u), 2), dtype=np.int64)
+        n = len(self.keys)
+        vals[inv[:n]] = self.vals  # the arrays' keys are distinct
+        vals[:, 0] += np.bincount(inv[n:], weights=counts, minlength=len(u)).astype(np.int64)
+        vals[:, 1] += np.bincount(inv[n:], weights=sums, minlength=len(u)).astype(np.int64)
+        self.keys, self.vals = u, vals
 
     def coarsen(self, unit: int, new_unit: int) -> int:
         """Every cell into the coarser time unit (``new_unit`` a multiple of ``unit``); returns the new unit."""

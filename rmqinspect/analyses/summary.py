@@ -99,6 +99,16 @@ def count_run(ev, *_):
     """``walk_batches``' converter for ``summarize``: the counts of a run."""
     import numpy as np
 
+    topics: dict[str, int] = {}
+    tids = topic_ids(np.frombuffer(ev.file.buffer, dtype=np.uint8), ev.records, topics)
+    return count_named_run(ev, tids, list(topics))
+
+
+def count_named_run(ev, tids, names: list[str]):
+    """``count_run`` of a run whose records' topic ids (``topic_ids``, into ``names``) another pass over the same
+    run already has."""
+    import numpy as np
+
     buf = ev.file.buffer
     base = ev.base
     r = ev.records
@@ -106,15 +116,11 @@ def count_run(ev, *_):
     size = r["total_size"]
     sf = r["sys_flag"]
     last = r[-1]
-    u8 = np.frombuffer(buf, dtype=np.uint8)
     ext = compiled()
     # records with __CRC32# in their properties: the compiled scanner counts them; without it, the definition
     prop = (ext.count_properties_containing(buf, ev.rows, _CRC_PROPERTY) if ext is not None
             else sum(1 for pp, pl in zip(r["properties_pos"].tolist(), r["properties_len"].tolist())
                      if _CRC_PROPERTY in bytes(buf[pp:pp + pl])))
-    topics: dict[str, int] = {}
-    tids = topic_ids(u8, r, topics)
-    names = list(topics)
     # per (topic, queue) in order of first appearance: the radix grouping of rebuild (np.unique would sort 64-bit
     # keys and, the first time in a worker, import numpy.ma: ~15 ms)
     qid = r["queue_id"]

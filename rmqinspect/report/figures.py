@@ -20,8 +20,17 @@ KIND_COLOURS = {
     "store_time_outlier": "#bcbd22",
 }
 DAMAGE_FALLBACK = "#c0392b"
-LAYOUT = dict(template="plotly_white", margin=dict(l=10, r=10, t=90, b=40), font=dict(size=12),
+TEMPLATE = "plotly_white"
+# the template is given when a figure is made (``_figure``), not with the rest of the layout
+LAYOUT = dict(margin=dict(l=10, r=10, t=90, b=40), font=dict(size=12),
               legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+
+
+def _figure() -> go.Figure:
+    """An empty figure with the report's template from the start: plotly validates a template by a deep copy each
+    time one is set (~10 ms), and a figure made without one first takes plotly's default. The figure is the one
+    setting it later gave (the template first in the layout)."""
+    return go.Figure(layout={"template": TEMPLATE})
 
 
 def _title(text: str) -> dict:
@@ -86,7 +95,7 @@ def commitlog_map(r: StoreReport) -> go.Figure:
     """Every commit-log file as a bar on one physical-offset axis: records, blank and zero tails, missing files,
     damage by kind (bars, and a marker at each range so that a 1-byte range stays visible), with the recovery's
     truncation point and the other positions as labelled lines."""
-    fig = go.Figure()
+    fig = _figure()
     by_kind: dict[str, list] = {}
     for s in r.segments:
         by_kind.setdefault(s.kind, []).append(s)
@@ -158,7 +167,7 @@ def traffic(r: StoreReport) -> go.Figure:
     message, the checkpoint's timestamps and the index's last update as lines."""
     t = r.traffic
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("messages per second", "bytes per second"))
+                        subplot_titles=("messages per second", "bytes per second"), figure=_figure())
     if t.start_ms is None:
         fig.update_layout(**LAYOUT, height=200, title=_title("Traffic over store time: no valid records"))
         return fig
@@ -257,7 +266,7 @@ def queue_chart(r: StoreReport) -> tuple[go.Figure, int]:
 
 def _grouped_bars(x: list[str], rows: list, series, height: int, title: str, y_title: str) -> go.Figure:
     """One bar per (name, attribute, colour) of ``series`` for each row, grouped by the category labels ``x``."""
-    fig = go.Figure()
+    fig = _figure()
     labels = short_labels(x)
     for name, attr, colour in series:
         fig.add_trace(go.Bar(name=name, x=labels, y=[getattr(row, attr) for row in rows], marker_color=colour,
@@ -289,7 +298,7 @@ def index_charts(r: StoreReport) -> go.Figure | None:
         return None
     fig = make_subplots(rows=1, cols=2, column_widths=[0.65, 0.35], horizontal_spacing=0.12,
                         subplot_titles=("index files over store time", "fill (indexCount / maxIndexNum) and "
-                                        "hash-slot load"))
+                                        "hash-slot load"), figure=_figure())
     fig.add_trace(go.Bar(
         name="index file (red: deleted by a restart)", orientation="h", y=[i.name for i in rows],
         base=[iso(i.begin_timestamp) for i in rows], x=[max(i.end_timestamp - i.begin_timestamp, 1) for i in rows],
