@@ -205,11 +205,12 @@ def report_read_bytes(store: Store) -> int:
 
 def collect_store_report(store: Store, *, broker_version: BrokerVersion | None = None, accept_v2: bool = True,
                          offsets_file: str | None = None, top_topics: int = 8, max_buckets: int = 1200,
-                         progress: Callable[[int], None] | None = None) -> StoreReport:
+                         progress: Callable[[int], None] | None = None, jobs: int | None = None) -> StoreReport:
     """Everything the report shows about one store. ``progress(done, phase)`` gets how far the report has come, in
     bytes out of ``report_read_bytes(store)`` (the commit log, consume queues and index items, each counted once):
-    the four passes (summary, verify, recovery, traffic) share that total in proportion to what each costs
-    (``REPORT_PHASES``), each moving through its share as it reads."""
+    the passes share that total in proportion to what each costs (``REPORT_PHASES``), each moving through its
+    share as it reads. ``jobs``: worker processes of verify's walk (``store.walk.parallel.resolve_jobs``; the
+    recovery plan's scan of the newest files stays in this process: with workers it was slower here)."""
     cl = store.commitlog
     sizes = read_bytes(store)
     span = sizes["commitlog"]
@@ -229,14 +230,14 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
         tally = TrafficTally()
         width = shares["summary"] + shares["verify"] + shares["traffic"]
         step = phase("verify", at, width, total, "report: summary, verify and traffic")
-        summary, rep = summary_beside_verify(store, broker_version, accept_v2, step, traffic=tally)
+        summary, rep = summary_beside_verify(store, broker_version, accept_v2, step, traffic=tally, jobs=jobs)
         at += width
     else:
         step = phase("summary", at, shares["summary"], span, "report: summary")
         summary = summarize(store, progress=step, broker_version=broker_version)
         at += shares["summary"]
         step = phase("verify", at, shares["verify"], total, "report: verify")
-        rep = verify(store, accept_v2=accept_v2, read_progress=step)
+        rep = verify(store, accept_v2=accept_v2, read_progress=step, jobs=jobs)
         at += shares["verify"]
     _give_back_freed_memory()
     step = phase("recovery", at, shares["recovery"], span, "report: recovery")
@@ -269,7 +270,8 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
 
 def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
                           read_progress: Callable[[int], None] | None = None, *,
-                          traffic: TrafficTally | None = None) -> tuple[StoreSummary, VerifyReport]:
+                          traffic: TrafficTally | None = None, jobs: int | None = None
+                          ) -> tuple[StoreSummary, VerifyReport]:
     """``summarize`` and ``verify`` (every check) over one commit-log walk: verify's walk also converts each run
     for the summary (``verify``'s ``tap``), and a thread runs ``summarize`` over those items as they come,
     through a bounded queue (the items are small; memory stays flat). Both answers are those of their own walks:
@@ -312,7 +314,7 @@ def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
         items.put(ev)
 
     try:
-        rep = verify(store, accept_v2=accept_v2, read_progress=read_progress,
+        rep = verify(store, accept_v2=accept_v2, read_progress=read_progress, jobs=jobs,
                      tap=(count_run if traffic is None else count_run_and_traffic, feed))
     finally:
         if thread.ident is None:

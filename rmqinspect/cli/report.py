@@ -10,7 +10,7 @@ import click
 
 from .. import __version__
 from ..errors import UnsafeOutputError
-from ._params import TIME, accepts_v2, broker_conf, broker_version_option_for
+from ._params import TIME, accepts_v2, broker_conf, broker_version_option_for, jobs_option
 from .output import handle_errors, progress, warn
 
 SIZE_BUDGET = 5_000_000  # bytes; a page that large still opens, but it is said
@@ -29,8 +29,9 @@ SIZE_BUDGET = 5_000_000  # bytes; a page that large still opens, but it is said
               help="consumerOffset.json to use for the consumer section instead of STORE/config/consumerOffset.json.")
 @broker_version_option_for("RocketMQ version whose recovery rules and record formats apply (default: detected "
                            "from the files; the assumption is printed in the report).")
+@jobs_option
 @handle_errors
-def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
+def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version, jobs):
     """Write the post-mortem of STORE(s) as one HTML file that opens offline in a browser.
 
     Built from the analyses the other commands run (summary, verify, recover --dry-run, cq --all, the index
@@ -49,6 +50,7 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
     from ..report import render_html, require_plotly
     from ..store import Store
     from ..store.layout import ensure_output_outside
+    from ..store.walk.parallel import default_jobs
 
     require_plotly()  # before minutes of scanning
     opened = [Store.open(p, conf=broker_conf()) for p in stores]
@@ -67,7 +69,8 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version):
             base = done
             reports.append(collect_store_report(st, broker_version=broker_version,
                                                 accept_v2=accepts_v2(broker_version), offsets_file=offsets_file,
-                                                progress=lambda d, phase=None, b=base: advance(b + d, phase)))
+                                                progress=lambda d, phase=None, b=base: advance(b + d, phase),
+                                                jobs=jobs or default_jobs()))
             done += size
     data = ReportData(reports, __version__, _command_line(stores, out_path, as_of, offsets_file, broker_version),
                       as_of if as_of is not None else int(time.time() * 1000), as_of is not None,
