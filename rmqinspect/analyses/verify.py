@@ -910,7 +910,11 @@ class _IndexJoin:
         for fi, h, base, path, items, spans in self.files:
             phy_name = items.dtype.names[1]
             for c0, pmin, pmax in spans:
-                if pmin < hi and pmax >= lo:
+                if pmin >= lo and pmax < hi:  # the whole chunk points into this window: no selection to make
+                    sub = items[c0:c0 + _INDEX_CHUNK]
+                    self._check(recs, fi, h, base, path, sub, sub[phy_name].astype(np.int64),
+                                np.arange(c0 + 1, c0 + 1 + len(sub)))
+                elif pmin < hi and pmax >= lo:
                     sub = items[c0:c0 + _INDEX_CHUNK]
                     phy = sub[phy_name].astype(np.int64)
                     sel = np.flatnonzero((phy >= lo) & (phy < hi))
@@ -965,7 +969,8 @@ class _IndexJoin:
         _index_behind(self.store, rep, valid, self.past_end, self.end_phy, self.rel(self.last_path))
 
 
-_INDEX_CHUNK = 1 << 18  # items compared at a time: bounded temporaries whatever the index file's size
+_INDEX_CHUNK = 1 << 16  # items compared at a time: bounded temporaries whatever the index file's size; most chunks
+# then lie inside one window of records and are compared whole
 _FAST_KEYS = 16  # records with more index keys than this have their unmatched items checked one by one
 _TS_SANE = 1 << 62  # store times and header times below this: no int64 overflow in the vectorised arithmetic
 
