@@ -291,9 +291,9 @@ def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
             ev = items.get()
             if ev is end:
                 return
-            if type(ev) is tuple:  # count_run_and_traffic's pair
-                traffic.add(ev[1])
-                ev = ev[0]
+            if type(ev) is CountsAndTraffic:
+                traffic.add(ev.traffic)
+                ev = ev.counts
             yield ev
 
     def run() -> None:
@@ -441,14 +441,20 @@ def store_traffic(store: Store, outlier_offsets: list[int], *, top_topics: int =
         excluded += int((~keep).sum())
         ts, size, tids = ts[keep], size[keep], tids[keep]
         n += len(ts)
-        key = ((ts // unit) << 20) | tids
-        uniq, inv = np.unique(key, return_inverse=True)
-        counts = np.bincount(inv.ravel(), minlength=len(uniq))
-        sums = np.bincount(inv.ravel(), weights=size, minlength=len(uniq))
-        cells.add(uniq, counts, sums)
+        cells.add(*run_cells(ts, tids, size, unit))
         if len(cells) > MAX_FINE_CELLS:
             unit = cells.coarsen(unit, unit * 60)
     return traffic_series(cells, unit, list(topics), n, excluded, top_topics, max_buckets)
+
+
+def run_cells(ts: np.ndarray, tids: np.ndarray, size: np.ndarray, unit: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One run's traffic cells: the distinct keys (store time // ``unit`` << 20 | topic id), sorted, with the
+    messages and bytes of each."""
+    uniq, inv = np.unique(((ts // unit) << 20) | tids, return_inverse=True)
+    counts = np.bincount(inv.ravel(), minlength=len(uniq))
+    sums = np.bincount(inv.ravel(), weights=size, minlength=len(uniq))
+    return uniq, counts, sums
 
 
 def traffic_series(cells: TrafficCells, unit: int, names: list[str], n: int, excluded: int, top_topics: int,
@@ -494,7 +500,15 @@ class TrafficRun:
     held: np.ndarray  # int64 rows (physical offset, store timestamp, topic id, total size)
 
 
-def count_run_and_traffic(ev, *_):
+@dataclass
+class CountsAndTraffic:
+    """What ``count_run_and_traffic`` makes of a run: the summary's counts and the traffic's cells."""
+
+    counts: object  # summary.count_run's item
+    traffic: TrafficRun
+
+
+def count_run_and_traffic(ev, *_) -> CountsAndTraffic:
     """verify's tap for the report: ``count_run``'s counts of the run, and its ``TrafficRun``. The records kept
     apart are those ``store_time_candidates`` lists (outside the calendar, far from both neighbours, the first and
     last two, whose neighbours lie in other runs): every record verify flags ``store_time_outlier`` is one, and
@@ -512,11 +526,8 @@ def count_run_and_traffic(ev, *_):
         held[np.searchsorted(pos, np.array(at, dtype=np.int64))] = True
     rows = np.stack([pos[held] + ev.base, ts[held], tids[held], size[held]], axis=1)
     kept = ~held
-    key = ((ts[kept] // 1_000) << 20) | tids[kept]
-    uniq, inv = np.unique(key, return_inverse=True)
-    counts = np.bincount(inv.ravel(), minlength=len(uniq))
-    sums = np.bincount(inv.ravel(), weights=size[kept], minlength=len(uniq))
-    return count_named_run(ev, tids, names), TrafficRun(names, uniq, counts, sums, rows)
+    uniq, counts, sums = run_cells(ts[kept], tids[kept], size[kept], 1_000)
+    return CountsAndTraffic(count_named_run(ev, tids, names), TrafficRun(names, uniq, counts, sums, rows))
 
 
 class TrafficTally:
