@@ -1,6 +1,8 @@
 """The report counts the summary from verify's commit-log walk (one walk for both, the summary in a thread fed
 through a bounded queue): the summary and the verify report are those of their own walks, on every oracle store,
-the sample store and a damaged writer-made store; an error in the summary reaches the caller without a hang."""
+the sample store and a damaged writer-made store; an error in the summary reaches the caller without a hang. The
+recovery plan, the queue bounds and the index rows, computed in a thread beside that walk, are those computed
+alone after it, and an error there reaches the caller too."""
 
 from __future__ import annotations
 
@@ -132,3 +134,53 @@ def test_a_prepared_record_inside_a_crc_damaged_range_is_seen(tmp_path):
         assert rep.transaction_records == 0 and any(a == prepared for a, _ in rep.damaged)
         assert may_hold_transactions(st, rep)
         assert report_section(st, None, None) is not None
+
+
+def _beside_equals_alone(root, jobs: int) -> dict:
+    from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
+    from rmqinspect.analyses.report_data import collect_store_report, index_file_rows, queue_rows
+
+    with Store.open(str(root)) as st:
+        got = collect_store_report(st, jobs=jobs)
+    with Store.open(str(root)) as st:
+        plan = plan_recovery(st, RecoveryOptions(keep_redispatch=False))
+        bounds = list(report_data.all_queue_bounds(st))
+        queues = queue_rows(bounds, got.summary, got.verify, plan)
+        index_files = index_file_rows(st, plan)
+    assert json.dumps(got.plan.to_dict(), sort_keys=True) == json.dumps(plan.to_dict(), sort_keys=True)
+    assert [asdict(q) for q in got.queues] == [asdict(q) for q in queues]
+    assert [asdict(r) for r in got.index_files] == [asdict(r) for r in index_files]
+    return plan.to_dict()
+
+
+@pytest.mark.parametrize("scenario", ALL_SCENARIOS)
+def test_oracle_recovery_plan_beside_the_walk_is_the_plan_alone(scenario):
+    root = require_oracle(scenario) / "store"
+    before = tree_hashes(root)
+    _beside_equals_alone(root, jobs=1)
+    assert tree_hashes(root) == before
+
+
+def test_crashed_store_recovery_plan_beside_worker_walk_is_the_plan_alone(tmp_path):
+    """With worker processes (the thread starts after they are forked), on a crashed multi-file store whose
+    restart truncates, cuts queues and re-dispatches."""
+    fx = build_store(tmp_path / "s", n=400)
+    fx.set_abort()
+    fx.write_checkpoint(fx.records[150].store_ts)  # an older checkpoint: the scan starts files back
+    fx.patch(fx.records[300].offset + 95, b"\xff")  # body CRC: the restart truncates there
+    plan = _beside_equals_alone(fx.root, jobs=2)
+    assert plan["mode"] == "abnormal" and plan["messages_scanned"] > 100 and plan["consume_queue_truncated"]
+    assert plan["truncate_offset"] == fx.records[300].offset
+
+
+def test_recovery_error_beside_the_walk_reaches_the_caller(tmp_path, monkeypatch):
+    from rmqinspect.analyses.report_data import collect_store_report
+
+    fx = build_store(tmp_path / "s", n=400)
+
+    def failing(store, options):
+        raise ValueError("plan failed")
+
+    monkeypatch.setattr(report_data, "plan_recovery", failing)
+    with Store.open(fx.root) as st, pytest.raises(ValueError, match="plan failed"):
+        collect_store_report(st)

@@ -194,7 +194,8 @@ class ReportData:
 
 # each pass's share of the report's progress bar: what it took of the collection on the 1 GiB crashed store of
 # benchmarks/bench_real_store.py (summary 0.6 s, verify 1.3 s, recovery 2.1 s, traffic 0.8 s); summary, verify and
-# traffic share one walk (``summary_beside_verify``) when V2 records are accepted, one phase with the three shares
+# traffic share one walk (``summary_beside_verify``) when V2 records are accepted, and the recovery plan runs beside
+# that walk (``BesideTheWalk``): one phase, the bar at the sum of each pass's share of what it has read
 REPORT_PHASES = (("summary", 0.12), ("verify", 0.27), ("recovery", 0.44), ("traffic", 0.17))
 
 
@@ -229,9 +230,25 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
     if accept_v2:  # summary's and traffic's own walks check CRCs and accept V2 records: verify's walk is the same
         tally = TrafficTally()
         width = shares["summary"] + shares["verify"] + shares["traffic"]
-        step = phase("verify", at, width, total, "report: summary, verify and traffic")
-        summary, rep = summary_beside_verify(store, broker_version, accept_v2, step, traffic=tally, jobs=jobs)
-        at += width
+        tick(0, "report: summary, verify, traffic, recovery")
+        walked = [0]
+        beside = BesideTheWalk(store, broker_version, cl.min_offset)
+
+        def both(done: int | None = None) -> None:
+            """The bar at the walk's share of what it read plus the plan's share of what its scan reached."""
+            if done is not None:
+                walked[0] = done
+            tick(int(total * width * min(walked[0], total) / max(total, 1)
+                     + total * shares["recovery"] * min(beside.reached, span) / max(span, 1)))
+
+        try:
+            summary, rep = summary_beside_verify(store, broker_version, accept_v2, both, traffic=tally, jobs=jobs,
+                                                 beside=beside.start)
+        finally:
+            beside.start()  # a walk that fed nothing started nothing; an interrupted one leaves a daemon thread
+        done_beside = beside.result(both)
+        plan, bounds, index_files = done_beside["plan"], done_beside["bounds"], done_beside["index_files"]
+        at += width + shares["recovery"]
     else:
         step = phase("summary", at, shares["summary"], span, "report: summary")
         summary = summarize(store, progress=step, broker_version=broker_version)
@@ -239,11 +256,12 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
         step = phase("verify", at, shares["verify"], total, "report: verify")
         rep = verify(store, accept_v2=accept_v2, read_progress=step, jobs=jobs)
         at += shares["verify"]
-    _give_back_freed_memory()
-    step = phase("recovery", at, shares["recovery"], span, "report: recovery")
-    plan = plan_recovery(store, RecoveryOptions(version=broker_version, keep_redispatch=False,
-                                                progress=lambda off: step(off - cl.min_offset)))
-    at += shares["recovery"]
+        _give_back_freed_memory()
+        step = phase("recovery", at, shares["recovery"], span, "report: recovery")
+        plan = plan_recovery(store, RecoveryOptions(version=broker_version, keep_redispatch=False,
+                                                    progress=lambda off: step(off - cl.min_offset)))
+        at += shares["recovery"]
+        bounds, index_files = list(all_queue_bounds(store)), index_file_rows(store, plan)
     outliers = [p.start for p in rep.problems if p.kind == "store_time_outlier"]
     if tally is not None:
         traffic = tally.traffic(outliers, top_topics=top_topics, max_buckets=max_buckets)
@@ -261,23 +279,66 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
     return StoreReport(
         root=store.root, summary=summary, verify=rep, plan=plan, geometry=commitlog_geometry(store),
         segments=commitlog_segments(summary, rep, plan), traffic=traffic,
-        queues=queue_rows(store, summary, rep, plan), consumers=consumers,
-        index_files=index_file_rows(store, plan), findings=findings(store.root, rep, plan),
+        queues=queue_rows(bounds, summary, rep, plan), consumers=consumers,
+        index_files=index_files, findings=findings(store.root, rep, plan),
         notes=list(dict.fromkeys(summary.notes + rep.notes + plan.notes)),
         transactions=report_section(store, plan, offsets_file) if may_hold_transactions(store, rep)
         else no_transaction_section(store, offsets_file))
 
 
+class BesideTheWalk:
+    """The report's passes that need nothing verify's walk finds, in one thread beside it: ``plan_recovery`` (its
+    own scan from the start file, the consume queues, the index headers), then every queue's bounds (as ``cq
+    --all``) and the index files' rows. Most of their time is the compiled scanner's, dispatch_fields' and
+    numpy's, which run without the GIL, while verify's workers leave a core part-idle. The plan is the object
+    ``plan_recovery`` returns when run alone, its scan in this process (``jobs=1``: no process is forked from
+    the thread). ``reached``: the commit-log bytes the plan's scan has passed, for the progress bar."""
+
+    def __init__(self, store: Store, broker_version: BrokerVersion | None, min_offset: int):
+        import threading
+
+        self.reached = 0
+        self.out: dict = {}
+        opts = RecoveryOptions(version=broker_version, keep_redispatch=False, jobs=1,
+                               progress=lambda off: setattr(self, "reached", off - min_offset))
+        self.thread = threading.Thread(target=self.run, args=(store, opts), name="report-beside-walk", daemon=True)
+
+    def run(self, store: Store, opts: RecoveryOptions) -> None:
+        try:
+            plan = plan_recovery(store, opts)
+            self.out["bounds"] = list(all_queue_bounds(store))
+            self.out["index_files"] = index_file_rows(store, plan)
+            self.out["plan"] = plan
+        except BaseException as e:  # raised in the caller by ``result``, after verify's own outcome
+            self.out["error"] = e
+
+    def start(self) -> None:
+        """Start the plan once: called when verify's walk hands its first item, after its workers are forked."""
+        if self.thread.ident is None:
+            self.thread.start()
+
+    def result(self, tick: Callable[[], None]) -> dict:
+        """``plan``, ``bounds`` and ``index_files``, ``tick()`` called about four times a second while the thread
+        still runs."""
+        while self.thread.is_alive():
+            self.thread.join(0.25)
+            tick()
+        if "error" in self.out:
+            raise self.out["error"]
+        return self.out
+
+
 def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
                           read_progress: Callable[[int], None] | None = None, *,
-                          traffic: TrafficTally | None = None, jobs: int | None = None
-                          ) -> tuple[StoreSummary, VerifyReport]:
+                          traffic: TrafficTally | None = None, jobs: int | None = None,
+                          beside: Callable[[], None] | None = None) -> tuple[StoreSummary, VerifyReport]:
     """``summarize`` and ``verify`` (every check) over one commit-log walk: verify's walk also converts each run
     for the summary (``verify``'s ``tap``), and a thread runs ``summarize`` over those items as they come,
     through a bounded queue (the items are small; memory stays flat). Both answers are those of their own walks:
     the summary's walk is ``walk_batches`` with CRC check and V2 records, as verify's is here. ``traffic``: the
     same thread also adds each run's traffic cells to it (``TrafficTally``, ``store_traffic``'s walk being that
-    one too)."""
+    one too). ``beside()`` is called once with the first item, when the walk's worker processes exist (a thread
+    started before the fork would be copied into them mid-step)."""
     import contextvars
     import queue
     import threading
@@ -311,6 +372,8 @@ def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
     def feed(ev) -> None:
         if thread.ident is None:
             thread.start()
+            if beside is not None:
+                beside()
         items.put(ev)
 
     try:
@@ -697,10 +760,11 @@ def _queue_key(path: str | None) -> str | None:
     return None
 
 
-def queue_rows(store: Store, summary: StoreSummary, rep: VerifyReport, plan: RecoveryPlan) -> list[QueueRow]:
+def queue_rows(bounds_of_queues: list, summary: StoreSummary, rep: VerifyReport,
+               plan: RecoveryPlan) -> list[QueueRow]:
     """Per queue: its entries (``queue_bounds``, as ``cq --all``), the commit log's records for it (summary),
     what verify flags, and what the recovery cuts and re-dispatches."""
-    bounds = {f"{b.topic}/{b.queue_id}": b for b in _all_queue_bounds(store)}
+    bounds = {f"{b.topic}/{b.queue_id}": b for b in bounds_of_queues}
     commitlog = {f"{q.topic}/{q.queue_id}": q.messages for q in summary.queues}
     behind: dict[str, int] = {}
     bad: dict[str, int] = {}
@@ -730,7 +794,7 @@ def queue_rows(store: Store, summary: StoreSummary, rep: VerifyReport, plan: Rec
     return rows
 
 
-def _all_queue_bounds(store: Store):
+def all_queue_bounds(store: Store):
     try:
         clmin = store.commitlog.min_offset
     except RmqInspectError:
