@@ -230,7 +230,7 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
     if accept_v2:  # summary's and traffic's own walks check CRCs and accept V2 records: verify's walk is the same
         tally = TrafficTally()
         width = shares["summary"] + shares["verify"] + shares["traffic"]
-        tick(0, "report: summary, verify, traffic, recovery")
+        tick(0, "report: verify and recovery")  # the summary and traffic are counted from verify's walk
         walked = [0]
         beside = BesideTheWalk(store, broker_version, cl.min_offset)
 
