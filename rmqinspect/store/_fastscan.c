@@ -372,6 +372,67 @@ static inline uint64_t fnv1a(const unsigned char *s, Py_ssize_t n) {
     return h;
 }
 
+/* The distinct topics of a run of records, numbered in order of first appearance: an open-addressing table over
+   the topic bytes in the buffer (no copy), with the previous record's topic tried first (runs of one topic). */
+typedef struct {
+    int32_t *table;
+    Py_ssize_t cap, n;
+    Py_ssize_t *pos, *len;
+    uint64_t *hash;
+    int32_t last;
+} topic_table;
+
+static int topics_init(topic_table *t, Py_ssize_t records) {
+    t->cap = 16;
+    while (t->cap < 2 * records) t->cap <<= 1;
+    t->n = 0;
+    t->last = -1;
+    t->table = malloc((size_t)t->cap * sizeof(int32_t));
+    t->pos = malloc((size_t)(records + 1) * sizeof(Py_ssize_t));
+    t->len = malloc((size_t)(records + 1) * sizeof(Py_ssize_t));
+    t->hash = malloc((size_t)(records + 1) * sizeof(uint64_t));
+    if (!t->table || !t->pos || !t->len || !t->hash) return -1;
+    memset(t->table, 0xFF, (size_t)t->cap * sizeof(int32_t));
+    return 0;
+}
+
+static void topics_free(topic_table *t) {
+    free(t->table); free(t->pos); free(t->len); free(t->hash);
+}
+
+static int32_t topic_intern(topic_table *t, const unsigned char *buf, Py_ssize_t tp, Py_ssize_t tl) {
+    const unsigned char *topic = buf + tp;
+    int32_t last = t->last;
+    if (last >= 0 && t->len[last] == tl && memcmp(buf + t->pos[last], topic, (size_t)tl) == 0) return last;
+    uint64_t th = fnv1a(topic, tl);
+    Py_ssize_t slot = (Py_ssize_t)(th & (uint64_t)(t->cap - 1));
+    for (;;) {
+        int32_t e = t->table[slot];
+        if (e < 0) {
+            int32_t id = (int32_t)t->n++;
+            t->table[slot] = id;
+            t->pos[id] = tp;
+            t->len[id] = tl;
+            t->hash[id] = th;
+            return t->last = id;
+        }
+        if (t->hash[e] == th && t->len[e] == tl && memcmp(buf + t->pos[e], topic, (size_t)tl) == 0) return t->last = e;
+        slot = (slot + 1) & (t->cap - 1);
+    }
+}
+
+/* The table's topics as a list of bytes, in id order. */
+static PyObject *topics_list(const topic_table *t, const unsigned char *buf) {
+    PyObject *topics = PyList_New(t->n);
+    if (!topics) return NULL;
+    for (Py_ssize_t i = 0; i < t->n; i++) {
+        PyObject *b = PyBytes_FromStringAndSize((const char *)buf + t->pos[i], t->len[i]);
+        if (!b) { Py_DECREF(topics); return NULL; }
+        PyList_SET_ITEM(topics, i, b);
+    }
+    return topics;
+}
+
 static const unsigned char MULTI_NAME[] = "INNER_MULTI_DISPATCH\x01";
 
 static int contains(const unsigned char *s, Py_ssize_t n, const unsigned char *pat, Py_ssize_t m) {
@@ -412,24 +473,16 @@ static PyObject *dispatch_fields(PyObject *self, PyObject *args) {
     Py_ssize_t blen = view.len;
     PyObject *out = NULL, *keys_out = NULL, *topics = NULL;
     i64vec keys = {NULL, 0, 0};
-    Py_ssize_t tcap = 16;
-    while (tcap < 2 * n) tcap <<= 1;
-    int32_t *table = malloc((size_t)tcap * sizeof(int32_t));
-    Py_ssize_t *tpos = malloc((size_t)(n + 1) * sizeof(Py_ssize_t));
-    Py_ssize_t *tlen = malloc((size_t)(n + 1) * sizeof(Py_ssize_t));
-    uint64_t *thash = malloc((size_t)(n + 1) * sizeof(uint64_t));
-    Py_ssize_t ntopics = 0;
+    topic_table tt;
     int bad = 0;
     out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * DF_NOUT * sizeof(int64_t)));
-    if (!table || !tpos || !tlen || !thash || !out) {
+    if (topics_init(&tt, n) < 0 || !out) {
         PyErr_NoMemory();
         goto fail;
     }
-    memset(table, 0xFF, (size_t)tcap * sizeof(int32_t));
     int64_t *o = (int64_t *)PyBytes_AS_STRING(out);
 
     Py_BEGIN_ALLOW_THREADS
-    int32_t last_id = -1;
     for (Py_ssize_t r = 0; r < n && !bad; r++) {
         const int64_t *row = rows + r * NFIELDS;
         Py_ssize_t tp = (Py_ssize_t)row[11], tl = (Py_ssize_t)row[12], pp = (Py_ssize_t)row[13],
@@ -439,30 +492,7 @@ static PyObject *dispatch_fields(PyObject *self, PyObject *args) {
             break;
         }
         const unsigned char *topic = buf + tp;
-        int32_t id;
-        if (last_id >= 0 && tlen[last_id] == tl && memcmp(buf + tpos[last_id], topic, (size_t)tl) == 0) {
-            id = last_id;
-        } else {
-            uint64_t th = fnv1a(topic, tl);
-            Py_ssize_t slot = (Py_ssize_t)(th & (uint64_t)(tcap - 1));
-            for (;;) {
-                int32_t e = table[slot];
-                if (e < 0) {
-                    id = (int32_t)ntopics++;
-                    table[slot] = id;
-                    tpos[id] = tp;
-                    tlen[id] = tl;
-                    thash[id] = th;
-                    break;
-                }
-                if (thash[e] == th && tlen[e] == tl && memcmp(buf + tpos[e], topic, (size_t)tl) == 0) {
-                    id = e;
-                    break;
-                }
-                slot = (slot + 1) & (tcap - 1);
-            }
-            last_id = id;
-        }
+        int32_t id = topic_intern(&tt, buf, tp, tl);
         /* properties */
         const unsigned char *props = buf + pp, *pend = props + pl;
         const unsigned char *tags = NULL, *kv = NULL, *uniq = NULL, *delay = NULL;
@@ -544,20 +574,63 @@ static PyObject *dispatch_fields(PyObject *self, PyObject *args) {
     }
     keys_out = PyBytes_FromStringAndSize(keys.data ? (const char *)keys.data : "",
                                          (Py_ssize_t)(keys.len * sizeof(int64_t)));
-    topics = PyList_New(ntopics);
-    if (!keys_out || !topics) goto fail;
-    for (Py_ssize_t i = 0; i < ntopics; i++) {
-        PyObject *t = PyBytes_FromStringAndSize((const char *)buf + tpos[i], tlen[i]);
-        if (!t) goto fail;
-        PyList_SET_ITEM(topics, i, t);
-    }
-    free(table); free(tpos); free(tlen); free(thash); free(keys.data);
+    if (!keys_out) goto fail;
+    topics = topics_list(&tt, buf);
+    if (!topics) goto fail;
+    topics_free(&tt); free(keys.data);
     PyBuffer_Release(&view);
     PyBuffer_Release(&rv);
     return Py_BuildValue("NNN", out, keys_out, topics);
 fail:
-    free(table); free(tpos); free(tlen); free(thash); free(keys.data);
+    topics_free(&tt); free(keys.data);
     Py_XDECREF(out); Py_XDECREF(keys_out); Py_XDECREF(topics);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&rv);
+    return NULL;
+}
+
+/* intern_topics(buf, rows) -> (ids, topics): every scanned record's topic id (native int64 each, numbered in
+   order of first appearance) and the distinct topics' bytes in id order: the topic numbering dispatch_fields
+   does, without its property parsing (the report's per-run traffic and counts need topics only). */
+static PyObject *intern_topics(PyObject *self, PyObject *args) {
+    Py_buffer view, rv;
+    if (!PyArg_ParseTuple(args, "y*y*", &view, &rv)) return NULL;
+    Py_ssize_t n = rv.len / (Py_ssize_t)(NFIELDS * sizeof(int64_t));
+    const int64_t *rows = (const int64_t *)rv.buf;
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t blen = view.len;
+    PyObject *out = NULL, *topics = NULL;
+    topic_table tt;
+    int bad = 0;
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int64_t)));
+    if (topics_init(&tt, n) < 0 || !out) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    int64_t *o = (int64_t *)PyBytes_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < n; r++) {
+        Py_ssize_t tp = (Py_ssize_t)rows[r * NFIELDS + 11], tl = (Py_ssize_t)rows[r * NFIELDS + 12];
+        if (tp < 0 || tl < 0 || tp > blen || tl > blen - tp) {
+            bad = 1;
+            break;
+        }
+        o[r] = topic_intern(&tt, buf, tp, tl);
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "row positions outside the buffer");
+        goto fail;
+    }
+    topics = topics_list(&tt, buf);
+    if (!topics) goto fail;
+    topics_free(&tt);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&rv);
+    return Py_BuildValue("NN", out, topics);
+fail:
+    topics_free(&tt);
+    Py_XDECREF(out);
     PyBuffer_Release(&view);
     PyBuffer_Release(&rv);
     return NULL;
@@ -808,6 +881,8 @@ static PyMethodDef methods[] = {
     {"scan_entries", scan_entries, METH_VARARGS,
      "scan_entries(buf, start, limit, base, check_crc, accept_v2, max_records, size_cap) -> (records, count, "
      "stop_pos): scan_messages over the records inside DLedger entries"},
+    {"intern_topics", intern_topics, METH_VARARGS,
+     "intern_topics(buf, rows) -> (int64 topic id per row, [topic bytes in order of first appearance])"},
     {"dispatch_fields", dispatch_fields, METH_VARARGS,
      "dispatch_fields(buf, rows, want_keys) -> (fields, key_hashes, topics)"},
     {"count_properties_containing", count_properties_containing, METH_VARARGS,
