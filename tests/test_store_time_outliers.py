@@ -75,7 +75,8 @@ def _reference(runs: list[np.ndarray]) -> list[tuple]:
 
 
 _TS = st.one_of(st.integers(1_700_000_000_000, 1_700_000_000_000 + 30 * 86_400_000),
-                st.sampled_from([0, -1, 1 << 62, -(1 << 63), (1 << 63) - 1, 253_402_300_800_000]))
+                st.sampled_from([0, -1, 1 << 62, -(1 << 63), (1 << 63) - 1, 253_402_300_800_000, (1 << 61) - 1,
+                                 1 << 61, -(1 << 61) + 1, -(1 << 61)]))
 
 
 @settings(max_examples=300, deadline=None)
