@@ -241,11 +241,9 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
             tick(int(total * width * min(walked[0], total) / max(total, 1)
                      + total * shares["recovery"] * min(beside.reached, span) / max(span, 1)))
 
-        try:
-            summary, rep = summary_beside_verify(store, broker_version, accept_v2, both, traffic=tally, jobs=jobs,
-                                                 beside=beside.start)
-        finally:
-            beside.start()  # a walk that fed nothing started nothing; an interrupted one leaves a daemon thread
+        summary, rep = summary_beside_verify(store, broker_version, accept_v2, both, traffic=tally, jobs=jobs,
+                                             beside=beside.start)
+        beside.start()  # when the walk handed no item (no commit-log record), it starts now
         done_beside = beside.result(both)
         plan, bounds, index_files = done_beside["plan"], done_beside["bounds"], done_beside["index_files"]
         at += width + shares["recovery"]
