@@ -27,21 +27,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..formats.constants import RMQ_SYS_TRANS_HALF_TOPIC, TRANSACTION_MASK, TransactionType
-from ..formats.consumequeue import BCQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
-from ..formats.javahash import build_index_key, index_key_hash
 from ..formats.properties import check_property_crc, crc32_trailer_rows, crc32_trailer_value
 from ..store import Store
-from ..store.walk.records import RecordRun
-from ..store.consumequeue import list_queues, pre_blank_mask
-from ..errors import RmqInspectError
-from ..store.batch import BatchConsumeQueue, list_batch_queues
-from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
-from ..store.rocksdb_cq import ConsumeQueues, is_rocksdb_dir
-from .dispatch_rules import goes_to_consume_queue, index_keys
-from .dispatcher import dispatch_fields
-from .rows import topic_ids
 from ..store.walk.kinds import Damage, DamageKind
 from ..store.walk.resync import BlankRecord, walk_batches
+
+# The consume-queue and index checks import their readers (consume queues, BatchCQ, RocksDB, index files, the
+# dispatcher's rules) when they run: `verify --checks crc,structure` is a walk of the commit log alone, and those
+# imports were ~15 ms of its start-up (a fresh process per command).
 
 ALL_CHECKS = ("structure", "crc", "cq", "index", "checkpoint")
 
@@ -290,6 +283,8 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
     if do_index:
         # the index keys every record gives its dispatcher, hashed (rebuild's vectorised rule): the index check
         # compares the files' items with them. The same call names every record's topic.
+        from .dispatcher import dispatch_fields
+
         fields, keyh, topic_bytes = dispatch_fields(buf, item.rows, True)
         keys = (r["store_timestamp"].astype(np.int64), fields[:, 2].astype(np.int32), keyh.astype(np.int32))
         # ids in order of first appearance, as topic_ids numbers them; byte strings that decode alike share one
@@ -298,6 +293,8 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
         tids = lut[fields[:, 0]] if len(lut) else fields[:, 0]
     if need_records:
         if tids is None:
+            from .rows import topic_ids
+
             tids = topic_ids(u8, item.rows, topics)
         cols = (r["position"] + f.start, r["total_size"].astype(np.int32), r["queue_id"].astype(np.int32),
                 r["queue_offset"].copy(), tids.astype(np.int32), r["sys_flag"].astype(np.int32))
@@ -600,6 +597,8 @@ def _verify_controller(store: Store, rep: VerifyReport, data_end: int) -> None:
 
 def _queue_chunks(cq, rel):
     """(first logical offset, valid CQ_DTYPE entries, path, file start or None) of a file or RocksDB queue."""
+    from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
+
     if cq.files:
         for f in cq.files:
             arr = cq.file_entries(f)
@@ -660,6 +659,11 @@ class _CqJoin:
     pass. The problems are put back in queue, file, kind and entry order at the end."""
 
     def __init__(self, store: Store, rel, stack: ExitStack):
+        from ..formats.consumequeue import BCQ_STORE_UNIT_SIZE
+        from ..store.batch import BatchConsumeQueue, list_batch_queues
+        from ..store.consumequeue import list_queues, pre_blank_mask
+        from ..store.rocksdb_cq import ConsumeQueues, is_rocksdb_dir
+
         self.store, self.rel = store, rel
         self.cl_min = store.commitlog.min_offset
         self.notes: list[str] = []
@@ -756,6 +760,9 @@ class _CqJoin:
 
     def _check(self, recs: _Records, c: tuple, wanted, data_end: int, r0: int = 0, r1: int | None = None) -> None:
         """The entries ``r0``..``r1`` of chunk ``c`` whose physical offset is ``wanted``, against ``recs``."""
+        from ..formats.consumequeue import BCQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
+        from ..store.consumequeue import pre_blank_mask
+
         (qi, ci), topic, queue_id, batch, first, arr, path, fstart = c[:8]
         tid = recs.topics.get(topic, -2)
         r1 = len(arr) if r1 is None else r1
@@ -809,6 +816,8 @@ class _CqJoin:
         """CQ behind: dispatchable records whose queue offset is at or past their queue's end (``hi``; a queue not
         in it has none), summed per (topic id, queue id): one problem per queue, counted in entries, its bytes the
         size of its records, each counted once (a queue's records interleave with the others')."""
+        from .dispatch_rules import goes_to_consume_queue
+
         if not recs.np_offset.size:
             return
         names = {v: k for k, v in recs.topics.items()}
@@ -856,6 +865,9 @@ class _IndexJoin:
 
     def __init__(self, store: Store, rep: VerifyReport, rel, slots: int | None, max_items: int | None,
                  stack: ExitStack):
+        from ..errors import RmqInspectError
+        from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
+
         self.cl = store.commitlog
         self.store, self.rel = store, rel
         idir = store.layout.index_dir
@@ -1009,6 +1021,8 @@ def _index_behind(store: Store, rep: VerifyReport, valid: np.ndarray, hi: int, e
     that lie past the last index file's endPhyOffset (the offset of the last record it indexed): the index is
     behind the commit log. ``valid``: the offsets of the records verify's walk found intact past it (damage is
     verify's other findings), ``hi`` the end of the last; only those records are read."""
+    from ..store.walk.records import RecordRun
+    from .dispatcher import dispatch_fields
     from .recovery.controller import detect_confirm_offset
 
     # controller mode: the reput dispatches (and indexes) only up to confirmPhyOffset; the unconfirmed tail past it
@@ -1050,6 +1064,10 @@ def _index_behind(store: Store, rep: VerifyReport, valid: np.ndarray, hi: int, e
 def _item_problem(cl, recs: _Records, keys_cache: dict, h, n: int, pos: int, kh: int, phy: int, tdiff: int, j: int,
                   path: str) -> Problem | None:
     """What is wrong with index item ``n`` (at ``pos`` in the file), from the record decoded one by one."""
+    from ..errors import RmqInspectError
+    from ..formats.javahash import build_index_key, index_key_hash
+    from .dispatch_rules import index_keys
+
     if phy < cl.min_offset:
         return None  # expired data (retention), normal
     info = keys_cache.get(phy)
