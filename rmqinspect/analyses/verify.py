@@ -203,15 +203,22 @@ def store_time_candidates(r: np.ndarray) -> tuple:
     """The part of the store-time check one run of records can answer alone (in the worker that walked it): its
     records outside the calendar, its interior records (1 .. n - 2) far from both neighbours, as (ts, position,
     size[, left, right]), and its first and last two records (ts, position, size) for the check across runs."""
-    ts = r["store_timestamp"].astype(np.int64)
+    ts = r["store_timestamp"]
     pos, size = r["position"], r["total_size"]
 
     def rec(j: int) -> tuple[int, int, int]:
         return int(ts[j]), int(pos[j]), int(size[j])
 
-    cal = [rec(j) for j in np.flatnonzero((ts < 0) | (ts > CALENDAR_MAX_MS)).tolist()]
-    far = [(*rec(j), int(ts[j - 1]), int(ts[j + 1])) for j in _far_from_neighbours(ts).tolist()]
     n = len(ts)
+    lo, hi = (int(ts.min()), int(ts.max())) if n else (0, 0)
+    if 0 <= lo and hi <= CALENDAR_MAX_MS and hi - lo <= STORE_TIME_JUMP_MS:
+        # the run's store times all lie inside the calendar and within a week of each other (a healthy run): no
+        # two are apart (|x - y| <= hi - lo, far below 2**61 as floats), so neither list can hold a record
+        cal, far = [], []
+    else:
+        ts = ts.astype(np.int64)
+        cal = [rec(j) for j in np.flatnonzero((ts < 0) | (ts > CALENDAR_MAX_MS)).tolist()]
+        far = [(*rec(j), int(ts[j - 1]), int(ts[j + 1])) for j in _far_from_neighbours(ts).tolist()]
     return cal, far, [rec(j) for j in range(min(n, 2))], [rec(j) for j in range(max(0, n - 2), n)]
 
 
