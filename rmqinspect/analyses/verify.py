@@ -27,10 +27,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..formats.constants import RMQ_SYS_TRANS_HALF_TOPIC, TRANSACTION_MASK, TransactionType
-from ..formats.properties import check_property_crc, crc32_trailer_rows, crc32_trailer_value
+from ..formats.properties import (
+    CRC32_TRAILER_PREFIX,
+    TRAILER_AT,
+    check_property_crc,
+    crc32_trailer_rows,
+    crc32_trailer_value,
+)
 from ..store import Store
 from ..store.walk.kinds import Damage, DamageKind
-from ..store.walk.resync import BlankRecord, walk_batches
+from ..store.scanner import compiled
+from ..store.walk.resync import BlankRecord, run_stats, walk_batches
 
 # The consume-queue and index checks import their readers (consume queues, BatchCQ, RocksDB, index files, the
 # dispatcher's rules) when they run: `verify --checks crc,structure` is a walk of the commit log alone, and those
@@ -199,10 +206,11 @@ def _jump_reason(left: int, right: int) -> str:
 _CALENDAR_REASON = "outside the calendar (year 1970..9999)"
 
 
-def store_time_candidates(r: np.ndarray) -> tuple:
+def store_time_candidates(r: np.ndarray, bounds: tuple[int, int] | None = None) -> tuple:
     """The part of the store-time check one run of records can answer alone (in the worker that walked it): its
     records outside the calendar, its interior records (1 .. n - 2) far from both neighbours, as (ts, position,
-    size[, left, right]), and its first and last two records (ts, position, size) for the check across runs."""
+    size[, left, right]), and its first and last two records (ts, position, size) for the check across runs.
+    ``bounds``: the run's smallest and largest store time when the caller knows them (``run_stats``)."""
     ts = r["store_timestamp"]
     pos, size = r["position"], r["total_size"]
 
@@ -210,7 +218,7 @@ def store_time_candidates(r: np.ndarray) -> tuple:
         return int(ts[j]), int(pos[j]), int(size[j])
 
     n = len(ts)
-    lo, hi = (int(ts.min()), int(ts.max())) if n else (0, 0)
+    lo, hi = bounds if bounds is not None else (int(ts.min()), int(ts.max())) if n else (0, 0)
     if 0 <= lo and hi <= CALENDAR_MAX_MS and hi - lo <= STORE_TIME_JUMP_MS:
         # the run's store times all lie inside the calendar and within a week of each other (a healthy run): no
         # two are apart (|x - y| <= hi - lo, far below 2**61 as floats), so neither list can hold a record
@@ -270,11 +278,12 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
     buf = f.buffer
     u8 = np.frombuffer(buf, dtype=np.uint8)
     bad = []
+    _, ts_lo, ts_hi, _ = run_stats(item, f.start)
     if do_crc:
         # 5.2.0+ __CRC32#: the last 20 bytes of the record are the trailer
         starts = r["position"]
         ends = starts + r["total_size"]
-        for j in crc32_trailer_rows(u8, ends).tolist():
+        for j in _trailer_rows(item, u8, ends).tolist():
             end = int(ends[j])
             pos = int(starts[j])
             ok, stored, actual = check_property_crc(buf, pos, end - pos, crc32_trailer_value(buf, end))
@@ -282,7 +291,7 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
                 bad.append((pos, end, stored, actual))
     oc = None
     if do_struct:
-        oc = store_time_candidates(r)
+        oc = store_time_candidates(r, (ts_lo, ts_hi))
     cols = None
     topics: dict[str, int] = {}
     keys = None
@@ -305,8 +314,16 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
             tids = topic_ids(u8, item.rows, topics)
         cols = (r["position"] + f.start, r["total_size"].astype(np.int32), r["queue_id"].astype(np.int32),
                 r["queue_offset"].copy(), tids.astype(np.int32), r["sys_flag"].astype(np.int32))
-    return _RunChecked(f.name, f.start, len(r), int(r["store_timestamp"].max()), bad, oc, cols, list(topics),
-                       keys, item.end)
+    return _RunChecked(f.name, f.start, len(r), ts_hi, bad, oc, cols, list(topics), keys, item.end)
+
+
+def _trailer_rows(item, u8: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``crc32_trailer_rows`` of a run: the compiled scanner's one pass over the rows where it is built."""
+    ext = compiled()
+    if ext is not None and hasattr(ext, "trailer_rows"):
+        return np.frombuffer(ext.trailer_rows(item.rows, item.file.buffer, CRC32_TRAILER_PREFIX, TRAILER_AT),
+                             dtype=np.int64)
+    return crc32_trailer_rows(u8, ends)
 
 
 
