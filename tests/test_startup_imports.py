@@ -8,7 +8,9 @@ interpreter that ran the command (not a timing test: benchmarks/bench_startup.py
 - ``index-lookup`` (table and JSON) never imports construct, and of the recovery only what its scan needs:
   not the salvage, the DLedger or the report modules; on a small store (the sample) its fate column comes from
   the small recovery scan (analyses.recovery.small), so it imports no numpy and not the recovery plan;
-- no table imports importlib.metadata (tables are drawn by cli.output itself, measured with rich.cells).
+- no table imports importlib.metadata (tables are drawn by cli.output itself, measured with rich.cells);
+- ``verify --checks crc,structure`` (the commit log alone) imports none of the consume-queue, index, DLedger or
+  recovery modules, nor the decoded-message module: the checks that need them import them when they run.
 """
 
 from __future__ import annotations
@@ -107,3 +109,27 @@ def test_the_command_starts_no_blas_threads():
                           capture_output=True, text=True, env=env, timeout=60)
     if (os.cpu_count() or 1) > 1:  # what the setting prevents: without it numpy's OpenBLAS starts its threads here
         assert int(bare.stdout) > 1, bare.stdout
+
+
+# what only verify's consume-queue / index checks, a DLedger store, a broker.conf or a decoded record need
+COMMIT_LOG_ONLY_SKIPS = ("rmqinspect.store.consumequeue", "rmqinspect.store.batch", "rmqinspect.store.indexfile",
+                         "rmqinspect.store.rocksdb_cq", "rmqinspect.analyses.dispatcher", "rmqinspect.analyses.rows",
+                         "rmqinspect.analyses.dispatch_rules", "rmqinspect.store.dledger", "rmqinspect.store.message",
+                         "rmqinspect.analyses.recovery")
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_verify_of_the_commit_log_alone_imports_no_queue_index_or_recovery_module(jobs):
+    mods, out = _modules(CLI.format(args=["verify", str(SAMPLE_STORE), "--checks", "crc,structure", "--jobs", jobs,
+                                          "--format", "json"]))
+    assert json.loads(out)["checked"]["records"] > 0  # the walk did run
+    for heavy in COMMIT_LOG_ONLY_SKIPS:
+        assert not _loaded(mods, heavy), heavy
+
+
+def test_verify_cq_and_index_checks_still_load_their_readers():
+    mods, out = _modules(CLI.format(args=["verify", str(SAMPLE_STORE), "--checks", "cq,index", "--jobs", "1",
+                                          "--format", "json"]))  # one process: the walk's imports are seen here
+    assert json.loads(out)["checked"]
+    for needed in ("rmqinspect.store.consumequeue", "rmqinspect.store.indexfile", "rmqinspect.analyses.dispatcher"):
+        assert needed in mods, needed

@@ -27,21 +27,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..formats.constants import RMQ_SYS_TRANS_HALF_TOPIC, TRANSACTION_MASK, TransactionType
-from ..formats.consumequeue import BCQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
-from ..formats.javahash import build_index_key, index_key_hash
-from ..formats.properties import check_property_crc, crc32_trailer_rows, crc32_trailer_value
+from ..formats.properties import (
+    CRC32_TRAILER_PREFIX,
+    TRAILER_AT,
+    check_property_crc,
+    crc32_trailer_rows,
+    crc32_trailer_value,
+)
 from ..store import Store
-from ..store.walk.records import RecordRun
-from ..store.consumequeue import list_queues, pre_blank_mask
-from ..errors import RmqInspectError
-from ..store.batch import BatchConsumeQueue, list_batch_queues
-from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
-from ..store.rocksdb_cq import ConsumeQueues, is_rocksdb_dir
-from .dispatch_rules import goes_to_consume_queue, index_keys
-from .dispatcher import dispatch_fields
-from .rows import topic_ids
 from ..store.walk.kinds import Damage, DamageKind
-from ..store.walk.resync import BlankRecord, walk_batches
+from ..store.scanner import compiled
+from ..store.walk.resync import BlankRecord, run_stats, walk_batches
+
+# The consume-queue and index checks import their readers (consume queues, BatchCQ, RocksDB, index files, the
+# dispatcher's rules) when they run: `verify --checks crc,structure` is a walk of the commit log alone, and those
+# imports were ~15 ms of its start-up (a fresh process per command).
 
 ALL_CHECKS = ("structure", "crc", "cq", "index", "checkpoint")
 
@@ -213,19 +213,27 @@ def _jump_reason(left: int, right: int) -> str:
 _CALENDAR_REASON = "outside the calendar (year 1970..9999)"
 
 
-def store_time_candidates(r: np.ndarray) -> tuple:
+def store_time_candidates(r: np.ndarray, bounds: tuple[int, int] | None = None) -> tuple:
     """The part of the store-time check one run of records can answer alone (in the worker that walked it): its
     records outside the calendar, its interior records (1 .. n - 2) far from both neighbours, as (ts, position,
-    size[, left, right]), and its first and last two records (ts, position, size) for the check across runs."""
-    ts = r["store_timestamp"].astype(np.int64)
+    size[, left, right]), and its first and last two records (ts, position, size) for the check across runs.
+    ``bounds``: the run's smallest and largest store time when the caller knows them (``run_stats``)."""
+    ts = r["store_timestamp"]
     pos, size = r["position"], r["total_size"]
 
     def rec(j: int) -> tuple[int, int, int]:
         return int(ts[j]), int(pos[j]), int(size[j])
 
-    cal = [rec(j) for j in np.flatnonzero((ts < 0) | (ts > CALENDAR_MAX_MS)).tolist()]
-    far = [(*rec(j), int(ts[j - 1]), int(ts[j + 1])) for j in _far_from_neighbours(ts).tolist()]
     n = len(ts)
+    lo, hi = bounds if bounds is not None else (int(ts.min()), int(ts.max())) if n else (0, 0)
+    if 0 <= lo and hi <= CALENDAR_MAX_MS and hi - lo <= STORE_TIME_JUMP_MS:
+        # the run's store times all lie inside the calendar and within a week of each other (a healthy run): no
+        # two are apart (|x - y| <= hi - lo, far below 2**61 as floats), so neither list can hold a record
+        cal, far = [], []
+    else:
+        ts = ts.astype(np.int64)
+        cal = [rec(j) for j in np.flatnonzero((ts < 0) | (ts > CALENDAR_MAX_MS)).tolist()]
+        far = [(*rec(j), int(ts[j - 1]), int(ts[j + 1])) for j in _far_from_neighbours(ts).tolist()]
     return cal, far, [rec(j) for j in range(min(n, 2))], [rec(j) for j in range(max(0, n - 2), n)]
 
 
@@ -277,11 +285,12 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
     buf = f.buffer
     u8 = np.frombuffer(buf, dtype=np.uint8)
     bad = []
+    _, ts_lo, ts_hi, _ = run_stats(item, f.start)
     if do_crc:
         # 5.2.0+ __CRC32#: the last 20 bytes of the record are the trailer
         starts = r["position"]
         ends = starts + r["total_size"]
-        for j in crc32_trailer_rows(u8, ends).tolist():
+        for j in _trailer_rows(item, u8, ends).tolist():
             end = int(ends[j])
             pos = int(starts[j])
             ok, stored, actual = check_property_crc(buf, pos, end - pos, crc32_trailer_value(buf, end))
@@ -289,7 +298,7 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
                 bad.append((pos, end, stored, actual))
     oc = None
     if do_struct:
-        oc = store_time_candidates(r)
+        oc = store_time_candidates(r, (ts_lo, ts_hi))
     cols = None
     topics: dict[str, int] = {}
     keys = None
@@ -297,6 +306,8 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
     if do_index:
         # the index keys every record gives its dispatcher, hashed (rebuild's vectorised rule): the index check
         # compares the files' items with them. The same call names every record's topic.
+        from .dispatcher import dispatch_fields
+
         fields, keyh, topic_bytes = dispatch_fields(buf, item.rows, True)
         keys = (r["store_timestamp"].astype(np.int64), fields[:, 2].astype(np.int32), keyh.astype(np.int32))
         # ids in order of first appearance, as topic_ids numbers them; byte strings that decode alike share one
@@ -305,11 +316,21 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
         tids = lut[fields[:, 0]] if len(lut) else fields[:, 0]
     if need_records:
         if tids is None:
+            from .rows import topic_ids
+
             tids = topic_ids(u8, item.rows, topics)
         cols = (r["position"] + f.start, r["total_size"].astype(np.int32), r["queue_id"].astype(np.int32),
                 r["queue_offset"].copy(), tids.astype(np.int32), r["sys_flag"].astype(np.int32))
-    return _RunChecked(f.name, f.start, len(r), int(r["store_timestamp"].max()), bad, oc, cols, list(topics),
-                       keys, item.end)
+    return _RunChecked(f.name, f.start, len(r), ts_hi, bad, oc, cols, list(topics), keys, item.end)
+
+
+def _trailer_rows(item, u8: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``crc32_trailer_rows`` of a run: the compiled scanner's one pass over the rows where it is built."""
+    ext = compiled()
+    if ext is not None and hasattr(ext, "trailer_rows"):
+        return np.frombuffer(ext.trailer_rows(item.rows, item.file.buffer, CRC32_TRAILER_PREFIX, TRAILER_AT),
+                             dtype=np.int64)
+    return crc32_trailer_rows(u8, ends)
 
 
 
@@ -607,6 +628,8 @@ def _verify_controller(store: Store, rep: VerifyReport, data_end: int) -> None:
 
 def _queue_chunks(cq, rel):
     """(first logical offset, valid CQ_DTYPE entries, path, file start or None) of a file or RocksDB queue."""
+    from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
+
     if cq.files:
         for f in cq.files:
             arr = cq.file_entries(f)
@@ -667,6 +690,11 @@ class _CqJoin:
     pass. The problems are put back in queue, file, kind and entry order at the end."""
 
     def __init__(self, store: Store, rel, stack: ExitStack):
+        from ..formats.consumequeue import BCQ_STORE_UNIT_SIZE
+        from ..store.batch import BatchConsumeQueue, list_batch_queues
+        from ..store.consumequeue import list_queues, pre_blank_mask
+        from ..store.rocksdb_cq import ConsumeQueues, is_rocksdb_dir
+
         self.store, self.rel = store, rel
         self.cl_min = store.commitlog.min_offset
         self.notes: list[str] = []
@@ -763,6 +791,9 @@ class _CqJoin:
 
     def _check(self, recs: _Records, c: tuple, wanted, data_end: int, r0: int = 0, r1: int | None = None) -> None:
         """The entries ``r0``..``r1`` of chunk ``c`` whose physical offset is ``wanted``, against ``recs``."""
+        from ..formats.consumequeue import BCQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
+        from ..store.consumequeue import pre_blank_mask
+
         (qi, ci), topic, queue_id, batch, first, arr, path, fstart = c[:8]
         tid = recs.topics.get(topic, -2)
         r1 = len(arr) if r1 is None else r1
@@ -816,6 +847,8 @@ class _CqJoin:
         """CQ behind: dispatchable records whose queue offset is at or past their queue's end (``hi``; a queue not
         in it has none), summed per (topic id, queue id): one problem per queue, counted in entries, its bytes the
         size of its records, each counted once (a queue's records interleave with the others')."""
+        from .dispatch_rules import goes_to_consume_queue
+
         if not recs.np_offset.size:
             return
         names = {v: k for k, v in recs.topics.items()}
@@ -863,6 +896,9 @@ class _IndexJoin:
 
     def __init__(self, store: Store, rep: VerifyReport, rel, slots: int | None, max_items: int | None,
                  stack: ExitStack):
+        from ..errors import RmqInspectError
+        from ..store.indexfile import IndexFile, IndexGeometryError, prove_geometry_of
+
         self.cl = store.commitlog
         self.store, self.rel = store, rel
         idir = store.layout.index_dir
@@ -1016,6 +1052,8 @@ def _index_behind(store: Store, rep: VerifyReport, valid: np.ndarray, hi: int, e
     that lie past the last index file's endPhyOffset (the offset of the last record it indexed): the index is
     behind the commit log. ``valid``: the offsets of the records verify's walk found intact past it (damage is
     verify's other findings), ``hi`` the end of the last; only those records are read."""
+    from ..store.walk.records import RecordRun
+    from .dispatcher import dispatch_fields
     from .recovery.controller import detect_confirm_offset
 
     # controller mode: the reput dispatches (and indexes) only up to confirmPhyOffset; the unconfirmed tail past it
@@ -1057,6 +1095,10 @@ def _index_behind(store: Store, rep: VerifyReport, valid: np.ndarray, hi: int, e
 def _item_problem(cl, recs: _Records, keys_cache: dict, h, n: int, pos: int, kh: int, phy: int, tdiff: int, j: int,
                   path: str) -> Problem | None:
     """What is wrong with index item ``n`` (at ``pos`` in the file), from the record decoded one by one."""
+    from ..errors import RmqInspectError
+    from ..formats.javahash import build_index_key, index_key_hash
+    from .dispatch_rules import index_keys
+
     if phy < cl.min_offset:
         return None  # expired data (retention), normal
     info = keys_cache.get(phy)

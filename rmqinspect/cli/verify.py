@@ -105,6 +105,8 @@ def _render_report(rep, verbose: bool) -> None:
 def _accelerated_recovery_note(st, broker_version, rep) -> None:
     """With enableAcceleratedRecovery (5.3.4+, storeType=defaultRocksDB) a restart does not check the records
     before the RocksDB queue's dispatch offset: commit-log damage there survives it (said, never hidden)."""
+    if st.conf is None:  # the setting comes only from a broker.conf: none, no note (and no recovery modules imported)
+        return
     from ..analyses.recovery.combine import accelerated_blind_spot, accelerated_note
 
     point = accelerated_blind_spot(st, broker_version)

@@ -105,7 +105,7 @@ def dispatch_properties(raw: bytes) -> tuple[bytes | None, bytes | None, bytes |
 
 CRC32_TRAILER_PREFIX = (PROPERTY_CRC32 + NAME_VALUE_SEPARATOR).encode("ascii")  # b"__CRC32#\x01"
 CRC32_VALUE_LENGTH = CRC32_RESERVED_LEN - len(CRC32_TRAILER_PREFIX) - len(PROPERTY_SEPARATOR_B)  # 10 digits
-_TRAILER_AT = -CRC32_RESERVED_LEN  # where the prefix starts, from the record's end
+TRAILER_AT = -CRC32_RESERVED_LEN  # where the prefix starts, from the record's end
 
 
 def crc32_value(data) -> int:
@@ -158,9 +158,9 @@ def crc32_trailer_rows(u8: np.ndarray, ends: np.ndarray) -> np.ndarray:
     if not len(ends):
         return np.zeros(0, dtype=np.int64)
     prefix = np.frombuffer(CRC32_TRAILER_PREFIX, dtype=np.uint8)
-    at = np.arange(_TRAILER_AT, _TRAILER_AT + len(CRC32_TRAILER_PREFIX), dtype=np.int64)
+    at = np.arange(TRAILER_AT, TRAILER_AT + len(CRC32_TRAILER_PREFIX), dtype=np.int64)
     # one byte of every record first (a store without the property rarely has "_" there), the rest where it is
-    cand = np.flatnonzero(u8[ends + _TRAILER_AT] == prefix[0])
+    cand = np.flatnonzero(u8[ends + TRAILER_AT] == prefix[0])
     if not len(cand):
         return cand
     return cand[(u8[ends[cand][:, None] + at] == prefix).all(axis=1)]
@@ -168,7 +168,7 @@ def crc32_trailer_rows(u8: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 def has_crc32_trailer(buf, end: int) -> bool:
     """``crc32_trailer_rows`` for one record (its end position in ``buf``), without numpy."""
-    return buf[end + _TRAILER_AT:end + _TRAILER_AT + len(CRC32_TRAILER_PREFIX)] == CRC32_TRAILER_PREFIX
+    return buf[end + TRAILER_AT:end + TRAILER_AT + len(CRC32_TRAILER_PREFIX)] == CRC32_TRAILER_PREFIX
 
 
 def crc32_trailer_value(buf, end: int) -> str:

@@ -54,10 +54,10 @@ class Store:
     @cached_property
     def dledger(self) -> DLedgerLog | None:
         """The DLedger member (index, checkpoint, currterm) when the store is in DLedger mode, else None."""
+        if self.layout.dledger is None:  # before the import: a plain store never loads the DLedger modules
+            return None
         from .dledger import DLedgerLog
 
-        if self.layout.dledger is None:
-            return None
         return DLedgerLog(self.layout.dledger, self.commitlog.files)
 
     @cached_property

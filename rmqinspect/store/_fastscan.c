@@ -867,6 +867,66 @@ static PyObject *crc32_many(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* run_stats(rows, base) -> (first_stale, min_store_timestamp, max_store_timestamp, total_size_sum) of a run's rows
+ * (NFIELDS native int64 each, RECORD_FIELDS order), in one pass: the first record whose stored PHYSICALOFFSET is not
+ * base + position (-1: none), and what the walk and verify otherwise compute column by column with numpy (each
+ * column a strided pass over the rows). int64 arithmetic wraps as numpy's does. */
+static PyObject *run_stats(PyObject *self, PyObject *args) {
+    Py_buffer rv;
+    long long base;
+    if (!PyArg_ParseTuple(args, "y*L", &rv, &base)) return NULL;
+    Py_ssize_t n = rv.len / (Py_ssize_t)(NFIELDS * sizeof(int64_t));
+    const int64_t *r = (const int64_t *)rv.buf;
+    Py_ssize_t stale = -1;
+    int64_t lo = 0, hi = 0;
+    uint64_t sum = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (n > 0) lo = hi = r[9];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t *row = r + i * NFIELDS;
+        if (stale < 0 && (uint64_t)row[8] != (uint64_t)row[0] + (uint64_t)base) stale = i;
+        int64_t ts = row[9];
+        if (ts < lo) lo = ts;
+        if (ts > hi) hi = ts;
+        sum += (uint64_t)row[1];
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&rv);
+    return Py_BuildValue("nLLL", stale, (long long)lo, (long long)hi, (long long)(int64_t)sum);
+}
+
+/* trailer_rows(rows, buf, prefix, at) -> native int64 indexes of the rows whose record (position + total_size =
+ * its end) holds `prefix` at end + at (at < 0): where the broker writes the __CRC32# property */
+static PyObject *trailer_rows(PyObject *self, PyObject *args) {
+    Py_buffer rv, view, pv;
+    Py_ssize_t at;
+    if (!PyArg_ParseTuple(args, "y*y*y*n", &rv, &view, &pv, &at)) return NULL;
+    Py_ssize_t n = rv.len / (Py_ssize_t)(NFIELDS * sizeof(int64_t)), m = pv.len, k = 0;
+    const int64_t *r = (const int64_t *)rv.buf;
+    const unsigned char *b = (const unsigned char *)view.buf, *pre = (const unsigned char *)pv.buf;
+    int64_t *idx = (int64_t *)PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    if (idx == NULL) {
+        PyBuffer_Release(&rv);
+        PyBuffer_Release(&view);
+        PyBuffer_Release(&pv);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && m > 0; i++) {
+        const int64_t *row = r + i * NFIELDS;
+        int64_t p = row[0] + row[1] + (int64_t)at;
+        if (p < 0 || p > (int64_t)view.len - (int64_t)m) continue;
+        if (b[p] == pre[0] && memcmp(b + p, pre, (size_t)m) == 0) idx[k++] = i;
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *out = PyBytes_FromStringAndSize((const char *)idx, k * (Py_ssize_t)sizeof(int64_t));
+    PyMem_Free(idx);
+    PyBuffer_Release(&rv);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&pv);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"crc32", py_crc32, METH_VARARGS, "crc32(data, crc=0) -> zlib.crc32(data, crc), computed as the scanner does"},
     {"crc32_path", py_crc32_path, METH_NOARGS,
@@ -874,6 +934,10 @@ static PyMethodDef methods[] = {
     {"split_properties", split_properties, METH_VARARGS,
      "split_properties(buf, pos, len) -> (flags, pairs, names, values): properties split the broker's way"},
     {"crc32_many", crc32_many, METH_VARARGS, "crc32_many(buf, pos, len) -> uint32 crc32 of every range"},
+    {"run_stats", run_stats, METH_VARARGS,
+     "run_stats(rows, base) -> (first_stale, min_store_timestamp, max_store_timestamp, total_size_sum)"},
+    {"trailer_rows", trailer_rows, METH_VARARGS,
+     "trailer_rows(rows, buf, prefix, at) -> int64 indexes of the rows whose record holds prefix at its end + at"},
     {"set_crc32", py_set_crc32, METH_VARARGS,
      "set_crc32(address, name): compute CRCs with the zlib-convention function at address (0: the built-in)"},
     {"scan_messages", scan_messages, METH_VARARGS,

@@ -12,15 +12,18 @@ import collections
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import CorruptDataError, OffsetOutOfStoreError, StoreNotFoundError
 from .broker_conf import BrokerConf, Setting
 from .layout import StoreLayout
 from .mapped import MappedFile
-from .message import Message
 from .walk.file import walk_file
 from .walk.kinds import BLANK, DAMAGE_KINDS, END, FILE_DONE_KINDS, FILE_END, HALF, MESSAGE
 from .walk.records import RECORDS_PER_RUN, Gap, Record, RecordRun, decode_slot, scan_buffer
+
+if TYPE_CHECKING:
+    from .message import Message  # decode_slot imports it on the first decode
 
 
 @dataclass

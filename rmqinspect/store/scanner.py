@@ -17,7 +17,6 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-import tempfile
 import warnings
 import zipimport
 
@@ -37,6 +36,8 @@ def _from_zip():
             data = loader.get_data(os.path.join(loader.archive, member))
         except OSError:
             continue
+        import tempfile  # here only: it imports shutil, random, bz2 and lzma (~5 ms of every command's start)
+
         path = os.path.join(tempfile.mkdtemp(prefix="rmqinspect-ext-"), _EXT + suffix)
         with open(path, "wb") as fh:
             fh.write(data)

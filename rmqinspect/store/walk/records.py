@@ -36,12 +36,13 @@ from ...formats.constants import (
 from ...formats.crc import crc32 as _crc32
 from ...formats.crc import crc32_function
 from ..mapped import MappedFile
-from ..message import Message
 from ..scanner import compiled
 from .kinds import BLANK, CRC_MISMATCH, DAMAGE_KINDS, END, FILE_DONE_KINDS, FILE_END, GAP, HALF, ILLEGAL, MESSAGE, Kind
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from ..message import Message
 
 # header tuple positions of the fields the scanner reads in its hot loop (bound once, named once)
 _SYS_FLAG, _BODY_CRC, _BODY_LENGTH = HEADER_INDEX["sys_flag"], HEADER_INDEX["body_crc"], HEADER_INDEX["body_length"]
@@ -502,6 +503,15 @@ def topic_and_properties(buf, hdr: tuple, bpos: int) -> tuple[str, bytes]:
     return topic, props
 
 
+@functools.cache
+def _message_class() -> type[Message]:
+    """``Message``, imported on the first decode: walks that never decode a record (``verify``, ``summary``) skip
+    its imports (hashlib, base64, the message-id and compression modules); bound once, not per record."""
+    from ..message import Message
+
+    return Message
+
+
 def decode_slot(buf, base: int, pos: int, hdr: tuple | None, bpos: int, crc_ok, path: str = "") -> Message:
     """Full decode of a record the scan accepted (``hdr``: its header, None to unpack it here)."""
     h = hdr if type(hdr) is RecordHeader else unpack_header(buf, pos) if hdr is None else RecordHeader._make(hdr)
@@ -513,7 +523,7 @@ def decode_slot(buf, base: int, pos: int, hdr: tuple | None, bpos: int, crc_ok, 
         crc_ok = (_crc32(body) & 0x7FFFFFFF) == h.body_crc
     topic, props_raw, _ = _topic_and_properties(buf, h, bpos)
     props, well_formed = parse_properties_checked(props_raw)
-    msg = Message(
+    msg = _message_class()(
         physical_offset=base + pos, total_size=h.total_size, magic_version=1 if h.magic_code == _V1 else 2,
         body_crc=h.body_crc, crc_ok=crc_ok, queue_id=h.queue_id, flag=h.flag, queue_offset=h.queue_offset,
         physical_offset_field=h.physical_offset, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,

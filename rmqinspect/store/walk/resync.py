@@ -25,6 +25,7 @@ import numpy as np
 from ...formats.constants import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
 from .. import Store
 from ..mapped import MappedFile
+from ..scanner import compiled
 from .file import walk_file
 from .kinds import BLANK, DAMAGE_OF_KIND, END, FILE_END, MESSAGE, Damage, DamageKind
 from .parallel import chunk_bytes, map_files, resolve_jobs
@@ -394,6 +395,22 @@ def _first_at(positions: np.ndarray, stops: np.ndarray) -> int:
     return int(k.min()) if k.size else -1
 
 
+def run_stats(run: RecordRun, base: int) -> tuple[int, int, int, int]:
+    """(index of the first record whose stored PHYSICALOFFSET is not ``base`` + its position, -1 if none; the
+    smallest and largest STORETIMESTAMP, 0 and 0 for no record; the records' bytes) of a run. One pass of the
+    compiled ``run_stats`` over the rows where it is built: numpy reads each column as a strided pass over the
+    rows (~2 ms a run of 64 k records, a tenth of a chunk walk's time); else numpy, the same values."""
+    ext = compiled()
+    if ext is not None and hasattr(ext, "run_stats"):
+        return ext.run_stats(run.rows, base)
+    r = run.records
+    if not len(r):
+        return -1, 0, 0, 0
+    stale = np.flatnonzero(r["physical_offset_field"] != r["position"] + base)
+    ts = r["store_timestamp"]
+    return int(stale[0]) if stale.size else -1, int(ts.min()), int(ts.max()), int(r["total_size"].sum())
+
+
 def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2: bool, prev: MappedFile | None,
                 has_data_after: Callable[[], bool], *, stops: tuple[int, ...] = (),
                 landed: list[int] | None = None) -> Iterator:
@@ -433,13 +450,13 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                         ev = ev[:first]
                 r = ev.records
                 # a valid-looking record in the wrong place: stale bytes (or a copied file)
-                stale = np.flatnonzero(r["physical_offset_field"] != r["position"] + f.start)
-                good = ev[:int(stale[0])] if stale.size else ev
+                stale, _, _, run_bytes = run_stats(ev, f.start)
+                good = ev[:stale] if stale >= 0 else ev
                 if len(good):
                     yield good
                     pos = good.end
-                if stale.size:
-                    bad = r[int(stale[0])]
+                if stale >= 0:
+                    bad = r[stale]
                     p, size = int(bad["position"]), int(bad["total_size"])
                     claimed = int(bad["physical_offset_field"])
                     dmg = Damage(DamageKind.STALE, f.start + p, f.start + p + size, f.name, p,
@@ -451,7 +468,7 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                     break
                 if aim is not None:  # the next run aimed at the next stop again
                     seen_n += len(r)
-                    seen_bytes += int(r["total_size"].sum())
+                    seen_bytes += run_bytes
                     break
                 continue
             kind, p, size, reason = ev.kind, ev.position, ev.size, ev.reason
