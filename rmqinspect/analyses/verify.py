@@ -197,7 +197,7 @@ def _far_from_neighbours(a: np.ndarray) -> np.ndarray:
     mid = a[1:-1]
     if -(2 ** 61) < int(a.min()) and int(a.max()) < 2 ** 61:
         # no difference can overflow, and one above 2**61 is also above a week: the int64 test alone is exact
-        # (``_apart``'s float64 casts were a third of the per-run check)
+        # (``_apart``'s float64 casts are a third of the check of a run holding an outlier)
         jump = STORE_TIME_JUMP_MS
         far = ((np.abs(mid - a[:-2]) > jump) & (np.abs(mid - a[2:]) > jump) & ~(np.abs(a[2:] - a[:-2]) > jump)
                & (mid >= 0) & (mid <= CALENDAR_MAX_MS))
