@@ -47,7 +47,7 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version, job
       rmqinspect report broker-a/store broker-b/store --out fleet.html --as-of 2026-11-21T21:40:00Z
     """
     from ..analyses.report_data import ReportData, collect_store_report, report_read_bytes
-    from ..report import render_html, require_plotly
+    from ..report import render_html, require_plotly, start_page_assets
     from ..store import Store
     from ..store.layout import ensure_output_outside
     from ..store.walk.parallel import default_jobs
@@ -62,6 +62,7 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version, job
         raise UnsafeOutputError("output file exists; give --force to replace it, or a new name", out_path)
     # the bar's total: the bytes the report reads, each once (commit log, consume queues, index items)
     sizes = [report_read_bytes(st) for st in opened]
+    pending = start_page_assets()  # compressing plotly.js needs no store data: beside the walk
     reports = []
     with progress(sum(sizes), "report", True) as advance:
         done = 0
@@ -75,7 +76,7 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version, job
     data = ReportData(reports, __version__, _command_line(stores, out_path, as_of, offsets_file, broker_version),
                       as_of if as_of is not None else int(time.time() * 1000), as_of is not None,
                       replicas=_replica_view(opened, list(stores)))
-    page = render_html(data)
+    page = render_html(data, pending)
     replaced = os.path.exists(out_path)
     from ..sinks.staging import Staged
 

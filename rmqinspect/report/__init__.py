@@ -1,7 +1,8 @@
 """`rmqinspect report`: the post-mortem of one or more stores as one self-contained HTML page.
 
-A layer of its own beside cli/: it turns ``analyses.report_data.ReportData`` into HTML (charts by plotly,
-whose JavaScript is embedded in the page) and imports nothing above analyses. plotly is an optional extra
+A layer of its own beside cli/: it turns ``analyses.report_data.ReportData`` into HTML (charts drawn by plotly.js,
+embedded in the page, from plotly figure JSON written the way plotly's Python library writes it) and imports
+nothing above analyses. plotly is an optional extra
 (``pip install 'rmqinspect[report]'``); ``require_plotly`` says so in one line when it is missing.
 """
 
@@ -23,12 +24,22 @@ def require_plotly():
     return plotly
 
 
-def render_html(data) -> str:
-    """The report page for a ``ReportData``."""
+def start_page_assets():
+    """Begin making the page's parts that need no store data (plotly.js compressed, plotly's templates) in a thread:
+    call it before reading the stores and hand the result to ``render_html``."""
+    require_plotly()
+    from .plotly_json import start_page_assets as start
+
+    return start()
+
+
+def render_html(data, pending=None) -> str:
+    """The report page for a ``ReportData``; ``pending`` is ``start_page_assets()``'s answer (made here when None)."""
     require_plotly()
     from .html import render
+    from .plotly_json import page_assets
 
-    return render(data)
+    return render(data, pending.result() if pending is not None else page_assets())
 
 
-__all__ = ["INSTALL_HINT", "ReportDependencyError", "render_html", "require_plotly"]
+__all__ = ["INSTALL_HINT", "ReportDependencyError", "render_html", "require_plotly", "start_page_assets"]

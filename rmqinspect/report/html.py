@@ -9,16 +9,11 @@ id="rmqinspect-data">``) for tools and tests.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import functools
-import gzip
 import html
 import json
 
 import plotly
-import plotly.io as pio
-from plotly.offline import get_plotlyjs
 
 from ..analyses.report_data import LAYOUT_KINDS, ReportData, StoreReport
 from .figures import (
@@ -32,14 +27,9 @@ from .figures import (
     short_label,
     traffic,
 )
+from .plotly_json import PageAssets
 
 MAX_FINDING_ROWS = 500  # findings listed as HTML rows; all of them are in the data island and on the charts
-
-
-@functools.lru_cache(maxsize=1)
-def plotly_js_gzip_base64() -> str:
-    """plotly.js, gzip-compressed (mtime 0: the same bytes every run) and base64-encoded."""
-    return base64.b64encode(gzip.compress(get_plotlyjs().encode("utf-8"), 6, mtime=0)).decode("ascii")
 
 
 def script_json(obj) -> str:
@@ -79,16 +69,17 @@ def _table(columns: list[str], rows: list[list], ids: list[str] | None = None, c
 
 
 class _Page:
-    def __init__(self) -> None:
+    def __init__(self, assets: PageAssets) -> None:
+        self.assets = assets
         self.figures: list[tuple[str, str]] = []  # (element id, figure JSON)
 
-    def chart(self, fid: str, fig) -> str:
-        self.figures.append((fid, pio.to_json(fig, validate=False)))
+    def chart(self, fid: str, fig: dict) -> str:
+        self.figures.append((fid, self.assets.figure_json(fig)))
         return f"<div class='rmq-chart' id='{_e(fid)}' data-fig='{_e(fid)}-fig'></div>"
 
 
-def render(data: ReportData) -> str:
-    page = _Page()
+def render(data: ReportData, assets: PageAssets) -> str:
+    page = _Page(assets)
     sections = [_store_sections(page, i, r) for i, r in enumerate(data.stores)]
     if data.replicas is not None:
         sections.insert(0, _replica_section(page, data.replicas))
@@ -111,7 +102,7 @@ def render(data: ReportData) -> str:
             f"<p id='chart-status' class='status'>Drawing the charts…</p><ul class='nav'>{nav}</ul></header>"
             f"<main>{''.join(sections)}</main>"
             f"<script type='application/json' id='rmqinspect-data'>{script_json(island)}</script>{figs}"
-            f"<script type='application/octet-stream' id='plotly-js-gzip'>{plotly_js_gzip_base64()}</script>"
+            f"<script type='application/octet-stream' id='plotly-js-gzip'>{assets.plotly_js_gzip_base64}</script>"
             f"<script>{JS}</script></body></html>\n")
 
 
