@@ -3,9 +3,10 @@
 The page needs only the JSON plotly's graph objects serialise to, and building those objects was most of the page's
 time (a validator on every property set, a deep copy of the template per figure). So each function here returns
 that JSON itself: the same keys in the order plotly's objects leave them (``_trace``, ``_update``, ``_subplots``
-say where that order comes from), the same numbers, the template by name; ``plotly_json.figure_json`` writes it as
-``plotly.io.to_json`` does. tests/test_report_figures.py keeps plotly as the reference: every figure here
-serialises byte for byte to what the graph-object construction (tests/support/plotly_reference_figures.py) gives.
+say where that order comes from), the same numbers, the template by name; ``plotly_json.PageAssets.figure_json``
+writes it as ``plotly.io.to_json`` does. tests/test_report_figures.py keeps plotly as the reference: every figure
+here serialises byte for byte to what the graph-object construction (tests/support/plotly_reference_figures.py)
+gives.
 
 Offsets go on linear axes as exact integers (hover shows them in full), store times on date axes in UTC.
 """
@@ -31,7 +32,7 @@ LAYOUT = dict(margin=dict(l=10, r=10, t=90, b=40), font=dict(size=12),
 
 def _figure(template: str = TEMPLATE) -> dict:
     """An empty figure, its template first in the layout (where plotly puts the one a figure is made with). The
-    template goes by name, as plotly takes it; ``plotly_json.figure_json`` writes its JSON."""
+    template goes by name, as plotly takes it; ``plotly_json.PageAssets.figure_json`` writes its JSON."""
     return {"data": [], "layout": {"template": template}}
 
 
