@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -244,8 +244,7 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
         summary, rep = summary_beside_verify(store, broker_version, accept_v2, both, traffic=tally, jobs=jobs,
                                              beside=beside.start)
         beside.start()  # when the walk handed no item (no commit-log record), it starts now
-        done_beside = beside.result(both)
-        plan, bounds, index_files = done_beside["plan"], done_beside["bounds"], done_beside["index_files"]
+        plan, bounds, index_files = beside.result(both)
         at += width + shares["recovery"]
     else:
         step = phase("summary", at, shares["summary"], span, "report: summary")
@@ -285,12 +284,14 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
 
 
 class BesideTheWalk:
-    """The report's passes that need nothing verify's walk finds, in one thread beside it: ``plan_recovery`` (its
-    own scan from the start file, the consume queues, the index headers), then every queue's bounds (as ``cq
-    --all``) and the index files' rows. Most of their time is the compiled scanner's, dispatch_fields' and
-    numpy's, which run without the GIL, while verify's workers leave a core part-idle. The plan is the object
-    ``plan_recovery`` returns when run alone, its scan in this process (``jobs=1``: no process is forked from
-    the thread). ``reached``: the commit-log bytes the plan's scan has passed, for the progress bar."""
+    """The report's passes that need nothing verify's walk finds, in two threads beside it: ``plan_recovery`` (its
+    own scan from the start file, the consume queues, the index headers) in one; every queue's bounds (as ``cq
+    --all``) and the index files' headers in the other (which files a restart drops is marked from the plan
+    afterwards). Most of their time is the compiled scanner's, dispatch_fields' and numpy's, which run without the
+    GIL, while verify's workers leave a core part-idle; two threads, because the plan outlasts the walk and the
+    rows would otherwise follow it on one core. The plan is the object ``plan_recovery`` returns when run alone,
+    its scan in this process (``jobs=1``: no process is forked from a thread). ``reached``: the commit-log bytes
+    the plan's scan has passed, for the progress bar."""
 
     def __init__(self, store: Store, broker_version: BrokerVersion | None, min_offset: int):
         import threading
@@ -299,31 +300,42 @@ class BesideTheWalk:
         self.out: dict = {}
         opts = RecoveryOptions(version=broker_version, keep_redispatch=False, jobs=1,
                                progress=lambda off: setattr(self, "reached", off - min_offset))
-        self.thread = threading.Thread(target=self.run, args=(store, opts), name="report-beside-walk", daemon=True)
+        self.threads = [
+            threading.Thread(target=self.run, args=("plan", plan_recovery, store, opts), name="report-recovery",
+                             daemon=True),
+            threading.Thread(target=self.run, args=("rows", queue_and_index_headers, store), name="report-rows",
+                             daemon=True)]
 
-    def run(self, store: Store, opts: RecoveryOptions) -> None:
+    def run(self, name: str, fn: Callable, *args) -> None:
         try:
-            plan = plan_recovery(store, opts)
-            self.out["bounds"] = list(all_queue_bounds(store))
-            self.out["index_files"] = index_file_rows(store, plan)
-            self.out["plan"] = plan
+            self.out[name] = fn(*args)
         except BaseException as e:  # raised in the caller by ``result``, after verify's own outcome
-            self.out["error"] = e
+            self.out[name + " error"] = e
 
     def start(self) -> None:
-        """Start the plan once: called when verify's walk hands its first item, after its workers are forked."""
-        if self.thread.ident is None:
-            self.thread.start()
+        """Start the threads once: called when verify's walk hands its first item, after its workers are forked."""
+        for t in self.threads:
+            if t.ident is None:
+                t.start()
 
-    def result(self, tick: Callable[[], None]) -> dict:
-        """``plan``, ``bounds`` and ``index_files``, ``tick()`` called about four times a second while the thread
-        still runs."""
-        while self.thread.is_alive():
-            self.thread.join(0.25)
-            tick()
-        if "error" in self.out:
-            raise self.out["error"]
-        return self.out
+    def result(self, tick: Callable[[], None]) -> tuple:
+        """(plan, queue bounds, index rows), ``tick()`` called about four times a second while a thread still
+        runs. An error is raised as it would have been in order: the plan's first."""
+        for t in self.threads:
+            while t.is_alive():
+                t.join(0.25)
+                tick()
+        for name in ("plan", "rows"):
+            if name + " error" in self.out:
+                raise self.out[name + " error"]
+        bounds, headers = self.out["rows"]
+        plan = self.out["plan"]
+        return plan, bounds, index_rows_marked(headers, plan)
+
+
+def queue_and_index_headers(store: Store) -> tuple[list, list[IndexFileRow]]:
+    """Every queue's bounds and the index files' rows before the plan says which a restart drops."""
+    return list(all_queue_bounds(store)), index_file_headers(store)
 
 
 def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
@@ -811,23 +823,32 @@ def all_queue_bounds(store: Store):
 def index_file_rows(store: Store, plan: RecoveryPlan) -> list[IndexFileRow]:
     """Every index file's header (time and physical-offset ranges, indexCount, hashSlotCount) with its geometry
     (flag > --broker-config > proven from the file, as verify reads it) and whether a restart drops it."""
+    return index_rows_marked(index_file_headers(store), plan)
+
+
+def index_rows_marked(rows: list[IndexFileRow], plan: RecoveryPlan) -> list[IndexFileRow]:
+    """``rows`` with the files the plan's restart drops marked."""
+    dropped = set(plan.index_files_dropped)
+    return [replace(r, dropped_on_restart=r.name in dropped) for r in rows]
+
+
+def index_file_headers(store: Store) -> list[IndexFileRow]:
+    """``index_file_rows`` before the plan: no file marked as dropped."""
     d = store.layout.index_dir
     if not os.path.isdir(d):
         return []
-    dropped = set(plan.index_files_dropped)
     rows = []
     for name in sorted(n for n in os.listdir(d) if os.path.isfile(os.path.join(d, n))):
         try:
             idx = IndexFile(os.path.join(d, name), conf=store.conf)
         except RmqInspectError as e:
-            rows.append(IndexFileRow(name, None, None, None, None, None, None, None, None, None, name in dropped,
-                                     e.message))
+            rows.append(IndexFileRow(name, None, None, None, None, None, None, None, None, None, False, e.message))
             continue
         try:
             h = idx.header
             rows.append(IndexFileRow(name, h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
                                      h.index_count, idx.max_items, h.hash_slot_count, idx.slots,
-                                     idx.geometry.source, name in dropped,
+                                     idx.geometry.source, False,
                                      "file shorter than its geometry" if idx.truncated else ""))
         finally:
             idx.close()
