@@ -25,6 +25,15 @@ def _both(run: RecordRun, monkeypatch) -> tuple[np.ndarray, dict]:
     u8 = np.frombuffer(run.file.buffer, dtype=np.uint8)
     fast_topics: dict[str, int] = {"Existing": 0}
     fast = topic_ids(u8, run.rows, fast_topics)
+    # the named records (RECORD_DTYPE), whole and as the non-contiguous subset a caller selects
+    for records in (run.records, run.records[::2]):
+        named: dict[str, int] = {"Existing": 0}
+        got = topic_ids(u8, records, named)
+        with monkeypatch.context() as m:
+            m.setattr(rows_module, "compiled", lambda: None)
+            ref_named: dict[str, int] = {"Existing": 0}
+            assert np.array_equal(got, topic_ids(u8, records, ref_named))
+        assert list(named.items()) == list(ref_named.items())
     with monkeypatch.context() as m:
         m.setattr(rows_module, "compiled", lambda: None)
         ref_topics: dict[str, int] = {"Existing": 0}
