@@ -143,7 +143,7 @@ def _subplots(fig: dict, titles: tuple[str, ...], rows: int = 1, cols: int = 1, 
     _update(fig["layout"], patch)
 
 
-def _title(text: str) -> dict:
+def chart_title(text: str) -> dict:
     return dict(text=text, x=0.01, xanchor="left", y=0.995, yanchor="top")
 
 
@@ -197,7 +197,7 @@ def _marks_band(fig: dict, marks: list[tuple[str, object, str]], above: int) -> 
 BOTTOM_LEGEND = dict(orientation="h", yanchor="top", y=-0.12, x=0)
 
 
-def _file_label(name: str | None, start: int) -> str:
+def file_label(name: str | None, start: int) -> str:
     return name if name else f"gap at {start}"
 
 
@@ -210,12 +210,12 @@ def commitlog_map(r: StoreReport) -> dict:
     for s in r.segments:
         by_kind.setdefault(s.kind, []).append(s)
     files = [f.name for f in r.summary.files]
-    gaps = [_file_label(None, s.start) for s in r.segments if s.kind == "gap"]
+    gaps = [file_label(None, s.start) for s in r.segments if s.kind == "gap"]
     categories = sorted(files + gaps, key=lambda c: int(c.split()[-1]) if c.startswith("gap") else int(c))
     for kind, segs in by_kind.items():
         damage = kind not in LAYOUT_KINDS
         colour = KIND_COLOURS.get(kind, DAMAGE_FALLBACK)
-        y = [_file_label(s.file if kind != "gap" else None, s.start) for s in segs]
+        y = [file_label(s.file if kind != "gap" else None, s.start) for s in segs]
         custom = [[s.start, s.end, s.end - s.start, s.file or "", s.detail] for s in segs]
         _add_trace(fig, _trace(
             "bar", name=kind, orientation="h", y=y, x=[max(s.end - s.start, 1) for s in segs],
@@ -231,7 +231,7 @@ def commitlog_map(r: StoreReport) -> dict:
                 marker=dict(symbol="triangle-down", size=12, color=colour, line=dict(width=1, color="#000")),
                 hovertemplate="%{customdata[3]}<br>" + kind + " [%{customdata[0]}, %{customdata[1]})<br>"
                               "%{customdata[4]}<extra></extra>"))
-    marks = _merged(_map_positions(r))
+    marks = merged_marks(map_positions(r))
     lo = min([f.start_offset for f in r.summary.files] + [s.start for s in r.segments], default=0)
     hi = max([f.start_offset + f.size for f in r.summary.files] + [s.end for s in r.segments], default=1)
     for label, off in marks:
@@ -243,7 +243,7 @@ def commitlog_map(r: StoreReport) -> dict:
                              for label, off in marks], 4)
     _update(fig["layout"], dict(
         **LAYOUT, barmode="overlay", height=200 + 30 * max(len(categories), 1) + band,
-        title=_title("Commit log: files on the physical-offset axis"),
+        title=chart_title("Commit log: files on the physical-offset axis"),
         yaxis=dict(categoryorder="array", categoryarray=categories, autorange="reversed", type="category"),
         xaxis=dict(title="physical offset", tickformat="d", exponentformat="none", separatethousands=False),
         hovermode="closest"))
@@ -251,7 +251,7 @@ def commitlog_map(r: StoreReport) -> dict:
     return fig
 
 
-def _merged(marks: list[tuple[str, int]]) -> list[tuple[str, int]]:
+def merged_marks(marks: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """One line per position: labels at the same offset or time are joined."""
     out: dict[int, list[str]] = {}
     for label, at in marks:
@@ -259,7 +259,7 @@ def _merged(marks: list[tuple[str, int]]) -> list[tuple[str, int]]:
     return [(", ".join(labels), at) for at, labels in sorted(out.items())]
 
 
-def _map_positions(r: StoreReport) -> list[tuple[str, int]]:
+def map_positions(r: StoreReport) -> list[tuple[str, int]]:
     p = r.plan
     # the line says "truncation" (red) only where the restart cuts data; else it marks where the kept data ends
     out = [("truncation point (restart)" if p.bytes_cut else "restart keeps up to", p.truncate_offset),
@@ -281,7 +281,8 @@ def traffic(r: StoreReport) -> dict:
     fig = _figure()
     _subplots(fig, ("messages per second", "bytes per second"), rows=2, vertical_spacing=0.08, shared_xaxes=True)
     if t.start_ms is None:
-        _update(fig["layout"], dict(**LAYOUT, height=200, title=_title("Traffic over store time: no valid records")))
+        _update(fig["layout"], dict(**LAYOUT, height=200,
+                                    title=chart_title("Traffic over store time: no valid records")))
         return fig
     n = len(next(iter(t.messages.values())))
     # steps: each bucket's rate holds from its start to its end (the last value repeated at the last bucket's end)
@@ -289,7 +290,7 @@ def traffic(r: StoreReport) -> dict:
     per_s = 1000 / t.bucket_ms
     names = short_labels(list(t.topics))
     for i, topic in enumerate(t.topics):
-        colour = _palette(i)
+        colour = palette(i)
         for row, series in ((1, t.messages[topic]), (2, t.bytes[topic])):
             _add_trace(fig, _trace(
                 "scatter", x=x, y=[round(v * per_s, 3) for v in series + series[-1:]], name=names[i],
@@ -299,7 +300,7 @@ def traffic(r: StoreReport) -> dict:
                 cell=row)
     mid = t.start_ms + n * t.bucket_ms / 2
     marks = []
-    for label, ms in _merged(_time_marks(r)):
+    for label, ms in merged_marks(time_marks(r)):
         x_iso = iso(ms)
         if x_iso is None:
             continue
@@ -308,7 +309,7 @@ def traffic(r: StoreReport) -> dict:
         marks.append((f"{label}: {x_iso}", x_iso, "right" if ms > mid else "left"))
     band = _marks_band(fig, marks, 22)  # above the first subplot's title
     _update(fig["layout"], dict(**LAYOUT, height=540 + band, hovermode="x unified",
-                                title=_title(f"Traffic over store time (UTC, {t.bucket_ms // 1000} s buckets)")))
+                                title=chart_title(f"Traffic over store time (UTC, {t.bucket_ms // 1000} s buckets)")))
     _update(fig["layout"], dict(legend=dict(orientation="h", yanchor="top", y=-0.08, x=0),
                                 margin=dict(l=10, r=10, t=70 + band, b=40)))
     for axis in ("xaxis", "xaxis2"):
@@ -316,7 +317,7 @@ def traffic(r: StoreReport) -> dict:
     return fig
 
 
-def _time_marks(r: StoreReport) -> list[tuple[str, int]]:
+def time_marks(r: StoreReport) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     if r.summary.last_store_timestamp is not None and r.traffic.start_ms is not None:
         out.append(("last message", r.summary.last_store_timestamp))
@@ -340,7 +341,7 @@ def _time_marks(r: StoreReport) -> list[tuple[str, int]]:
 
 def off_axis_marks(r: StoreReport) -> list[tuple[str, int]]:
     """The time marks the traffic chart leaves off because they lie far from every record's store time."""
-    shown = set(_time_marks(r))
+    shown = set(time_marks(r))
     cp = r.summary.checkpoint or {}
     every = [(label, cp[key]) for key, label in (("physic_msg_timestamp", "checkpoint physicMsgTimestamp"),
                                                  ("logics_msg_timestamp", "checkpoint logicsMsgTimestamp"),
@@ -349,7 +350,7 @@ def off_axis_marks(r: StoreReport) -> list[tuple[str, int]]:
     return [m for m in every if m not in shown]
 
 
-def _palette(i: int) -> str:
+def palette(i: int) -> str:
     colours = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
                "#bab0ac")
     return colours[i % len(colours)]
@@ -358,23 +359,34 @@ def _palette(i: int) -> str:
 MAX_QUEUE_BARS = 80
 
 
-def queue_chart(r: StoreReport) -> tuple[dict, int]:
-    """Per queue: entries against the commit log's records, and what verify and the recovery find. Queues with
-    anything to see are always drawn; quiet ones fill up to MAX_QUEUE_BARS (all are in the table)."""
+# the queue chart's bars: (legend name, QueueRow attribute, colour)
+QUEUE_SERIES = (
+    ("cq entries", "entries", "#4c78a8"),
+    ("commit-log messages", "commitlog_messages", "#9ecae9"),
+    ("cq behind (no entry)", "cq_behind", "#f58518"),
+    ("bad entries (verify)", "cq_bad_entries", "#e45756"),
+    ("cut by restart", "entries_cut", "#d62728"),
+    ("re-dispatched by restart", "redispatched", "#54a24b"))
+
+
+def queues_shown(r: StoreReport) -> list:
+    """The queues the chart draws, by (topic, queue id): every one with anything to see, then the busiest quiet
+    ones up to MAX_QUEUE_BARS."""
     rows = r.queues
     noisy = [q for q in rows if q.entries_cut or q.redispatched or q.cq_behind or q.cq_bad_entries
              or (q.cq_type is not None and q.entries != q.commitlog_messages)]
     quiet = sorted((q for q in rows if q not in noisy), key=lambda q: -q.commitlog_messages)
     shown = noisy + quiet[:max(0, MAX_QUEUE_BARS - len(noisy))]
     shown.sort(key=lambda q: (q.topic, q.queue_id))
-    fig = _grouped_bars([q.key for q in shown], shown, (
-        ("cq entries", "entries", "#4c78a8"),
-        ("commit-log messages", "commitlog_messages", "#9ecae9"),
-        ("cq behind (no entry)", "cq_behind", "#f58518"),
-        ("bad entries (verify)", "cq_bad_entries", "#e45756"),
-        ("cut by restart", "entries_cut", "#d62728"),
-        ("re-dispatched by restart", "redispatched", "#54a24b")), 420, "Consume queues", "entries")
-    return fig, len(rows) - len(shown)
+    return shown
+
+
+def queue_chart(r: StoreReport) -> tuple[dict, int]:
+    """Per queue: entries against the commit log's records, and what verify and the recovery find. Queues with
+    anything to see are always drawn; quiet ones fill up to MAX_QUEUE_BARS (all are in the table)."""
+    shown = queues_shown(r)
+    fig = _grouped_bars([q.key for q in shown], shown, QUEUE_SERIES, 420, "Consume queues", "entries")
+    return fig, len(r.queues) - len(shown)
 
 
 def _grouped_bars(x: list[str], rows: list, series, height: int, title: str, y_title: str) -> dict:
@@ -388,8 +400,8 @@ def _grouped_bars(x: list[str], rows: list, series, height: int, title: str, y_t
     # long names are shortened in the middle (LABEL_CHARS; hover and the table give them whole), so the labels
     # take at most ~LABEL_CHARS * 5 px tilted
     _update(fig["layout"], dict(**LAYOUT, barmode="group", height=height + 5 * max(map(len, labels), default=0),
-                                title=_title(title), xaxis=dict(type="category", tickangle=-45 if len(x) > 6 else 0,
-                                                                automargin=True),
+                                title=chart_title(title),
+                                xaxis=dict(type="category", tickangle=-45 if len(x) > 6 else 0, automargin=True),
                                 yaxis=dict(title=y_title)))
     return fig
 
@@ -432,7 +444,7 @@ def index_charts(r: StoreReport) -> dict | None:
                            hovertemplate="%{y}<br>hash slots used %{x}%<extra></extra>"), cell=2)
     height, top, bottom = 230 + 34 * len(rows), 70, 110
     layout = fig["layout"]
-    _update(layout, dict(**LAYOUT, height=height, barmode="group", title=_title("Index files")))
+    _update(layout, dict(**LAYOUT, height=height, barmode="group", title=chart_title("Index files")))
     # the legend below the charts, past the axis ticks and titles (~60 px): above them it lay over the subplot titles
     _update(layout, dict(legend=dict(BOTTOM_LEGEND, y=-60 / (height - top - bottom)),
                          margin=dict(l=10, r=10, t=top, b=bottom)))
@@ -443,24 +455,31 @@ def index_charts(r: StoreReport) -> dict | None:
     return fig
 
 
+REPLICA_PARTS = (("confirmed", "#4c78a8"), ("unconfirmed tail", "#f58518"), ("records past the end", "#bab0ac"))
+
+
+def replica_spans(d: dict, part: str) -> tuple[list[int], list[int], list[str]]:
+    """Each replica's span of one of REPLICA_PARTS on the offset axis: (starts, lengths, hover texts)."""
+    base, length, text = [], [], []
+    for r in d["replicas"]:
+        if part == "confirmed":
+            lo, hi = r["min_offset"], r["confirm_offset"]
+        elif part == "unconfirmed tail":
+            lo, hi = r["confirm_offset"], r["max_offset"]
+        else:
+            lo, hi = r["stale_records"]["range"] or [r["max_offset"], r["max_offset"]]
+        base.append(lo)
+        length.append(max(hi - lo, 0))
+        text.append(f"[{lo}, {hi})")
+    return base, length, text
+
+
 def replica_map(d: dict) -> dict:
     """The replicas of one group (analyses.peers.PeersReport.to_dict()) on one physical-offset axis."""
     fig = _figure(DEFAULT_TEMPLATE)
     labels = [r["label"] for r in d["replicas"]]
-    parts = (("confirmed", "#4c78a8"), ("unconfirmed tail", "#f58518"), ("records past the end", "#bab0ac"))
-    for name, colour in parts:
-        base, length, text = [], [], []
-        for r in d["replicas"]:
-            if name == "confirmed":
-                lo, hi = r["min_offset"], r["confirm_offset"]
-            elif name == "unconfirmed tail":
-                lo, hi = r["confirm_offset"], r["max_offset"]
-            else:
-                rng = r["stale_records"]["range"] or [r["max_offset"], r["max_offset"]]
-                lo, hi = rng
-            base.append(lo)
-            length.append(max(hi - lo, 0))
-            text.append(f"[{lo}, {hi})")
+    for name, colour in REPLICA_PARTS:
+        base, length, text = replica_spans(d, name)
         _add_trace(fig, _trace("bar", name=name, orientation="h", y=labels, x=length, base=base,
                                marker=dict(color=colour), hovertext=text, hoverinfo="text+name"))
     xs, ys, tx = [], [], []
@@ -475,6 +494,6 @@ def replica_map(d: dict) -> dict:
     for p in d["pairs"]:
         _add_vline(fig, p["common_prefix_end"], dict(dash="dot", color="#54a24b"))
     _update(fig["layout"], dict(barmode="overlay", height=160 + 40 * len(labels),
-                                title=_title("Replicas on one offset axis"), xaxis=dict(title="physical offset"),
+                                title=chart_title("Replicas on one offset axis"), xaxis=dict(title="physical offset"),
                                 margin={"l": 10, "r": 10, "t": 40, "b": 40}))
     return fig

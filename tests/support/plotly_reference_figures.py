@@ -1,30 +1,37 @@
 """The report's figures as plotly's graph objects built them (rmqinspect/report/figures.py at b39ad52, before the
 figures became plain dicts), kept as the reference: tests/test_report_figures.py asserts that each figure the
-report writes serialises byte for byte to what this construction gives through ``plotly.io.to_json``. Only this
-docstring and the absolute import differ from that file: change it only together with the report's figures, for a
+report writes serialises byte for byte to what this construction gives through ``plotly.io.to_json``. The chart
+functions are that file's; what picks the charts' data, colours and words (marks, labels, palette, layout
+constants) is imported from the report's figures, since the reference is about plotly's construction and
+serialisation, not about the choice of what to draw. Change it only together with the report's figures, for a
 change the page is meant to show.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from rmqinspect.analyses.report_data import LAYOUT_KINDS, StoreReport
-
-KIND_COLOURS = {
-    "records": "#4c78a8", "blank_tail": "#b9c3cc", "zero_tail": "#e6e6e6", "gap": "#f2cf5b",
-    "torn_tail": "#d62728", "crc_mismatch": "#ff7f0e", "property_crc": "#ff9d4d", "zero_page": "#9467bd",
-    "stale_data": "#8c564b", "half": "#e377c2", "illegal": "#7f7f7f", "missing_file": "#f2cf5b",
-    "store_time_outlier": "#bcbd22",
-}
-DAMAGE_FALLBACK = "#c0392b"
-TEMPLATE = "plotly_white"
-# the template is given when a figure is made (``_figure``), not with the rest of the layout
-LAYOUT = dict(margin=dict(l=10, r=10, t=90, b=40), font=dict(size=12),
-              legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+from rmqinspect.report.figures import (
+    BOTTOM_LEGEND,
+    DAMAGE_FALLBACK,
+    KIND_COLOURS,
+    LAYOUT,
+    QUEUE_SERIES,
+    REPLICA_PARTS,
+    TEMPLATE,
+    chart_title,
+    file_label,
+    iso,
+    map_positions,
+    merged_marks,
+    palette,
+    queues_shown,
+    replica_spans,
+    short_labels,
+    time_marks,
+)
 
 
 def _figure() -> go.Figure:
@@ -32,48 +39,6 @@ def _figure() -> go.Figure:
     time one is set (~10 ms), and a figure made without one first takes plotly's default. The figure is the one
     setting it later gave (the template first in the layout)."""
     return go.Figure(layout={"template": TEMPLATE})
-
-
-def _title(text: str) -> dict:
-    return dict(text=text, x=0.01, xanchor="left", y=0.995, yanchor="top")
-
-
-def iso(ms: int | None) -> str | None:
-    """UTC time as plotly's date axis reads it (millisecond precision)."""
-    if ms is None:
-        return None
-    try:
-        return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-LABEL_CHARS = 28  # a tick or legend label longer than this is shortened; hover and the tables give the full name
-
-
-def short_label(name: str, limit: int = LABEL_CHARS) -> str:
-    """``name`` cut in the middle to ``limit`` characters, keeping its end (a queue's "/id", a file's tail): a
-    200-character topic is no 600 px diagonal tick label. Hover text and the tables carry the full name."""
-    if len(name) <= limit:
-        return name
-    tail = name[name.rfind("/"):] if "/" in name[-12:] else name[-6:]
-    return name[:limit - len(tail) - 1] + "…" + tail
-
-
-def short_labels(names: list[str], limit: int = LABEL_CHARS) -> list[str]:
-    """``short_label`` of each name, made unique again where two long names share their ends (plotly merges equal
-    categories)."""
-    out, seen = [], {}
-    for n in names:
-        s = short_label(n, limit)
-        if s in seen and seen[s] != n:
-            k = 2
-            while f"{s} ({k})" in seen:
-                k += 1
-            s = f"{s} ({k})"
-        seen.setdefault(s, n)
-        out.append(s)
-    return out
 
 
 def _marks_band(fig: go.Figure, marks: list[tuple[str, object, str]], above: int) -> int:
@@ -85,13 +50,6 @@ def _marks_band(fig: go.Figure, marks: list[tuple[str, object, str]], above: int
     return 16 * len(marks)
 
 
-BOTTOM_LEGEND = dict(orientation="h", yanchor="top", y=-0.12, x=0)
-
-
-def _file_label(name: str | None, start: int) -> str:
-    return name if name else f"gap at {start}"
-
-
 def commitlog_map(r: StoreReport) -> go.Figure:
     """Every commit-log file as a bar on one physical-offset axis: records, blank and zero tails, missing files,
     damage by kind (bars, and a marker at each range so that a 1-byte range stays visible), with the recovery's
@@ -101,12 +59,12 @@ def commitlog_map(r: StoreReport) -> go.Figure:
     for s in r.segments:
         by_kind.setdefault(s.kind, []).append(s)
     files = [f.name for f in r.summary.files]
-    gaps = [_file_label(None, s.start) for s in r.segments if s.kind == "gap"]
+    gaps = [file_label(None, s.start) for s in r.segments if s.kind == "gap"]
     categories = sorted(files + gaps, key=lambda c: int(c.split()[-1]) if c.startswith("gap") else int(c))
     for kind, segs in by_kind.items():
         damage = kind not in LAYOUT_KINDS
         colour = KIND_COLOURS.get(kind, DAMAGE_FALLBACK)
-        y = [_file_label(s.file if kind != "gap" else None, s.start) for s in segs]
+        y = [file_label(s.file if kind != "gap" else None, s.start) for s in segs]
         custom = [[s.start, s.end, s.end - s.start, s.file or "", s.detail] for s in segs]
         fig.add_trace(go.Bar(
             name=kind, orientation="h", y=y, x=[max(s.end - s.start, 1) for s in segs], base=[s.start for s in segs],
@@ -121,7 +79,7 @@ def commitlog_map(r: StoreReport) -> go.Figure:
                                               line=dict(width=1, color="#000")),
                 hovertemplate="%{customdata[3]}<br>" + kind + " [%{customdata[0]}, %{customdata[1]})<br>"
                               "%{customdata[4]}<extra></extra>"))
-    marks = _merged(_map_positions(r))
+    marks = merged_marks(map_positions(r))
     lo = min([f.start_offset for f in r.summary.files] + [s.start for s in r.segments], default=0)
     hi = max([f.start_offset + f.size for f in r.summary.files] + [s.end for s in r.segments], default=1)
     for label, off in marks:
@@ -132,35 +90,12 @@ def commitlog_map(r: StoreReport) -> go.Figure:
     band = _marks_band(fig, [(f"{label}: {off}", off, "right" if off > (lo + hi) / 2 else "left")
                              for label, off in marks], 4)
     fig.update_layout(**LAYOUT, barmode="overlay", height=200 + 30 * max(len(categories), 1) + band,
-        title=_title("Commit log: files on the physical-offset axis"),
+        title=chart_title("Commit log: files on the physical-offset axis"),
         yaxis=dict(categoryorder="array", categoryarray=categories, autorange="reversed", type="category"),
         xaxis=dict(title="physical offset", tickformat="d", exponentformat="none", separatethousands=False),
         hovermode="closest")
     fig.update_layout(margin=dict(l=10, r=10, t=60 + band, b=40), legend=dict(BOTTOM_LEGEND, y=-0.25))
     return fig
-
-
-def _merged(marks: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    """One line per position: labels at the same offset or time are joined."""
-    out: dict[int, list[str]] = {}
-    for label, at in marks:
-        out.setdefault(at, []).append(label)
-    return [(", ".join(labels), at) for at, labels in sorted(out.items())]
-
-
-def _map_positions(r: StoreReport) -> list[tuple[str, int]]:
-    p = r.plan
-    # the line says "truncation" (red) only where the restart cuts data; else it marks where the kept data ends
-    out = [("truncation point (restart)" if p.bytes_cut else "restart keeps up to", p.truncate_offset),
-           ("end of valid records", r.summary.max_physical_offset),
-           ("maxPhyOffsetOfConsumeQueue", p.max_phy_offset_of_consume_queue)]
-    if p.reput_from_offset is not None and p.reput_from_offset != p.truncate_offset:
-        out.append(("reput from", p.reput_from_offset))
-    cp = r.summary.checkpoint or {}
-    for key in ("master_flushed_offset", "confirm_phy_offset"):
-        if cp.get(key):
-            out.append((f"checkpoint {key}", cp[key]))
-    return [(label, off) for label, off in out if off is not None and off >= 0]
 
 
 def traffic(r: StoreReport) -> go.Figure:
@@ -170,7 +105,7 @@ def traffic(r: StoreReport) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("messages per second", "bytes per second"), figure=_figure())
     if t.start_ms is None:
-        fig.update_layout(**LAYOUT, height=200, title=_title("Traffic over store time: no valid records"))
+        fig.update_layout(**LAYOUT, height=200, title=chart_title("Traffic over store time: no valid records"))
         return fig
     n = len(next(iter(t.messages.values())))
     # steps: each bucket's rate holds from its start to its end (the last value repeated at the last bucket's end)
@@ -178,7 +113,7 @@ def traffic(r: StoreReport) -> go.Figure:
     per_s = 1000 / t.bucket_ms
     names = short_labels(list(t.topics))
     for i, topic in enumerate(t.topics):
-        colour = _palette(i)
+        colour = palette(i)
         for row, series in ((1, t.messages[topic]), (2, t.bytes[topic])):
             fig.add_trace(go.Scatter(
                 x=x, y=[round(v * per_s, 3) for v in series + series[-1:]], name=names[i], legendgroup=topic,
@@ -188,7 +123,7 @@ def traffic(r: StoreReport) -> go.Figure:
                 row=row, col=1)
     mid = t.start_ms + n * t.bucket_ms / 2
     marks = []
-    for label, ms in _merged(_time_marks(r)):
+    for label, ms in merged_marks(time_marks(r)):
         x_iso = iso(ms)
         if x_iso is None:
             continue
@@ -197,72 +132,19 @@ def traffic(r: StoreReport) -> go.Figure:
         marks.append((f"{label}: {x_iso}", x_iso, "right" if ms > mid else "left"))
     band = _marks_band(fig, marks, 22)  # above the first subplot's title
     fig.update_layout(**LAYOUT, height=540 + band, hovermode="x unified",
-                      title=_title(f"Traffic over store time (UTC, {t.bucket_ms // 1000} s buckets)"))
+                      title=chart_title(f"Traffic over store time (UTC, {t.bucket_ms // 1000} s buckets)"))
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.08, x=0),
                       margin=dict(l=10, r=10, t=70 + band, b=40))
     fig.update_xaxes(type="date", range=[x[0], x[-1]])
     return fig
 
 
-def _time_marks(r: StoreReport) -> list[tuple[str, int]]:
-    out: list[tuple[str, int]] = []
-    if r.summary.last_store_timestamp is not None and r.traffic.start_ms is not None:
-        out.append(("last message", r.summary.last_store_timestamp))
-    cp = r.summary.checkpoint or {}
-    for key, label in (("physic_msg_timestamp", "checkpoint physicMsgTimestamp"),
-                       ("logics_msg_timestamp", "checkpoint logicsMsgTimestamp"),
-                       ("index_msg_timestamp", "checkpoint indexMsgTimestamp")):
-        if cp.get(key):
-            out.append((label, cp[key]))
-    ends = [i.end_timestamp for i in r.index_files if i.end_timestamp]
-    if ends:
-        out.append(("index last update", max(ends)))
-    # only marks on the chart's span (a zero or far-off checkpoint time would squash the traffic to a line)
-    t = r.traffic
-    if t.start_ms is None:
-        return out
-    n = len(next(iter(t.messages.values())))
-    lo, hi = t.start_ms - 10 * t.bucket_ms, t.start_ms + (n + 10) * t.bucket_ms
-    return [(label, ms) for label, ms in out if lo <= ms <= hi]
-
-
-def off_axis_marks(r: StoreReport) -> list[tuple[str, int]]:
-    """The time marks the traffic chart leaves off because they lie far from every record's store time."""
-    shown = set(_time_marks(r))
-    cp = r.summary.checkpoint or {}
-    every = [(label, cp[key]) for key, label in (("physic_msg_timestamp", "checkpoint physicMsgTimestamp"),
-                                                 ("logics_msg_timestamp", "checkpoint logicsMsgTimestamp"),
-                                                 ("index_msg_timestamp", "checkpoint indexMsgTimestamp"))
-             if cp.get(key)]
-    return [m for m in every if m not in shown]
-
-
-def _palette(i: int) -> str:
-    colours = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
-               "#bab0ac")
-    return colours[i % len(colours)]
-
-
-MAX_QUEUE_BARS = 80
-
-
 def queue_chart(r: StoreReport) -> tuple[go.Figure, int]:
     """Per queue: entries against the commit log's records, and what verify and the recovery find. Queues with
     anything to see are always drawn; quiet ones fill up to MAX_QUEUE_BARS (all are in the table)."""
-    rows = r.queues
-    noisy = [q for q in rows if q.entries_cut or q.redispatched or q.cq_behind or q.cq_bad_entries
-             or (q.cq_type is not None and q.entries != q.commitlog_messages)]
-    quiet = sorted((q for q in rows if q not in noisy), key=lambda q: -q.commitlog_messages)
-    shown = noisy + quiet[:max(0, MAX_QUEUE_BARS - len(noisy))]
-    shown.sort(key=lambda q: (q.topic, q.queue_id))
-    fig = _grouped_bars([q.key for q in shown], shown, (
-        ("cq entries", "entries", "#4c78a8"),
-        ("commit-log messages", "commitlog_messages", "#9ecae9"),
-        ("cq behind (no entry)", "cq_behind", "#f58518"),
-        ("bad entries (verify)", "cq_bad_entries", "#e45756"),
-        ("cut by restart", "entries_cut", "#d62728"),
-        ("re-dispatched by restart", "redispatched", "#54a24b")), 420, "Consume queues", "entries")
-    return fig, len(rows) - len(shown)
+    shown = queues_shown(r)
+    fig = _grouped_bars([q.key for q in shown], shown, QUEUE_SERIES, 420, "Consume queues", "entries")
+    return fig, len(r.queues) - len(shown)
 
 
 def _grouped_bars(x: list[str], rows: list, series, height: int, title: str, y_title: str) -> go.Figure:
@@ -275,7 +157,7 @@ def _grouped_bars(x: list[str], rows: list, series, height: int, title: str, y_t
     # long names are shortened in the middle (LABEL_CHARS; hover and the table give them whole), so the labels
     # take at most ~LABEL_CHARS * 5 px tilted
     fig.update_layout(**LAYOUT, barmode="group", height=height + 5 * max(map(len, labels), default=0),
-                      title=_title(title), xaxis=dict(type="category", tickangle=-45 if len(x) > 6 else 0,
+                      title=chart_title(title), xaxis=dict(type="category", tickangle=-45 if len(x) > 6 else 0,
                                                       automargin=True),
                       yaxis=dict(title=y_title))
     return fig
@@ -318,7 +200,7 @@ def index_charts(r: StoreReport) -> go.Figure | None:
                          x=[round(100 * (i.slot_load or 0), 2) for i in rows], marker_color="#b279a2",
                          hovertemplate="%{y}<br>hash slots used %{x}%<extra></extra>"), row=1, col=2)
     height, top, bottom = 230 + 34 * len(rows), 70, 110
-    fig.update_layout(**LAYOUT, height=height, barmode="group", title=_title("Index files"))
+    fig.update_layout(**LAYOUT, height=height, barmode="group", title=chart_title("Index files"))
     # the legend below the charts, past the axis ticks and titles (~60 px): above them it lay over the subplot titles
     fig.update_layout(legend=dict(BOTTOM_LEGEND, y=-60 / (height - top - bottom)),
                       margin=dict(l=10, r=10, t=top, b=bottom))
@@ -332,20 +214,8 @@ def replica_map(d: dict) -> go.Figure:
     """The replicas of one group (analyses.peers.PeersReport.to_dict()) on one physical-offset axis."""
     fig = go.Figure()
     labels = [r["label"] for r in d["replicas"]]
-    parts = (("confirmed", "#4c78a8"), ("unconfirmed tail", "#f58518"), ("records past the end", "#bab0ac"))
-    for name, colour in parts:
-        base, length, text = [], [], []
-        for r in d["replicas"]:
-            if name == "confirmed":
-                lo, hi = r["min_offset"], r["confirm_offset"]
-            elif name == "unconfirmed tail":
-                lo, hi = r["confirm_offset"], r["max_offset"]
-            else:
-                rng = r["stale_records"]["range"] or [r["max_offset"], r["max_offset"]]
-                lo, hi = rng
-            base.append(lo)
-            length.append(max(hi - lo, 0))
-            text.append(f"[{lo}, {hi})")
+    for name, colour in REPLICA_PARTS:
+        base, length, text = replica_spans(d, name)
         fig.add_trace(go.Bar(name=name, orientation="h", y=labels, x=length, base=base, marker_color=colour,
                              hovertext=text, hoverinfo="text+name"))
     xs, ys, tx = [], [], []
@@ -359,6 +229,7 @@ def replica_map(d: dict) -> go.Figure:
                                  marker={"symbol": "triangle-down", "size": 14, "color": "#e45756"}))
     for p in d["pairs"]:
         fig.add_vline(x=p["common_prefix_end"], line_dash="dot", line_color="#54a24b")
-    fig.update_layout(barmode="overlay", height=160 + 40 * len(labels), title=_title("Replicas on one offset axis"),
-                      xaxis_title="physical offset", margin={"l": 10, "r": 10, "t": 40, "b": 40})
+    fig.update_layout(barmode="overlay", height=160 + 40 * len(labels),
+                      title=chart_title("Replicas on one offset axis"), xaxis_title="physical offset",
+                      margin={"l": 10, "r": 10, "t": 40, "b": 40})
     return fig
