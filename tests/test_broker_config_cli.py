@@ -165,3 +165,37 @@ def test_message_delay_level_from_config(tmp_path):
     _store(tmp_path / "s")
     r = run("rebuild", tmp_path / "s", "--dry-run", "--broker-config", bad)
     assert r.exit_code == 2 and "bad.conf:4" in r.output and "messageDelayLevel" in r.output, r.output
+
+
+def test_every_restart_answer_takes_check_crc_on_recover_from_broker_config(tmp_path):
+    """One restart model: with checkCRCOnRecover=false in the broker.conf, the plan every command asks (recover,
+    report, and the commands that build RecoveryOptions without the switch: salvage, consumer-lag, txn, fate,
+    peers) scans past a body-CRC mismatch; without a broker.conf it stops there, for every one of them alike."""
+    from rmqinspect.analyses.recovery import RecoveryOptions, plan_recovery
+    from rmqinspect.analyses.report_data import collect_store_report
+    from rmqinspect.store import Store
+    from rmqinspect.store.broker_conf import read_broker_conf
+    from support.recover_fixtures import build_store
+
+    fx = build_store(tmp_path / "s", n=400)
+    fx.set_abort()
+    fx.write_checkpoint(fx.records[150].store_ts)  # abnormal recovery from an older file: the scan meets the flip
+    flipped = fx.records[300].offset
+    fx.patch(flipped + 95, b"\xff")
+    conf_path = _conf(tmp_path / "broker.conf", checkCRCOnRecover="false")
+    before = tree_hashes(fx.root)
+
+    def recover(*extra):
+        r = run("recover", fx.root, "--dry-run", "--format", "json", *extra)
+        assert r.exit_code in (0, 1), r.output
+        return json.loads(r.stdout)["truncate_offset"]
+
+    for conf, want_stop_at_flip in ((None, True), (read_broker_conf(conf_path), False)):
+        expected = recover(*(("--broker-config", conf_path) if conf else ()))
+        assert (expected == flipped) is want_stop_at_flip
+        with Store.open(fx.root, conf=conf) as st:
+            assert plan_recovery(st, RecoveryOptions(with_salvage=False, keep_redispatch=False)).truncate_offset \
+                == expected
+        with Store.open(fx.root, conf=conf) as st:
+            assert collect_store_report(st).plan.truncate_offset == expected
+    assert tree_hashes(fx.root) == before

@@ -85,8 +85,6 @@ def cq_recovery_plan(st, cq_file_size, version=None):
     """The recovery plan ``cq`` asks about a queue after restart: the broker.conf in effect decides the CRC check
     and messageIndexSafe, ``cq_file_size`` the consume-queue file size; no salvage, no re-dispatch list."""
     from .recovery import RecoveryOptions, plan_recovery
-    from .recovery.scan import conf_recovery_switches
 
-    check_crc, index_safe = conf_recovery_switches(st.conf)
-    return plan_recovery(st, RecoveryOptions(check_crc=check_crc, index_safe=index_safe, with_salvage=False,
-                                             keep_redispatch=False, cq_file_size=cq_file_size, version=version))
+    return plan_recovery(st, RecoveryOptions(with_salvage=False, keep_redispatch=False, cq_file_size=cq_file_size,
+                                             version=version))

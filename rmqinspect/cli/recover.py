@@ -31,7 +31,7 @@ mode_option = click.option("--mode", type=click.Choice(("auto", "normal", "abnor
                            show_default=True, help="Override the abort-file decision (what-if).")
 
 
-def _plan(store, broker_version, check_crc=True, index_safe=False, mode="auto", keep_redispatch=False,
+def _plan(store, broker_version, check_crc=None, index_safe=None, mode="auto", keep_redispatch=False,
           cq_file_size=None, jobs=None):
     st = Store.open(store, conf=broker_conf())
     plan = plan_recovery(st, RecoveryOptions(version=broker_version, check_crc=check_crc, index_safe=index_safe,

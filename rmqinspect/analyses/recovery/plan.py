@@ -66,6 +66,7 @@ from .scan import (
     choose_start_file,
     normal_start_file,
     scan_records,
+    with_conf_switches,
 )
 from .version import VersionAssumption, assume_version
 
@@ -610,7 +611,7 @@ def messages_lost(store: Store, plan: RecoveryPlan, jobs: int | None = None) -> 
 def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> RecoveryPlan:
     """Reproduce DefaultMessageStore.load's recovery (and start()'s first dispatch) on ``store`` without
     writing anything."""
-    options = options or RecoveryOptions()
+    options = with_conf_switches(options or RecoveryOptions(), store.conf)
     if options.confirm_offset is None and store.layout.dledger is None:
         from .controller import detect_confirm_offset
 

@@ -51,13 +51,25 @@ def conf_recovery_switches(conf) -> tuple[bool, bool]:
     return (bool(crc.value) if crc else True), (bool(safe.value) if safe else False)
 
 
+def with_conf_switches(options: RecoveryOptions, conf) -> RecoveryOptions:
+    """``options`` with checkCRCOnRecover and messageIndexSafe decided: those given, else the broker.conf's
+    (``conf_recovery_switches``). Every plan runs with both decided, whichever command asked for it."""
+    if options.check_crc is not None and options.index_safe is not None:
+        return options
+    crc, safe = conf_recovery_switches(conf)
+    return dataclasses.replace(options, check_crc=crc if options.check_crc is None else options.check_crc,
+                               index_safe=safe if options.index_safe is None else options.index_safe)
+
+
 @dataclass
 class RecoveryOptions:
     """The broker settings and what-ifs a plan runs with (defaults: the broker's defaults, version detected)."""
 
     version: BrokerVersion | None = None  # None: detected from the files
-    check_crc: bool = True  # checkCRCOnRecover
-    index_safe: bool = False  # messageIndexSafe (abnormal start-file rule)
+    # checkCRCOnRecover and messageIndexSafe (abnormal start-file rule): None = the store's broker.conf, else the
+    # broker's defaults (true, false): ``conf_recovery_switches``, applied by ``plan_recovery``
+    check_crc: bool | None = None
+    index_safe: bool | None = None
     rocksdb_max_phys: int | None = None  # RocksDB consume queue max physical offset, when known from elsewhere
     delay_table: DelayTable = field(default_factory=lambda: DEFAULT_DELAY_TABLE)  # messageDelayLevel
     force_mode: str | None = None  # "normal" | "abnormal": what-if over the abort file
@@ -103,6 +115,10 @@ class Recovery:
     combine: CombineSide | None = None  # the RocksDB side of a CombineConsumeQueueStore
     accelerated: bool = False  # enableAcceleratedRecovery in effect (storeType=defaultRocksDB)
     accelerated_from: int | None = None  # where the accelerated scan started checking records
+
+    def __post_init__(self) -> None:
+        # the steps (and tests of one step) read both switches decided, however the Recovery was made
+        self.options = with_conf_switches(self.options, self.store.conf)
 
     @property
     def dispatch_from_phy_offset(self) -> int:
@@ -635,4 +651,4 @@ __all__ = ["FileStop", "OnRun", "QueueSet", "Recovery", "RecoveryOptions", "SCAN
            "WALKED_PAST", "WALK_ENDED", "abnormal_file_matches", "abnormal_start_file", "accelerated_start",
            "alternative_truncation", "band_answers", "choose_start_file", "file_walks",
            "first_record_store_timestamp", "first_stale_record", "head_file_matches", "normal_start_file",
-           "record_chunks", "scan_file", "scan_records", "stale_offset_check_in_effect"]
+           "record_chunks", "scan_file", "scan_records", "stale_offset_check_in_effect", "with_conf_switches"]
