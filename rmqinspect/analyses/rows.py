@@ -351,6 +351,14 @@ def _host_column(buf, u8, pos, wide, off, cache: dict):
 _TOPIC_GATHER_MAX = 256  # longest topic compared as a fixed-width byte row; longer ones are decoded one by one
 
 
+def topic_id_table(distinct: list[bytes], topics: dict[str, int]):
+    """The id in ``topics`` of each of a run's distinct topic byte strings (in order of first appearance, as the
+    compiled scanner lists them): new names get the next ids; byte strings that decode alike share one."""
+    import numpy as np
+
+    return np.array([topics.setdefault(t.decode("utf-8", "replace"), len(topics)) for t in distinct], dtype=np.int64)
+
+
 def topic_ids(u8, rows, topics: dict[str, int]):
     """Topic id of every row of a run of scanned records (``topics`` maps each topic to its id; new topics get
     the next ids in order of first appearance, as a per-record loop assigns them): the distinct topic byte
@@ -365,9 +373,7 @@ def topic_ids(u8, rows, topics: dict[str, int]):
         # the compiled scanner numbers the run's topics in one pass (a hash table over the bytes): ~20 ns a record
         # where the numpy path below sorts every record's padded topic (~400 ns); test_topic_ids proves them equal
         raw, distinct = ext.intern_topics(u8, np.ascontiguousarray(rows, dtype=np.int64))
-        ids = np.array([topics.setdefault(t.decode("utf-8", "replace"), len(topics)) for t in distinct],
-                       dtype=np.int64)
-        return ids[np.frombuffer(raw, dtype=np.int64)]
+        return topic_id_table(distinct, topics)[np.frombuffer(raw, dtype=np.int64)]
     if rows.dtype.names:
         tpos, tlen = rows["topic_pos"], rows["topic_len"]
     else:  # 2-D rows in RECORD_FIELDS order (RecordRun.rows)
@@ -753,17 +759,6 @@ class RowDecoder:
             arrays[BODY] = pa.array(bodies, pa.binary())
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
 
-def _first_stop(positions, stops) -> int:
-    """Index of the first of a run's (ascending) record positions that is one of ``stops`` (sorted); -1 if none."""
-    import numpy as np
-
-    k = np.searchsorted(positions, stops)
-    inside = k < len(positions)
-    k = k[inside]
-    k = k[positions[k] == stops[inside]]
-    return int(k.min()) if k.size else -1
-
-
 def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | None = None,
                  result: FileResult | None = None, batch_rows: int = BATCH_ROWS):
     """Arrow RecordBatches (at most ``batch_rows`` rows each) for one commitlog file, scanned from position 0 to
@@ -771,6 +766,8 @@ def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | No
     up to the first of ``stops`` it lands on. ``result`` (optional) receives the row count, the damage seen and
     where the walk ended (``landed``)."""
     import numpy as np
+
+    from ..store.walk.resync import first_at  # the chunk walks' landing rule, shared with the store's walk
 
     schema = arrow_schema(with_body)
     mf = MappedFile(task.path, task.start, dledger=task.dledger)
@@ -783,7 +780,7 @@ def file_batches(task: FileTask, *, with_body: bool = False, flt: RowFilter | No
                 if type(ev) is RecordRun:
                     run = ev
                     if stops is not None:
-                        first = _first_stop(run.records["position"], stops)
+                        first = first_at(run.records["position"], stops)
                         if first >= 0:  # the walk reaches a later chunk's start: that chunk has the rest
                             landed = int(run.records["position"][first])
                             run = run[:first]

@@ -307,12 +307,11 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
         # the index keys every record gives its dispatcher, hashed (rebuild's vectorised rule): the index check
         # compares the files' items with them. The same call names every record's topic.
         from .dispatcher import dispatch_fields
+        from .rows import topic_id_table
 
         fields, keyh, topic_bytes = dispatch_fields(buf, item.rows, True)
         keys = (r["store_timestamp"].astype(np.int64), fields[:, 2].astype(np.int32), keyh.astype(np.int32))
-        # ids in order of first appearance, as topic_ids numbers them; byte strings that decode alike share one
-        lut = np.array([topics.setdefault(t.decode("utf-8", "replace"), len(topics)) for t in topic_bytes],
-                       dtype=np.int64)
+        lut = topic_id_table(topic_bytes, topics)  # ids numbered as topic_ids numbers them
         tids = lut[fields[:, 0]] if len(lut) else fields[:, 0]
     if need_records:
         if tids is None:

@@ -385,7 +385,7 @@ def _has_data_after(files, i: int) -> bool:
     return False
 
 
-def _first_at(positions: np.ndarray, stops: np.ndarray) -> int:
+def first_at(positions: np.ndarray, stops: np.ndarray) -> int:
     """Index of the first of a run's (ascending) record positions that is one of ``stops``; -1 if none. A binary
     search per stop (np.isin would sort the stops and, the first time, import numpy.ma: 15 ms of every worker)."""
     k = np.searchsorted(positions, stops)
@@ -444,7 +444,7 @@ def file_events(f: MappedFile, pos: int, fsize: int, check_crc: bool, accept_v2:
                             release_pages=True):
             if isinstance(ev, RecordRun):
                 if stop_arr.size:
-                    first = _first_at(ev.records["position"], stop_arr)
+                    first = first_at(ev.records["position"], stop_arr)
                     if first >= 0:  # the walk reaches a later chunk's start: this chunk's walk ends there
                         cut = int(ev.records["position"][first])
                         ev = ev[:first]
