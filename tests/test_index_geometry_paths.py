@@ -188,3 +188,57 @@ def test_scans_agree_word_for_word(words, ic, zero_tail):
 def test_unknown_engine_is_refused():
     with pytest.raises(ValueError):
         prove_index_geometry(bytes(8296), 8296, 1, engine="fortran")
+
+
+@settings(max_examples=200, deadline=None)
+@given(nwords=st.integers(0, 3000), nonzero=st.lists(st.integers(0, 2999), max_size=6),
+       extra=st.lists(st.tuples(st.integers(0, 12_100), st.integers(0, 400)), max_size=3))
+def test_last_nonzero_word_reads_only_the_data_ranges_and_finds_the_same_word(nwords, nonzero, extra):
+    """The proof's search for the last non-zero word reads only the file's data ranges (a sparse file's holes
+    read as zeros): given any ranges that hold every non-zero byte - the pages around each, merged, plus ranges
+    of zeros anywhere - it finds the word the whole-file search finds."""
+    data = bytearray(INDEX_HEADER_SIZE + 4 * nwords)
+    spans = [(a, a + n) for a, n in extra]
+    for w in nonzero:
+        if w < nwords:
+            at = INDEX_HEADER_SIZE + 4 * w
+            data[at + w % 4] = 1 + w % 255
+            page = at - at % 64
+            spans.append((page, page + 64))
+    size = len(data)
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted((max(a, 0), min(b, size)) for a, b in spans if min(b, size) > max(a, 0)):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    for engine in ("python", "numpy"):
+        w = index_words(bytes(data), size, engine)
+        assert w.last_nonzero_word(merged) == w.last_nonzero_word(None), (engine, merged)
+
+
+def test_sparse_full_size_index_file_same_verdict_with_and_without_its_holes(tmp_path):
+    """A default-geometry (420 MB) index file the writer filled to a few items, its unwritten rest a hole as the
+    broker's preallocation leaves it: the proof that skips the hole gives the verdict of the one that reads
+    every byte, and the file system reports the hole (else the skip is not exercised here)."""
+    from rmqinspect.formats.constants import DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
+    from rmqinspect.formats.indexfile import index_file_size
+    from rmqinspect.store.mapped import MappedFile
+
+    small = writer_index_files(str(tmp_path / "s"), DEFAULT_INDEX_SLOTS, DEFAULT_INDEX_MAX, n=40)[0]
+    data = open(small, "rb").read()
+    used = _used_end(data)
+    path = str(tmp_path / "sparse")
+    with open(path, "wb") as f:  # the used part written, the rest left a hole
+        f.write(data[:used])
+        f.truncate(index_file_size(DEFAULT_INDEX_SLOTS, DEFAULT_INDEX_MAX))
+    m = MappedFile(path)
+    ranges = m.data_ranges(0, m.size)
+    if ranges == [(0, m.size)]:
+        pytest.skip("this file system reports no holes (SEEK_DATA/SEEK_HOLE)")
+    assert ranges and ranges[-1][1] < m.size
+    ic = _index_count(data)
+    with_holes = prove_index_geometry(m.buffer, m.size, ic, data=ranges)
+    assert with_holes == prove_index_geometry(m.buffer, m.size, ic)
+    assert with_holes == prove_geometry_of(path) and with_holes.slots == DEFAULT_INDEX_SLOTS
+    m.close()

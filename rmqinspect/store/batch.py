@@ -24,6 +24,7 @@ from ..formats.batch import (
 from ..formats.consumequeue import CQ_EXT_MAX_ADDR, ext_real_offset
 from ..formats.properties import parse_properties
 from .broker_conf import BrokerConf, Setting, configured
+from .consumequeue import first_failing
 from .layout import is_offset_file_name, is_queue_dir_name
 from .mapped import MappedFile
 
@@ -113,9 +114,9 @@ class BatchConsumeQueue:
                 raise CorruptDataError(f"file name {f.name} is not a multiple of {BCQ_STORE_UNIT_SIZE}", f.path)
             n = f.size // BCQ_STORE_UNIT_SIZE
             arr = np.frombuffer(f.buffer, dtype=BCQ_DTYPE, count=n) if n else np.zeros(0, BCQ_DTYPE)
-            bad = np.flatnonzero((arr["physical_offset"] < 0) | (arr["size"] <= 0) | (arr["msg_base_offset"] < 0)
-                                 | (arr["batch_size"] <= 0))
-            yield f.start // BCQ_STORE_UNIT_SIZE, arr[: int(bad[0]) if bad.size else n]
+            end = first_failing(arr, lambda e: (e["physical_offset"] < 0) | (e["size"] <= 0)
+                                | (e["msg_base_offset"] < 0) | (e["batch_size"] <= 0))
+            yield f.start // BCQ_STORE_UNIT_SIZE, arr[:end]
 
     def entries(self) -> Iterator[dict]:
         for base, arr in self.chunks():

@@ -7,7 +7,7 @@ so a queue of millions of entries is never a Python loop per entry.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,6 +22,37 @@ if TYPE_CHECKING:
 
 # ``ConsumeQueue.entries`` turns this many entries into Python ints at a time.
 ENTRIES_PER_SLICE = 8192
+
+# ``first_failing`` tests this many entries first, then twice as many each time
+FIRST_BLOCK = 4096
+
+
+def first_failing(arr: np.ndarray, fails: Callable[[np.ndarray], np.ndarray]) -> int:
+    """Index of the first entry of ``arr`` for which ``fails(entries)`` (a mask of a slice) is true, ``len(arr)``
+    when none: a queue file's end-of-queue search. A file is preallocated and filled from its start, so the
+    slots after its last entry are zeros; testing blocks that double in size reads a file filled to a fraction of
+    its length to at most twice that fraction, instead of every slot (36 queues of 300,000-entry files holding
+    24,000 entries each: 10.8 M slots tested against under 1 M)."""
+    n = len(arr)
+    a, step = 0, FIRST_BLOCK
+    while a < n:
+        b = min(n, a + step)
+        bad = fails(arr[a:b])
+        i = int(bad.argmax())
+        if bad[i]:
+            return a + i
+        a, step = b, step * 2
+    return n
+
+
+def first_invalid_entry(arr: np.ndarray, before: int | None = None) -> int:
+    """Index of the first ConsumeQueue entry (``CQ_DTYPE``) that fails the broker's end-of-queue test
+    ``offset >= 0 && size > 0`` (with ``before``: or whose offset is at or past it, as truncateDirtyLogicFiles
+    also stops), ``len(arr)`` when none."""
+    if before is None:
+        return first_failing(arr, lambda e: (e["physical_offset"] < 0) | (e["size"] <= 0))
+    return first_failing(arr, lambda e: (e["physical_offset"] < 0) | (e["size"] <= 0)
+                         | (e["physical_offset"] >= before))
 
 
 @dataclass
@@ -79,10 +110,7 @@ class ConsumeQueue:
 
     def valid_length(self, arr: np.ndarray) -> int:
         """Number of leading entries that pass ``offset >= 0 and size > 0`` (the broker's end-of-queue test)."""
-        import numpy as np
-
-        bad = np.flatnonzero((arr["physical_offset"] < 0) | (arr["size"] <= 0))
-        return int(bad[0]) if bad.size else len(arr)
+        return first_invalid_entry(arr)
 
     def chunks(self) -> Iterator[tuple[int, np.ndarray]]:
         """(first logical offset, entries) per file, up to the first invalid entry of each file. Pre-blank

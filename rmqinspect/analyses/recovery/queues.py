@@ -9,7 +9,7 @@ import numpy as np
 
 from ...formats.constants import DEFAULT_CQ_FILE_SIZE
 from ...formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, mapped_cq_file_size
-from ...store.consumequeue import ConsumeQueue
+from ...store.consumequeue import ConsumeQueue, first_invalid_entry
 from ...store.version import BrokerVersion
 from .queueset import QueueSet
 
@@ -101,8 +101,7 @@ class ConsumeQueueModel:
             arr = self.arrays[start]
             nunits = self.size // unit
             sub = arr[:nunits]
-            bad = np.flatnonzero((sub["physical_offset"] < 0) | (sub["size"] <= 0))
-            n = int(bad[0]) if bad.size else len(sub)
+            n = first_invalid_entry(sub)
             if n:
                 self.max_phys = self._phys_end(int(sub["physical_offset"][n - 1]), int(sub["size"][n - 1]))
             valid = n * unit
@@ -141,8 +140,7 @@ class ConsumeQueueModel:
                 self.rec.files_deleted.append(self.names[last])
                 continue
             self.max_phys = self._phys_end(int(offs[0]), int(sizes[0]))
-            rest_bad = np.flatnonzero((offs[1:] < 0) | (sizes[1:] <= 0) | (offs[1:] >= t))
-            k = 1 + (int(rest_bad[0]) if rest_bad.size else n - 1)  # entries kept
+            k = 1 + first_invalid_entry(arr[1:n], before=t)  # entries kept
             if k > 1:
                 self.max_phys = self._phys_end(int(offs[k - 1]), int(sizes[k - 1]))
             self.wrote[last] = k * unit
