@@ -183,6 +183,19 @@ def dispatch_fields(buf, rows: np.ndarray, want_keys: bool = True, use_compiled:
     return fields, np.array(keyh, dtype=np.int64), topics
 
 
+def dispatch_topics(buf, rows: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
+    """``dispatch_fields``' topic ids and topics alone (the same numbering), without its property parse: for a
+    dispatch that needs no tagsCode (``RecoveryOptions.tags_codes``). The compiled ``intern_topics`` shares
+    ``dispatch_fields``' topic table (store/_fastscan.c)."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    ext = compiled()
+    if ext is None or not len(rows):
+        fields, _, topics = dispatch_fields(buf, rows, want_keys=False)
+        return fields[:, 0].copy(), topics
+    raw, topics = ext.intern_topics(buf, rows)
+    return np.frombuffer(raw, dtype=np.int64), topics
+
+
 def queue_groups(tid: np.ndarray, qid: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """The records of a run grouped by (topic, queue): (order, bounds, groups) - the members of group g are
     ``order[bounds[g]:bounds[g + 1]]`` in run order, and ``groups`` lists the groups in order of first appearance.

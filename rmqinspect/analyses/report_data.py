@@ -255,7 +255,7 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
         at += shares["verify"]
         _give_back_freed_memory()
         step = phase("recovery", at, shares["recovery"], span, "report: recovery")
-        plan = plan_recovery(store, RecoveryOptions(version=broker_version, keep_redispatch=False,
+        plan = plan_recovery(store, RecoveryOptions(version=broker_version, keep_redispatch=False, tags_codes=False,
                                                     progress=lambda off: step(off - cl.min_offset)))
         at += shares["recovery"]
         bounds, index_files = list(all_queue_bounds(store)), index_file_rows(store, plan)
@@ -298,7 +298,7 @@ class BesideTheWalk:
 
         self.reached = 0
         self.out: dict = {}
-        opts = RecoveryOptions(version=broker_version, keep_redispatch=False, jobs=1,
+        opts = RecoveryOptions(version=broker_version, keep_redispatch=False, tags_codes=False, jobs=1,
                                progress=lambda off: setattr(self, "reached", off - min_offset))
         self.threads = [
             threading.Thread(target=self.run, args=("plan", plan_recovery, store, opts), name="report-recovery",

@@ -369,7 +369,7 @@ def scan_run(rec: Recovery, scan: Scan, run: RecordRun, dispatch_all: bool, disp
     sl = np.flatnonzero(want | sched if fields else sched)
     b = None
     if sl.size:
-        b = RecordBatch(run[sl], rec.topics)
+        b = RecordBatch(run[sl], rec.topics, rec.tags_codes)
         # checkMessageAndReturnSize parses DELAY of SCHEDULE_TOPIC_XXXX records (Integer.parseInt)
         err = b.schedule_codes(delay_table)
         if err is not None:
@@ -504,7 +504,7 @@ def reput_after_start(rec: Recovery, t: int, last_dispatched_end: int) -> tuple[
         sel = np.flatnonzero(GOES_TO_CONSUME_QUEUE[ev.records["sys_flag"] & 0xF])
         if not sel.size:
             continue
-        b = RecordBatch(ev[sel], rec.topics)
+        b = RecordBatch(ev[sel], rec.topics, rec.tags_codes)
         err = b.schedule_codes(rec.options.delay_table)
         k = len(sel) if err is None else err[0]
         if k:

@@ -15,7 +15,7 @@ from ...formats.constants import PROPERTY_CRC32, PROPERTY_DELAY_TIME_LEVEL, RMQ_
 from ...formats.properties import crc32_trailer_rows, parse_properties
 from ...store.walk.records import RecordRun
 from ..dispatch_rules import DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
-from ..dispatcher import dispatch_fields
+from ..dispatcher import dispatch_fields, dispatch_topics
 
 
 @dataclass
@@ -53,14 +53,21 @@ def records_with_topic(u8: np.ndarray, records: np.ndarray, name: np.ndarray) ->
 
 class RecordBatch:
     """What dispatch needs of a run of records: topic (interned in ``names``, shared by every batch) and
-    tagsCode per record; only SCHEDULE_TOPIC_XXXX records go through ``dispatch_tags_code`` one by one."""
+    tagsCode per record; only SCHEDULE_TOPIC_XXXX records go through ``dispatch_tags_code`` one by one.
+    ``tags=False``: every TAGS tagsCode is 0 (``RecoveryOptions.tags_codes``: the topics are numbered without
+    parsing the properties); a SCHEDULE_TOPIC_XXXX record's delivery time is still computed, its DELAY deciding
+    whether the record is legal."""
 
-    def __init__(self, run: RecordRun, names: dict[bytes, str]):
+    def __init__(self, run: RecordRun, names: dict[bytes, str], tags: bool = True):
         self.buf = buf = run.file.buffer
         self.records = run.records
-        fields, _, topics = dispatch_fields(buf, run.rows, want_keys=False)
-        self.tid = fields[:, 0]
-        self.codes = fields[:, 1].copy()
+        if tags:
+            fields, _, topics = dispatch_fields(buf, run.rows, want_keys=False)
+            self.tid = fields[:, 0]
+            self.codes = fields[:, 1].copy()
+        else:
+            self.tid, topics = dispatch_topics(buf, run.rows)
+            self.codes = np.zeros(len(self.tid), dtype=np.int64)
         self.topics = []
         for tb in topics:
             name = names.get(tb)
@@ -115,15 +122,16 @@ class RecordBatch:
         cuts = (np.flatnonzero(ks[1:] != ks[:-1]) + 1).tolist()
         bounds = list(zip([0] + cuts, cuts + [len(sel)], strict=True))
         bounds.sort(key=lambda ab: int(order[ab[0]]))
-        phys = recs["position"][sel] + base
-        size = recs["total_size"][sel]
-        qoff = recs["queue_offset"][sel]
-        codes = self.codes[sel]
+        # the columns gathered once in queue order: each queue's records are then a slice, not a gather of its own
+        rows = sel[order]
+        phys = recs["position"][rows] + base
+        size = recs["total_size"][rows]
+        qoff = recs["queue_offset"][rows]
+        codes = self.codes[rows]
         for a, b in bounds:
-            o = order[a:b]
-            first = int(o[0])
+            first = int(order[a])
             st = queue(self.topics[int(tid[first])], int(qid[first]))
-            n = st.dispatch_many(phys[o], size[o], qoff[o], codes[o])
+            n = st.dispatch_many(phys[a:b], size[a:b], qoff[a:b], codes[a:b])
             if count:
                 st.rec.redispatched += n
 

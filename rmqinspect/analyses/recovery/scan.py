@@ -75,6 +75,9 @@ class RecoveryOptions:
     force_mode: str | None = None  # "normal" | "abnormal": what-if over the abort file
     with_salvage: bool = True  # step 8: classify what lies past T
     keep_redispatch: bool = True  # list every re-dispatched record (else only count them)
+    # the TAGS tagsCode of every re-dispatched entry (False: 0 in the queue models and the kept list, for a caller
+    # that reads the queues' offsets and counts only, as the report does: the properties are then not parsed)
+    tags_codes: bool = True
     cq_file_size: int | None = None  # mappedFileSizeConsumeQueue for queues the recovery creates
     model_start: bool = True  # step 6: start()'s ReputMessageService
     jobs: int | None = None  # worker processes of the scan and the salvage walk (store.walk.parallel.resolve_jobs)
@@ -140,6 +143,13 @@ class Recovery:
     def dispatches(self) -> bool:
         """Whether dispatched records reach a queue model (not with an unreadable RocksDB database)."""
         return self.options.dispatch and (not self.rocksdb or self.rocksdb_table is not None)
+
+    @property
+    def tags_codes(self) -> bool:
+        """Whether dispatched entries carry their TAGS tagsCode: always where entries are compared with another
+        store's (a RocksDB queue's rows, a combine store's two sides: checkRocksdbCqWriteProgress compares it),
+        else as ``RecoveryOptions.tags_codes`` says."""
+        return self.options.tags_codes or self.rocksdb or self.combine is not None
 
     def queue(self, topic: str, queue_id: int):
         """findConsumeQueue: the queue's model, created on the first record dispatched to it (an empty file
