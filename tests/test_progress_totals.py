@@ -80,5 +80,6 @@ def test_report_progress_moves_forward_once_over_the_store(multi_file_store):
     assert seen == sorted(seen) and seen[-1] == total
     # one walk for summary, verify and traffic, the recovery plan beside it: one phase
     assert phases == ["report: verify and recovery"]
-    # each pass reports while it reads, not only at its end
-    assert len(set(seen)) > 8  # two passes (the traffic counted in the first), each many times
+    # the bar moves while the walk reads, not only at its end: a step after every run of records, at least one per
+    # commit-log file (how many more the plan's share adds depends on how the threads interleave)
+    assert len({s for s in seen if 0 < s < total}) >= 3
