@@ -127,6 +127,9 @@ static inline int32_t rd32(const unsigned char *p) {
     return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
 }
 static inline int16_t rd16(const unsigned char *p) { return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]); }
+/* native-order loads, for comparing bytes several at a time */
+static inline uint32_t ld32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t ld64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static inline int64_t rd64(const unsigned char *p) {
     return (int64_t)(((uint64_t)(uint32_t)rd32(p) << 32) | (uint64_t)(uint32_t)rd32(p + 4));
 }
@@ -338,6 +341,12 @@ static inline int jhash_utf8(const unsigned char *s, Py_ssize_t len, uint32_t *h
             c[6] * 31u + c[7];
         i += 8;
     }
+    /* and four (a TAGS value is often a short word) */
+    if (i + 4 <= len && !(ld32(s + i) & 0x80808080u)) {
+        const unsigned char *c = s + i;
+        h = h * P31_4 + c[0] * P31_3 + c[1] * P31_2 + c[2] * 31u + c[3];
+        i += 4;
+    }
     while (i < len) {
         unsigned c = s[i];
         if (c < 0x80) {
@@ -387,10 +396,36 @@ static inline int64_t index_hash(uint32_t h) {
     return v < 0 ? -(int64_t)v : (int64_t)v;
 }
 
-static inline uint64_t fnv1a(const unsigned char *s, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ULL;
-    return h;
+/* The topic table's slot hash, a word at a time (FNV-1a's multiply a byte was a chain of ten multiplies for a
+   ten-byte topic, on every record whose topic is not the previous one's). Only where a topic lands in the table
+   depends on it, never its id. Words overlap for lengths that are not multiples of 8; the length is mixed in
+   first, so overlapping words of different lengths still differ. */
+static inline uint64_t topic_mix(uint64_t h, uint64_t w) { return (h ^ w) * 0x9E3779B97F4A7C15ULL; }
+static inline uint64_t topic_hash(const unsigned char *s, Py_ssize_t n) {
+    uint64_t h = topic_mix(0, (uint64_t)n);
+    if (n >= 8) {
+        Py_ssize_t i = 0;
+        for (; i + 8 <= n; i += 8) h = topic_mix(h, ld64(s + i));
+        if (i < n) h = topic_mix(h, ld64(s + n - 8));
+    } else if (n >= 4) {
+        h = topic_mix(h, (uint64_t)ld32(s) | ((uint64_t)ld32(s + n - 4) << 32));
+    } else {
+        uint64_t w = 0;
+        for (Py_ssize_t k = 0; k < n; k++) w = (w << 8) | s[k];
+        h = topic_mix(h, w);
+    }
+    /* a multiply moves entropy only upwards; the slot is taken from the low bits */
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    return h ^ (h >> 32);
+}
+
+/* Equal topic bytes: topics of 4 to 16 bytes (the common ones) compared with two overlapping loads, not a
+   memcmp call. */
+static inline int same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t n) {
+    if (n >= 8 && n <= 16) return ld64(a) == ld64(b) && ld64(a + n - 8) == ld64(b + n - 8);
+    if (n >= 4 && n < 8) return ld32(a) == ld32(b) && ld32(a + n - 4) == ld32(b + n - 4);
+    return memcmp(a, b, (size_t)n) == 0;
 }
 
 /* The distinct topics of a run of records, numbered in order of first appearance: an open-addressing table over
@@ -424,8 +459,8 @@ static void topics_free(topic_table *t) {
 static int32_t topic_intern(topic_table *t, const unsigned char *buf, Py_ssize_t tp, Py_ssize_t tl) {
     const unsigned char *topic = buf + tp;
     int32_t last = t->last;
-    if (last >= 0 && t->len[last] == tl && memcmp(buf + t->pos[last], topic, (size_t)tl) == 0) return last;
-    uint64_t th = fnv1a(topic, tl);
+    if (last >= 0 && t->len[last] == tl && same_bytes(buf + t->pos[last], topic, tl)) return last;
+    uint64_t th = topic_hash(topic, tl);
     Py_ssize_t slot = (Py_ssize_t)(th & (uint64_t)(t->cap - 1));
     for (;;) {
         int32_t e = t->table[slot];
@@ -437,7 +472,7 @@ static int32_t topic_intern(topic_table *t, const unsigned char *buf, Py_ssize_t
             t->hash[id] = th;
             return t->last = id;
         }
-        if (t->hash[e] == th && t->len[e] == tl && memcmp(buf + t->pos[e], topic, (size_t)tl) == 0) return t->last = e;
+        if (t->hash[e] == th && t->len[e] == tl && same_bytes(buf + t->pos[e], topic, tl)) return t->last = e;
         slot = (slot + 1) & (t->cap - 1);
     }
 }
@@ -462,8 +497,6 @@ typedef struct {
     int multi;
 } dispatch_props;
 
-static inline uint32_t ld32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static inline uint64_t ld64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
 /* One piece [p, end) whose first \x01 is at sep (NULL: none). Names are told apart by length first, then one
    4- or 8-byte load against the name's bytes (the constants are loaded the same way, so byte order does not
