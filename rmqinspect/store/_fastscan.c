@@ -636,8 +636,12 @@ static PyObject *dispatch_fields(PyObject *self, PyObject *args) {
     i64vec keys = {NULL, 0, 0};
     topic_table tt;
     int bad = 0;
+    /* by topic id: the Java hash of "topic#", where each of the topic's index keys starts, computed at the topic's
+       first keyed record instead of at every one (state 0: not yet, 1: done, 2: the topic is not strict UTF-8) */
+    uint32_t *prefix_hash = malloc((size_t)(n + 1) * sizeof(uint32_t));
+    unsigned char *prefix_state = calloc((size_t)(n + 1), 1);
     out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * DF_NOUT * sizeof(int64_t)));
-    if (topics_init(&tt, n) < 0 || !out) {
+    if (topics_init(&tt, n) < 0 || !out || !prefix_hash || !prefix_state) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -668,9 +672,13 @@ static PyObject *dispatch_fields(PyObject *self, PyObject *args) {
         }
         int64_t nk = 0;
         if (want_keys && (uniq || kv)) {
-            uint32_t hp = 0;
-            if (jhash_utf8(topic, tl, &hp) < 0) flags |= DF_FALLBACK;
-            hp = 31 * hp + '#';
+            if (!prefix_state[id]) {
+                uint32_t h = 0;
+                prefix_state[id] = jhash_utf8(topic, tl, &h) < 0 ? 2 : 1;
+                prefix_hash[id] = 31 * h + '#';
+            }
+            uint32_t hp = prefix_hash[id];
+            if (prefix_state[id] == 2) flags |= DF_FALLBACK;
             if (uniq) {
                 uint32_t h = hp;
                 if (jhash_utf8(uniq, uniq_l, &h) < 0) flags |= DF_FALLBACK;
@@ -715,12 +723,12 @@ static PyObject *dispatch_fields(PyObject *self, PyObject *args) {
     if (!keys_out) goto fail;
     topics = topics_list(&tt, buf);
     if (!topics) goto fail;
-    topics_free(&tt); free(keys.data);
+    topics_free(&tt); free(keys.data); free(prefix_hash); free(prefix_state);
     PyBuffer_Release(&view);
     PyBuffer_Release(&rv);
     return Py_BuildValue("NNN", out, keys_out, topics);
 fail:
-    topics_free(&tt); free(keys.data);
+    topics_free(&tt); free(keys.data); free(prefix_hash); free(prefix_state);
     Py_XDECREF(out); Py_XDECREF(keys_out); Py_XDECREF(topics);
     PyBuffer_Release(&view);
     PyBuffer_Release(&rv);
