@@ -179,3 +179,14 @@ def test_oracle_records_packed_end_to_end_equal_reference(name):
     assert seen
     buf, rows = packed([(b"", t, props) for t, props in seen])
     assert_compiled_equals_reference(buf, rows)
+
+
+@pytest.mark.parametrize("bad", [(2**62, 2**62), (-1, 5), (3, 2**63 - 1), (2**63 - 1, 2**63 - 1)])
+def test_rows_outside_the_buffer_are_refused_also_when_read_ahead(bad):
+    """The rows a few places on are read ahead (their lines prefetched) before their own check: out-of-range
+    positions there must still end in the ValueError when their turn comes, whatever the numbers."""
+    buf, rows = packed([(b"", b"TopicTest", b"TAGS\x01a\x02")] * 12)
+    rows[10, 13], rows[10, 14] = bad
+    with pytest.raises(ValueError, match="outside the buffer"):
+        scanner.compiled().dispatch_fields(buf, rows, True)
+    assert_compiled_equals_reference(buf, rows[:10])
