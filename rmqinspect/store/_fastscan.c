@@ -866,6 +866,7 @@ static PyObject *count_properties_containing(PyObject *self, PyObject *args) {
     Py_ssize_t nlen = needle.len;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + PREFETCH_AHEAD < n) prefetch_record(r + (i + PREFETCH_AHEAD) * NFIELDS, b);
         int64_t pp = r[i * NFIELDS + F_PROPERTIES_POS], pl = r[i * NFIELDS + F_PROPERTIES_LEN];
         if (pp < 0 || pp > buf.len) continue;
         if (pl > buf.len - pp) pl = buf.len - pp; /* as a Python slice of the buffer would end */
