@@ -201,22 +201,36 @@ def file_label(name: str | None, start: int) -> str:
     return name if name else f"gap at {start}"
 
 
-def commitlog_map(r: StoreReport) -> dict:
-    """Every commit-log file as a bar on one physical-offset axis: records, blank and zero tails, missing files,
-    damage by kind (bars, and a marker at each range so that a 1-byte range stays visible), with the recovery's
-    truncation point and the other positions as labelled lines."""
-    fig = _figure()
+def map_segments(r: StoreReport) -> tuple[dict[str, list], list[str], int, int]:
+    """What the commit-log map draws: the segments by kind (kinds in order of first appearance), the y categories
+    (the files and the gaps, in offset order) and the x span (lo, hi) of the files and segments."""
     by_kind: dict[str, list] = {}
     for s in r.segments:
         by_kind.setdefault(s.kind, []).append(s)
     files = [f.name for f in r.summary.files]
     gaps = [file_label(None, s.start) for s in r.segments if s.kind == "gap"]
     categories = sorted(files + gaps, key=lambda c: int(c.split()[-1]) if c.startswith("gap") else int(c))
+    lo = min([f.start_offset for f in r.summary.files] + [s.start for s in r.segments], default=0)
+    hi = max([f.start_offset + f.size for f in r.summary.files] + [s.end for s in r.segments], default=1)
+    return by_kind, categories, lo, hi
+
+
+def segment_points(kind: str, segs: list) -> tuple[list[str], list[list]]:
+    """The map's y category and hover data (start, end, length, file, detail) of each segment of one kind."""
+    return ([file_label(s.file if kind != "gap" else None, s.start) for s in segs],
+            [[s.start, s.end, s.end - s.start, s.file or "", s.detail] for s in segs])
+
+
+def commitlog_map(r: StoreReport) -> dict:
+    """Every commit-log file as a bar on one physical-offset axis: records, blank and zero tails, missing files,
+    damage by kind (bars, and a marker at each range so that a 1-byte range stays visible), with the recovery's
+    truncation point and the other positions as labelled lines."""
+    fig = _figure()
+    by_kind, categories, lo, hi = map_segments(r)
     for kind, segs in by_kind.items():
         damage = kind not in LAYOUT_KINDS
         colour = KIND_COLOURS.get(kind, DAMAGE_FALLBACK)
-        y = [file_label(s.file if kind != "gap" else None, s.start) for s in segs]
-        custom = [[s.start, s.end, s.end - s.start, s.file or "", s.detail] for s in segs]
+        y, custom = segment_points(kind, segs)
         _add_trace(fig, _trace(
             "bar", name=kind, orientation="h", y=y, x=[max(s.end - s.start, 1) for s in segs],
             base=[s.start for s in segs],
@@ -232,8 +246,6 @@ def commitlog_map(r: StoreReport) -> dict:
                 hovertemplate="%{customdata[3]}<br>" + kind + " [%{customdata[0]}, %{customdata[1]})<br>"
                               "%{customdata[4]}<extra></extra>"))
     marks = merged_marks(map_positions(r))
-    lo = min([f.start_offset for f in r.summary.files] + [s.start for s in r.segments], default=0)
-    hi = max([f.start_offset + f.size for f in r.summary.files] + [s.end for s in r.segments], default=1)
     for label, off in marks:
         truncation = "truncation" in label
         fig["layout"].setdefault("shapes", []).append(_constructed(dict(
@@ -274,6 +286,21 @@ def map_positions(r: StoreReport) -> list[tuple[str, int]]:
     return [(label, off) for label, off in out if off is not None and off >= 0]
 
 
+def traffic_axis(t) -> tuple[int, list, list[str]]:
+    """The traffic chart's buckets: how many, the x of each step (each bucket's rate holds from its start to its
+    end, so one x more than buckets) and the topics' legend names."""
+    n = len(next(iter(t.messages.values())))
+    return n, [iso(t.start_ms + i * t.bucket_ms) for i in range(n + 1)], short_labels(list(t.topics))
+
+
+def traffic_steps(t, series: list) -> tuple[list, list]:
+    """One topic's per-second rates and bucket counts at the steps' x (the last value repeated at the last
+    bucket's end)."""
+    counts = series + series[-1:]
+    per_s = 1000 / t.bucket_ms
+    return [round(v * per_s, 3) for v in counts], counts
+
+
 def traffic(r: StoreReport) -> dict:
     """Messages and bytes per second per topic over store time (stacked; one bucket per point), with the last
     message, the checkpoint's timestamps and the index's last update as lines."""
@@ -284,18 +311,15 @@ def traffic(r: StoreReport) -> dict:
         _update(fig["layout"], dict(**LAYOUT, height=200,
                                     title=chart_title("Traffic over store time: no valid records")))
         return fig
-    n = len(next(iter(t.messages.values())))
-    # steps: each bucket's rate holds from its start to its end (the last value repeated at the last bucket's end)
-    x = [iso(t.start_ms + i * t.bucket_ms) for i in range(n + 1)]
-    per_s = 1000 / t.bucket_ms
-    names = short_labels(list(t.topics))
+    n, x, names = traffic_axis(t)
     for i, topic in enumerate(t.topics):
         colour = palette(i)
         for row, series in ((1, t.messages[topic]), (2, t.bytes[topic])):
+            rates, counts = traffic_steps(t, series)
             _add_trace(fig, _trace(
-                "scatter", x=x, y=[round(v * per_s, 3) for v in series + series[-1:]], name=names[i],
+                "scatter", x=x, y=rates, name=names[i],
                 legendgroup=topic, showlegend=row == 1, mode="lines", stackgroup=f"s{row}",
-                line=dict(width=0.5, color=colour, shape="hv"), customdata=series + series[-1:],
+                line=dict(width=0.5, color=colour, shape="hv"), customdata=counts,
                 hovertemplate=topic + "<br>%{x}<br>%{y} per s (%{customdata} in the bucket)<extra></extra>"),
                 cell=row)
     mid = t.start_ms + n * t.bucket_ms / 2

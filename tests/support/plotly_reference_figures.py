@@ -22,15 +22,18 @@ from rmqinspect.report.figures import (
     REPLICA_PARTS,
     TEMPLATE,
     chart_title,
-    file_label,
     iso,
     map_positions,
+    map_segments,
     merged_marks,
     palette,
     queues_shown,
     replica_spans,
+    segment_points,
     short_labels,
     time_marks,
+    traffic_axis,
+    traffic_steps,
 )
 
 
@@ -55,17 +58,11 @@ def commitlog_map(r: StoreReport) -> go.Figure:
     damage by kind (bars, and a marker at each range so that a 1-byte range stays visible), with the recovery's
     truncation point and the other positions as labelled lines."""
     fig = _figure()
-    by_kind: dict[str, list] = {}
-    for s in r.segments:
-        by_kind.setdefault(s.kind, []).append(s)
-    files = [f.name for f in r.summary.files]
-    gaps = [file_label(None, s.start) for s in r.segments if s.kind == "gap"]
-    categories = sorted(files + gaps, key=lambda c: int(c.split()[-1]) if c.startswith("gap") else int(c))
+    by_kind, categories, lo, hi = map_segments(r)
     for kind, segs in by_kind.items():
         damage = kind not in LAYOUT_KINDS
         colour = KIND_COLOURS.get(kind, DAMAGE_FALLBACK)
-        y = [file_label(s.file if kind != "gap" else None, s.start) for s in segs]
-        custom = [[s.start, s.end, s.end - s.start, s.file or "", s.detail] for s in segs]
+        y, custom = segment_points(kind, segs)
         fig.add_trace(go.Bar(
             name=kind, orientation="h", y=y, x=[max(s.end - s.start, 1) for s in segs], base=[s.start for s in segs],
             marker=dict(color=colour, line=dict(width=1 if damage else 0, color="#000")), customdata=custom,
@@ -80,8 +77,6 @@ def commitlog_map(r: StoreReport) -> go.Figure:
                 hovertemplate="%{customdata[3]}<br>" + kind + " [%{customdata[0]}, %{customdata[1]})<br>"
                               "%{customdata[4]}<extra></extra>"))
     marks = merged_marks(map_positions(r))
-    lo = min([f.start_offset for f in r.summary.files] + [s.start for s in r.segments], default=0)
-    hi = max([f.start_offset + f.size for f in r.summary.files] + [s.end for s in r.segments], default=1)
     for label, off in marks:
         truncation = "truncation" in label
         fig.add_shape(type="line", x0=off, x1=off, yref="paper", y0=0, y1=1,
@@ -107,18 +102,15 @@ def traffic(r: StoreReport) -> go.Figure:
     if t.start_ms is None:
         fig.update_layout(**LAYOUT, height=200, title=chart_title("Traffic over store time: no valid records"))
         return fig
-    n = len(next(iter(t.messages.values())))
-    # steps: each bucket's rate holds from its start to its end (the last value repeated at the last bucket's end)
-    x = [iso(t.start_ms + i * t.bucket_ms) for i in range(n + 1)]
-    per_s = 1000 / t.bucket_ms
-    names = short_labels(list(t.topics))
+    n, x, names = traffic_axis(t)
     for i, topic in enumerate(t.topics):
         colour = palette(i)
         for row, series in ((1, t.messages[topic]), (2, t.bytes[topic])):
+            rates, counts = traffic_steps(t, series)
             fig.add_trace(go.Scatter(
-                x=x, y=[round(v * per_s, 3) for v in series + series[-1:]], name=names[i], legendgroup=topic,
+                x=x, y=rates, name=names[i], legendgroup=topic,
                 showlegend=row == 1, mode="lines", stackgroup=f"s{row}", line=dict(width=0.5, color=colour, shape="hv"),
-                customdata=series + series[-1:],
+                customdata=counts,
                 hovertemplate=topic + "<br>%{x}<br>%{y} per s (%{customdata} in the bucket)<extra></extra>"),
                 row=row, col=1)
     mid = t.start_ms + n * t.bucket_ms / 2
