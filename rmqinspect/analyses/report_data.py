@@ -523,8 +523,21 @@ def store_traffic(store: Store, outlier_offsets: list[int], *, top_topics: int =
 def run_cells(ts: np.ndarray, tids: np.ndarray, size: np.ndarray, unit: int
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One run's traffic cells: the distinct keys (store time // ``unit`` << 20 | topic id), sorted, with the
-    messages and bytes of each."""
-    uniq, inv = np.unique(((ts // unit) << 20) | tids, return_inverse=True)
+    messages and bytes of each. A run's records mostly lie within seconds of each other, so where the grid of
+    (time unit, topic) over its span is small the cells are counted on that grid (no sort): the grid's order is
+    the keys' order, and each cell adds its records in the order the sort would."""
+    sec = ts // unit
+    if len(sec):
+        lo, hi, ntop = int(sec.min()), int(sec.max()), int(tids.max()) + 1
+        grid = (hi - lo + 1) * ntop
+        if int(tids.min()) >= 0 and ntop <= 1 << 20 and grid <= max(4 * len(sec), 1 << 16):
+            at = (sec - lo) * ntop + tids
+            counts = np.bincount(at, minlength=grid)
+            cells = np.flatnonzero(counts)
+            keys = ((cells // ntop + lo) << 20) | (cells % ntop)
+            return keys.astype(np.result_type(sec, tids)), counts[cells], np.bincount(at, weights=size,
+                                                                                       minlength=grid)[cells]
+    uniq, inv = np.unique((sec << 20) | tids, return_inverse=True)
     counts = np.bincount(inv.ravel(), minlength=len(uniq))
     sums = np.bincount(inv.ravel(), weights=size, minlength=len(uniq))
     return uniq, counts, sums
@@ -581,15 +594,19 @@ class CountsAndTraffic:
     traffic: TrafficRun
 
 
-def count_run_and_traffic(ev, *_) -> CountsAndTraffic:
+def count_run_and_traffic(ev, named: tuple | None = None) -> CountsAndTraffic:
     """verify's tap for the report: ``count_run``'s counts of the run, and its ``TrafficRun``. The records kept
     apart are those ``store_time_candidates`` lists (outside the calendar, far from both neighbours, the first and
     last two, whose neighbours lie in other runs): every record verify flags ``store_time_outlier`` is one, and
-    the traffic leaves those out, which is known only after the walk."""
+    the traffic leaves those out, which is known only after the walk. ``named``: the run's (topic ids, names) as
+    ``topic_ids`` numbers them, when verify's check already has them."""
     r = ev.records
-    topics: dict[str, int] = {}
-    tids = np.asarray(topic_ids(np.frombuffer(ev.file.buffer, dtype=np.uint8), ev.rows, topics), dtype=np.int64)
-    names = list(topics)
+    if named is None:
+        topics: dict[str, int] = {}
+        tids = np.asarray(topic_ids(np.frombuffer(ev.file.buffer, dtype=np.uint8), ev.rows, topics), dtype=np.int64)
+        names = list(topics)
+    else:
+        tids, names = named[0].astype(np.int64), named[1]
     ts = r["store_timestamp"].astype(np.int64)
     size = r["total_size"].astype(np.int64)
     pos = r["position"].astype(np.int64)

@@ -95,10 +95,13 @@ _NOT_IN_QUEUE = (int(TransactionType.PREPARED), int(TransactionType.ROLLBACK))
 _CRC_PROPERTY = b"__CRC32#"
 
 
-def count_run(ev, *_):
-    """``walk_batches``' converter for ``summarize``: the counts of a run."""
+def count_run(ev, named: tuple | None = None):
+    """``walk_batches``' converter for ``summarize``: the counts of a run. ``named``: its (topic ids, names) as
+    ``topic_ids`` numbers them, when another pass over the run already has them."""
     import numpy as np
 
+    if named is not None:
+        return count_named_run(ev, named[0], named[1])
     topics: dict[str, int] = {}
     tids = topic_ids(np.frombuffer(ev.file.buffer, dtype=np.uint8), ev.records, topics)
     return count_named_run(ev, tids, list(topics))

@@ -378,8 +378,11 @@ _WINDOW_BYTES = 128 << 20
 
 
 def _check_run_and(item, tap_convert, *args):
-    """``_check_run`` and another pass's converter over the same run, in the walk's own process."""
-    return _check_run(item, *args), tap_convert(item)
+    """``_check_run`` and another pass's converter over the same run, in the walk's own process. The converter
+    also gets the run's topic ids and names where the check numbered them (``rows.topic_ids``' numbering: the cq,
+    index and checkpoint checks), else None, so it need not number them again."""
+    checked = _check_run(item, *args)
+    return checked, tap_convert(item, None if checked.cols is None else (checked.cols[4], checked.topics))
 
 
 def _fed(item, feed):
@@ -481,9 +484,10 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     is settled at the end. Their problems are reported in queue and item order, as a join over the whole store
     reports them.
 
-    ``tap`` = (convert, feed): another pass over the same walk (a module-level ``walk_batches`` converter, and what
-    takes its items in order: the converted runs and blank records, and every ``Damage``), so that pass needs no
-    walk of its own."""
+    ``tap`` = (convert, feed): another pass over the same walk (a module-level ``walk_batches`` converter, called
+    as ``convert(run, named)`` with the run's topic ids and names where the checks numbered them, else None; and
+    what takes its items in order: the converted runs and blank records, and every ``Damage``), so that pass needs
+    no walk of its own."""
     checks = tuple(c for c in ALL_CHECKS if c in checks)
     rep = VerifyReport(store.root, checks, max_errors=max_errors)
     cl = store.commitlog
