@@ -7,6 +7,7 @@ alone after it, and an error there reaches the caller too."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 
 import pytest
@@ -184,3 +185,44 @@ def test_recovery_error_beside_the_walk_reaches_the_caller(tmp_path, monkeypatch
     monkeypatch.setattr(report_data, "plan_recovery", failing)
     with Store.open(fx.root) as st, pytest.raises(ValueError, match="plan failed"):
         collect_store_report(st)
+
+
+def test_index_rows_take_verify_geometries_and_equal_a_fresh_proof(tmp_path, monkeypatch):
+    """The report's index rows use the geometries verify's index check proved (each file proved once in the
+    command, not twice) and equal the rows of a fresh proof: on the sample store's files (inferred), beside a file
+    no geometry settles (ambiguous: its row says why) and one shorter than its header (unreadable)."""
+    import shutil
+
+    from rmqinspect.formats.indexfile import INDEX_HEADER, index_file_size, item_position, slot_position
+    from rmqinspect.store import indexfile
+
+    root = tmp_path / "store"
+    shutil.copytree(SAMPLE_STORE, root)
+    ambiguous = root / "index" / "20261121213699999"
+    with open(ambiguous, "wb") as f:  # one all-zero item: every slot count that fits is consistent with it
+        f.truncate(index_file_size(10, 40))
+        f.seek(item_position(10, 1))
+        f.write(bytes(20))
+        f.seek(slot_position(0))
+        f.write((1).to_bytes(4, "big"))
+        f.seek(0)
+        f.write(INDEX_HEADER.pack(1, 2, 0, 0, 1, 2))
+    (root / "index" / "20261121213699998").write_bytes(b"\x00" * 10)
+    proofs = []
+    real = indexfile.prove_index_geometry
+    monkeypatch.setattr(indexfile, "prove_index_geometry", lambda *a, **k: proofs.append(1) or real(*a, **k))
+    with Store.open(str(root)) as st:
+        verify(st, jobs=1)
+    proved_by_verify, proofs[:] = len(proofs), []
+    with Store.open(str(root)) as st:
+        got = report_data.collect_store_report(st, jobs=1)
+    proved_by_report = len(proofs)
+    with Store.open(str(root)) as st:
+        fresh = report_data.index_file_rows(st, got.plan)
+    assert [asdict(r) for r in got.index_files] == [asdict(r) for r in fresh]
+    sources = {r.name: r.geometry_source for r in got.index_files}
+    assert [sources[n] for n in sorted(os.listdir(SAMPLE_STORE / "index"))] == ["inferred"] * 3
+    errors = {r.name: r.problem for r in got.index_files}
+    assert "maxHashSlotNum" in errors["20261121213699999"] and "header" in errors["20261121213699998"]
+    # the report proves what verify alone proves (every file with a header), and its rows prove none again
+    assert proved_by_report == proved_by_verify >= 4

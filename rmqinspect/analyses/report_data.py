@@ -244,7 +244,7 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
         summary, rep = summary_beside_verify(store, broker_version, accept_v2, both, traffic=tally, jobs=jobs,
                                              beside=beside.start)
         beside.start()  # when the walk handed no item (no commit-log record), it starts now
-        plan, bounds, index_files = beside.result(both)
+        plan, bounds = beside.result(both)
         at += width + shares["recovery"]
     else:
         step = phase("summary", at, shares["summary"], span, "report: summary")
@@ -258,7 +258,8 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
         plan = plan_recovery(store, RecoveryOptions(version=broker_version, keep_redispatch=False, tags_codes=False,
                                                     progress=lambda off: step(off - cl.min_offset)))
         at += shares["recovery"]
-        bounds, index_files = list(all_queue_bounds(store)), index_file_rows(store, plan)
+        bounds = list(all_queue_bounds(store))
+    index_files = index_file_rows(store, plan, rep)
     outliers = [p.start for p in rep.problems if p.kind == "store_time_outlier"]
     if tally is not None:
         traffic = tally.traffic(outliers, top_topics=top_topics, max_buckets=max_buckets)
@@ -286,10 +287,10 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
 class BesideTheWalk:
     """The report's passes that need nothing verify's walk finds, in two threads beside it: ``plan_recovery`` (its
     own scan from the start file, the consume queues, the index headers) in one; every queue's bounds (as ``cq
-    --all``) and the index files' headers in the other (which files a restart drops is marked from the plan
-    afterwards). Most of their time is the compiled scanner's, dispatch_fields' and numpy's, which run without the
-    GIL, while verify's workers leave a core part-idle; two threads, because the plan outlasts the walk and the
-    rows would otherwise follow it on one core. The plan is the object ``plan_recovery`` returns when run alone,
+    --all``) in the other (the index files' rows come after the walk, from the geometries verify proved). Most of
+    their time is the compiled scanner's, dispatch_fields' and numpy's, which run without the GIL, while verify's
+    workers leave a core part-idle; two threads, because the plan outlasts the walk and the bounds would otherwise
+    follow it. The plan is the object ``plan_recovery`` returns when run alone,
     its scan in this process (``jobs=1``: no process is forked from a thread). ``reached``: the commit-log bytes
     the plan's scan has passed, for the progress bar."""
 
@@ -303,7 +304,7 @@ class BesideTheWalk:
         self.threads = [
             threading.Thread(target=self.run, args=("plan", plan_recovery, store, opts), name="report-recovery",
                              daemon=True),
-            threading.Thread(target=self.run, args=("rows", queue_and_index_headers, store), name="report-rows",
+            threading.Thread(target=self.run, args=("rows", all_queue_bounds_of, store), name="report-rows",
                              daemon=True)]
 
     def run(self, name: str, fn: Callable, *args) -> None:
@@ -319,7 +320,7 @@ class BesideTheWalk:
                 t.start()
 
     def result(self, tick: Callable[[], None]) -> tuple:
-        """(plan, queue bounds, index rows), ``tick()`` called about four times a second while a thread still
+        """(plan, queue bounds), ``tick()`` called about four times a second while a thread still
         runs. An error is raised as it would have been in order: the plan's first."""
         for t in self.threads:
             while t.is_alive():
@@ -328,14 +329,12 @@ class BesideTheWalk:
         for name in ("plan", "rows"):
             if name + " error" in self.out:
                 raise self.out[name + " error"]
-        bounds, headers = self.out["rows"]
-        plan = self.out["plan"]
-        return plan, bounds, index_rows_marked(headers, plan)
+        return self.out["plan"], self.out["rows"]
 
 
-def queue_and_index_headers(store: Store) -> tuple[list, list[IndexFileRow]]:
-    """Every queue's bounds and the index files' rows before the plan says which a restart drops."""
-    return list(all_queue_bounds(store)), index_file_headers(store)
+def all_queue_bounds_of(store: Store) -> list:
+    """``all_queue_bounds``, gathered."""
+    return list(all_queue_bounds(store))
 
 
 def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
@@ -837,10 +836,16 @@ def all_queue_bounds(store: Store):
         yield from queue_bounds(qs + batch, clmin)
 
 
-def index_file_rows(store: Store, plan: RecoveryPlan) -> list[IndexFileRow]:
+def index_file_rows(store: Store, plan: RecoveryPlan, rep: VerifyReport | None = None) -> list[IndexFileRow]:
     """Every index file's header (time and physical-offset ranges, indexCount, hashSlotCount) with its geometry
-    (flag > --broker-config > proven from the file, as verify reads it) and whether a restart drops it."""
-    return index_rows_marked(index_file_headers(store), plan)
+    (flag > --broker-config > proven from the file, as verify reads it) and whether a restart drops it. ``rep``:
+    verify's report on the store (its index check, without geometry flags), whose proven geometries are taken
+    instead of proving each file's again (a full-size file's proof reads its data: ~50 ms)."""
+    from ..store.indexfile import IndexGeometry
+
+    proven = {} if rep is None else {n: IndexGeometry.from_dict(g) for n, g in rep.index_geometry.items()
+                                     if g["source"] in ("inferred", "ambiguous")}  # a proof's, not a flag's
+    return index_rows_marked(index_file_headers(store, proven), plan)
 
 
 def index_rows_marked(rows: list[IndexFileRow], plan: RecoveryPlan) -> list[IndexFileRow]:
@@ -849,15 +854,16 @@ def index_rows_marked(rows: list[IndexFileRow], plan: RecoveryPlan) -> list[Inde
     return [replace(r, dropped_on_restart=r.name in dropped) for r in rows]
 
 
-def index_file_headers(store: Store) -> list[IndexFileRow]:
-    """``index_file_rows`` before the plan: no file marked as dropped."""
+def index_file_headers(store: Store, proven: dict | None = None) -> list[IndexFileRow]:
+    """``index_file_rows`` before the plan: no file marked as dropped. ``proven``: index file name -> the geometry
+    this command already proved for it (``IndexFile``'s ``proven``)."""
     d = store.layout.index_dir
     if not os.path.isdir(d):
         return []
     rows = []
     for name in sorted(n for n in os.listdir(d) if os.path.isfile(os.path.join(d, n))):
         try:
-            idx = IndexFile(os.path.join(d, name), conf=store.conf)
+            idx = IndexFile(os.path.join(d, name), conf=store.conf, proven=(proven or {}).get(name))
         except RmqInspectError as e:
             rows.append(IndexFileRow(name, None, None, None, None, None, None, None, None, None, False, e.message))
             continue

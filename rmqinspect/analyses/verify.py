@@ -484,10 +484,9 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     is settled at the end. Their problems are reported in queue and item order, as a join over the whole store
     reports them.
 
-    ``tap`` = (convert, feed): another pass over the same walk (a module-level ``walk_batches`` converter, called
-    as ``convert(run, named)`` with the run's topic ids and names where the checks numbered them, else None; and
-    what takes its items in order: the converted runs and blank records, and every ``Damage``), so that pass needs
-    no walk of its own."""
+    ``tap`` = (convert, feed): another pass over the walk, needing no walk of its own: a module-level converter
+    called as ``convert(run, named)`` (the run's topic ids and names where the checks numbered them, else None),
+    and what takes its items in order (the converted runs and blank records, and every ``Damage``)."""
     checks = tuple(c for c in ALL_CHECKS if c in checks)
     rep = VerifyReport(store.root, checks, max_errors=max_errors)
     cl = store.commitlog

@@ -76,7 +76,9 @@ class FileLookup:
 
 class IndexFile:
     def __init__(self, path: str, slots: int | None = None, max_items: int | None = None,
-                 conf: BrokerConf | None = None):
+                 conf: BrokerConf | None = None, proven: IndexGeometry | None = None):
+        """``proven``: this file's geometry as ``prove_index_geometry`` found it earlier in the same command (the
+        report takes verify's): used where the proof would run, instead of running it again."""
         self.mapped = MappedFile(path)
         self.path = path
         self.name = os.path.basename(path)
@@ -96,7 +98,7 @@ class IndexFile:
                 max_items = cm.value if cm is not None else DEFAULT_INDEX_MAX
                 source, detail = "config", "; ".join(c.detail for c in (cs, cm) if c is not None)
         if slots is None:
-            slots, max_items, self.geometry_note = infer_geometry(self)
+            slots, max_items, self.geometry_note = infer_geometry(self, proven)
             source, detail = "inferred", self.geometry_note
         elif max_items is None:
             max_items = (self.mapped.size - INDEX_HEADER_SIZE - slots * HASH_SLOT_SIZE) // INDEX_ITEM_SIZE
@@ -241,6 +243,13 @@ class IndexGeometry:
         value = None if self.slots is None else {"slots": self.slots, "max_items": self.max_items}
         return {"value": value, "source": self.source,
                 "candidates": [{"slots": s, "max_items": m} for s, m in self.candidates], "detail": self.detail}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> IndexGeometry:
+        """The geometry ``to_dict`` gave."""
+        v = d["value"]
+        return cls(None if v is None else v["slots"], None if v is None else v["max_items"], d["source"],
+                   tuple((c["slots"], c["max_items"]) for c in d["candidates"]), d["detail"])
 
 
 # The steps every geometry proof ends with, whatever the file's rules (IndexFile here, the tiered index in
@@ -543,9 +552,9 @@ def prove_geometry_of(path: str, whole_table: bool = False, engine: str | None =
         m.close()
 
 
-def infer_geometry(idx: IndexFile) -> tuple[int, int, str]:
-    g = prove_index_geometry(idx.mapped.buffer, idx.mapped.size, idx.header.index_count,
-                             data=idx.mapped.data_ranges(0, idx.mapped.size))
+def infer_geometry(idx: IndexFile, proven: IndexGeometry | None = None) -> tuple[int, int, str]:
+    g = proven or prove_index_geometry(idx.mapped.buffer, idx.mapped.size, idx.header.index_count,
+                                       data=idx.mapped.data_ranges(0, idx.mapped.size))
     idx.geometry = g
     if g.slots is None or g.max_items is None:
         raise IndexGeometryError(g.detail, idx.path, 0)
