@@ -97,12 +97,12 @@ def report_cmd(stores, out_path, force, as_of, offsets_file, broker_version, job
 def _replica_view(opened, labels: list[str]) -> dict | None:
     """Several stores of one broker group (classic or controller mode, not DLedger): the peers comparison, shown as
     the report's replica view. None for one store, DLedger stores, or stores with no record in common."""
+    if len(opened) < 2 or any(st.layout.dledger is not None for st in opened):
+        return None
     from ..analyses.peers import Verdict, compare_replicas
     from .peers import short_labels
 
     labels = short_labels(labels)
-    if len(opened) < 2 or any(st.layout.dledger is not None for st in opened):
-        return None
     rep = compare_replicas(opened, labels=labels)
     if all(p.verdict in (Verdict.NO_COMMON_RECORD, Verdict.NO_OVERLAP) for p in rep.pairs):
         return None  # a fleet of different brokers, not one group's copies
