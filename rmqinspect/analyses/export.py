@@ -24,6 +24,7 @@ from ..store.broker_conf import BrokerConf
 from ..store.layout import StoreLayout, ensure_new_directory, ensure_output_outside
 from ..store.mapped import MappedFile
 from ..store.walk.parallel import DEFAULT_CHUNK_BYTES, chunk_bytes, map_files, resolve_jobs
+from ..store.walk.resync import ChunkJoin
 from .rows import (
     PARTITION_COLUMNS,
     RUN_RECORDS,
@@ -104,16 +105,11 @@ def chunk_tasks(tasks: Sequence[FileTask], jobs: int) -> list[FileTask]:
 
 
 def join_chunk_results(pairs: Iterable[tuple[FileTask, FileResult]]) -> Iterator[tuple[FileTask, FileResult, bool]]:
-    """(task, result, kept) in task order: a chunk whose start the file's walk passed over (the chunk before went
-    past it: damage near the chunk's end, or the file's walk ended before it) is not kept; the next chunk kept
-    starts where the one before landed. The file's rows and damage are those of the chunks kept."""
-    cur: tuple[str, int] | None = None
+    """(task, result, kept) in task order, kept as the walk of whole files goes through the chunk (``ChunkJoin``).
+    The file's rows and damage are those of the chunks kept."""
+    join = ChunkJoin()
     for t, r in pairs:
-        if cur is not None and cur[0] == t.path and t.pos < cur[1]:
-            yield t, r, False
-            continue
-        cur = (t.path, r.landed)
-        yield t, r, True
+        yield t, r, join.keeps(t.path, t.pos, r.landed)
 
 
 def _remove_parts(paths: list[str], out: str) -> None:

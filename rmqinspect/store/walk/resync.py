@@ -338,16 +338,30 @@ def chunk_tasks(cl, tasks: list[WalkTask]) -> list[WalkTask]:
     return out
 
 
+class ChunkJoin:
+    """Which chunk walks, taken in task order, the walk of whole files goes through: a chunk whose start the chunk
+    before walked past (damage resynchronised over it, or the file ended) is dropped; the next chunk kept starts
+    where the one before landed. One rule for every chunked walk's results (verify's events, export's rows)."""
+
+    def __init__(self) -> None:
+        self.cur: tuple[object, int] | None = None
+
+    def keeps(self, file: object, start: int, landed: int) -> bool:
+        """Whether the chunk of ``file`` (any key naming it) from ``start``, whose walk landed at ``landed``, is
+        kept."""
+        if self.cur is not None and self.cur[0] == file and start < self.cur[1]:
+            return False
+        self.cur = (file, landed)
+        return True
+
+
 def join_chunks(results) -> Iterator[list]:
-    """The events of ``run_walk_task`` results taken in task order, as the walk of whole files gives them: a
-    chunk whose start the chunk before walked past (damage resynchronised over it, or the file ended) is
-    dropped; the next chunk kept starts where the one before landed."""
-    cur: tuple[int, int] | None = None
+    """The events of ``run_walk_task`` results taken in task order, as the walk of whole files gives them
+    (``ChunkJoin``)."""
+    join = ChunkJoin()
     for index, pos, landed, events in results:
-        if cur is not None and cur[0] == index and pos < cur[1]:
-            continue
-        cur = (index, landed)
-        yield events
+        if join.keeps(index, pos, landed):
+            yield events
 
 
 def run_walk_task(task: WalkTask) -> tuple[int, int, int, list]:
