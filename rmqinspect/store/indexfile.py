@@ -553,8 +553,8 @@ def prove_geometry_of(path: str, whole_table: bool = False, engine: str | None =
 
 
 def infer_geometry(idx: IndexFile, proven: IndexGeometry | None = None) -> tuple[int, int, str]:
-    g = proven or prove_index_geometry(idx.mapped.buffer, idx.mapped.size, idx.header.index_count,
-                                       data=idx.mapped.data_ranges(0, idx.mapped.size))
+    g = proven if proven is not None else prove_index_geometry(
+        idx.mapped.buffer, idx.mapped.size, idx.header.index_count, data=idx.mapped.data_ranges(0, idx.mapped.size))
     idx.geometry = g
     if g.slots is None or g.max_items is None:
         raise IndexGeometryError(g.detail, idx.path, 0)
