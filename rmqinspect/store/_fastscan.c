@@ -1088,6 +1088,114 @@ static PyObject *trailer_rows(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* queue_counts(rows, tids, tx_mask, not_in_queue_a, not_in_queue_b, ipv6_mask) -> (groups, size_sum, min_ts, max_ts,
+ * not_v1, ipv6) of a run's rows (NFIELDS native int64 each, RECORD_FIELDS order) and its topic ids (native int64,
+ * one a row), in one pass: summary's counts of a run, which numpy made a grouping sort and a dozen strided passes.
+ * groups: native int64 (first row, messages, bytes, min queue offset, max queue offset, has offsets) per (topic id,
+ * queue id), in order of first appearance; the offsets are over the rows whose sys_flag & tx_mask is neither
+ * not_in_queue_a nor not_in_queue_b (has offsets 0: none is). int64 sums wrap as numpy's do. */
+typedef struct {
+    int64_t tid, qid, group; /* group -1: empty slot */
+} queue_slot;
+
+static int queue_slots_grow(queue_slot **t, size_t *cap, const int64_t *g, Py_ssize_t ng) {
+    size_t nc = *cap ? *cap * 2 : 64;
+    queue_slot *nt = (queue_slot *)malloc(nc * sizeof(queue_slot));
+    if (nt == NULL) return -1;
+    for (size_t i = 0; i < nc; i++) nt[i].group = -1;
+    for (Py_ssize_t k = 0; k < ng; k++) { /* g rows: first, tid, qid come from the kept pair of each group */
+        int64_t tid = g[k * 8 + 6], qid = g[k * 8 + 7];
+        size_t h = (size_t)(((uint64_t)tid * 0x9E3779B97F4A7C15ULL) ^ (uint64_t)qid) & (nc - 1);
+        while (nt[h].group >= 0) h = (h + 1) & (nc - 1);
+        nt[h].tid = tid;
+        nt[h].qid = qid;
+        nt[h].group = k;
+    }
+    free(*t);
+    *t = nt;
+    *cap = nc;
+    return 0;
+}
+
+static PyObject *queue_counts(PyObject *self, PyObject *args) {
+    Py_buffer rv, tv;
+    long long tx_mask, not_a, not_b, v6_mask;
+    if (!PyArg_ParseTuple(args, "y*y*LLLL", &rv, &tv, &tx_mask, &not_a, &not_b, &v6_mask)) return NULL;
+    Py_ssize_t n = rv.len / (Py_ssize_t)(NFIELDS * sizeof(int64_t));
+    if (tv.len / (Py_ssize_t)sizeof(int64_t) < n) n = tv.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *r = (const int64_t *)rv.buf, *tid = (const int64_t *)tv.buf;
+    int64_t *g = NULL; /* 8 int64 a group: first, messages, bytes, min, max, has, tid, qid */
+    size_t gcap = 0, cap = 0;
+    queue_slot *table = NULL;
+    Py_ssize_t ng = 0, not_v1 = 0, v6 = 0;
+    int64_t lo_ts = 0, hi_ts = 0;
+    uint64_t sum = 0;
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (n > 0) lo_ts = hi_ts = r[9];
+    for (Py_ssize_t i = 0; i < n && !failed; i++) {
+        const int64_t *row = r + i * NFIELDS;
+        int64_t t = tid[i], q = row[6], sf = row[5], ts = row[9], size = row[1];
+        if (ts < lo_ts) lo_ts = ts;
+        if (ts > hi_ts) hi_ts = ts;
+        sum += (uint64_t)size;
+        not_v1 += row[15] != 1;
+        v6 += (sf & v6_mask) != 0;
+        if ((size_t)(ng + 1) * 2 > cap && queue_slots_grow(&table, &cap, g, ng) < 0) {
+            failed = 1;
+            break;
+        }
+        size_t h = (size_t)(((uint64_t)t * 0x9E3779B97F4A7C15ULL) ^ (uint64_t)q) & (cap - 1);
+        while (table[h].group >= 0 && (table[h].tid != t || table[h].qid != q)) h = (h + 1) & (cap - 1);
+        int64_t *e;
+        if (table[h].group < 0) {
+            if ((size_t)ng == gcap) {
+                size_t nc = gcap ? gcap * 2 : 16;
+                int64_t *ngp = (int64_t *)realloc(g, nc * 8 * sizeof(int64_t));
+                if (ngp == NULL) {
+                    failed = 1;
+                    break;
+                }
+                g = ngp;
+                gcap = nc;
+            }
+            table[h].tid = t;
+            table[h].qid = q;
+            table[h].group = ng;
+            e = g + ng * 8;
+            e[0] = i;
+            e[1] = e[2] = e[3] = e[4] = e[5] = 0;
+            e[6] = t;
+            e[7] = q;
+            ng++;
+        } else {
+            e = g + table[h].group * 8;
+        }
+        e[1]++;
+        e[2] = (int64_t)((uint64_t)e[2] + (uint64_t)size);
+        int64_t tx = sf & tx_mask;
+        if (tx != not_a && tx != not_b) {
+            int64_t qo = row[7];
+            if (!e[5] || qo < e[3]) e[3] = qo;
+            if (!e[5] || qo > e[4]) e[4] = qo;
+            e[5] = 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(table);
+    PyBuffer_Release(&rv);
+    PyBuffer_Release(&tv);
+    if (failed) {
+        free(g);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = 0; k < ng; k++) memmove(g + k * 6, g + k * 8, 6 * sizeof(int64_t)); /* drop tid, qid */
+    PyObject *groups = PyBytes_FromStringAndSize((const char *)g, ng * 6 * (Py_ssize_t)sizeof(int64_t));
+    free(g);
+    if (groups == NULL) return NULL;
+    return Py_BuildValue("NLLLnn", groups, (long long)(int64_t)sum, (long long)lo_ts, (long long)hi_ts, not_v1, v6);
+}
+
 static PyMethodDef methods[] = {
     {"crc32", py_crc32, METH_VARARGS, "crc32(data, crc=0) -> zlib.crc32(data, crc), computed as the scanner does"},
     {"crc32_path", py_crc32_path, METH_NOARGS,
@@ -1095,6 +1203,9 @@ static PyMethodDef methods[] = {
     {"split_properties", split_properties, METH_VARARGS,
      "split_properties(buf, pos, len) -> (flags, pairs, names, values): properties split the broker's way"},
     {"crc32_many", crc32_many, METH_VARARGS, "crc32_many(buf, pos, len) -> uint32 crc32 of every range"},
+    {"queue_counts", queue_counts, METH_VARARGS,
+     "queue_counts(rows, tids, tx_mask, not_in_queue_a, not_in_queue_b, ipv6_mask) -> (groups, size_sum, min_ts, "
+     "max_ts, not_v1, ipv6): summary's counts of a run in one pass"},
     {"run_stats", run_stats, METH_VARARGS,
      "run_stats(rows, base) -> (first_stale, min_store_timestamp, max_store_timestamp, total_size_sum)"},
     {"trailer_rows", trailer_rows, METH_VARARGS,
