@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
@@ -430,12 +430,60 @@ def _add_to_window(window: _Records, item, topics: dict[str, int]) -> int:
     return int(np.count_nonzero(tx | (tids == half) if half is not None else tx))
 
 
+class _JoinsBeside:
+    """verify's cq and index joins (``make()``: every queue file and index file read, each index geometry proven;
+    for a store's many full-size index files, seconds) made in a thread that starts with the walk, after its
+    workers are forked: the walk's first window fills meanwhile, and the joins are needed only when it is full
+    (``result``). The caller waits for the thread (``wait``) before the maps it opened are closed."""
+
+    def __init__(self, make: Callable[[], tuple]):
+        import contextvars
+        import threading
+
+        self.out: tuple | None = None
+        self.error: BaseException | None = None
+        # the thread sees the command's settings (the broker.conf context)
+        self.thread = threading.Thread(target=contextvars.copy_context().run, args=(self._make, make),
+                                       name="verify-joins", daemon=True)
+
+    @classmethod
+    def in_stack(cls, stack: ExitStack, make: Callable[[ExitStack], tuple]) -> _JoinsBeside:
+        """``make(maps)``'s joins in a thread whose maps (``maps``, inside ``stack``) are closed after it ends."""
+        maps = stack.enter_context(ExitStack())
+        joins = cls(lambda: make(maps))
+        stack.callback(joins.wait)  # LIFO: before ``maps`` is closed
+        return joins
+
+    def _make(self, make: Callable[[], tuple]) -> None:
+        try:
+            self.out = make()
+        except BaseException as e:  # raised in the caller by ``result``
+            self.error = e
+
+    def start(self) -> None:
+        if self.thread.ident is None:
+            self.thread.start()
+
+    def wait(self) -> None:
+        if self.thread.ident is not None:
+            self.thread.join()
+
+    def result(self) -> tuple:
+        """(cq join or None, index join or None), once made."""
+        self.start()
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.out is not None
+        return self.out
+
+
 class _Windows:
     """The walk's records one window (``_WINDOW_BYTES``) at a time: when a window is full, the queue entries and
     index items pointing into it are joined with it (``_CqJoin.window``, ``_IndexJoin.window``)."""
 
-    def __init__(self, recs: _Records, cq: _CqJoin | None, ix: _IndexJoin | None):
-        self.recs, self.cq, self.ix = recs, cq, ix
+    def __init__(self, recs: _Records, joins: _JoinsBeside):
+        self.recs, self.joins = recs, joins
         self.done: list[tuple[int, int]] = []  # the windows joined: [first record, end of the last record)
         self.window = _Records(recs)
 
@@ -449,10 +497,11 @@ class _Windows:
     def _join(self, w: _Records) -> None:
         w.finish()
         lo, hi = int(w.np_offset[0]), int(w.np_offset[-1] + w.np_size[-1])
-        if self.cq is not None:
-            self.cq.window(w, lo, hi)
-        if self.ix is not None:
-            self.ix.window(w, lo, hi)
+        cq, ix = self.joins.result()
+        if cq is not None:
+            cq.window(w, lo, hi)
+        if ix is not None:
+            ix.window(w, lo, hi)
         self.done.append((lo, hi))
 
     def finish(self) -> list[tuple[int, int]]:
@@ -480,9 +529,8 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     of the sum of ``read_bytes(store, checks)``, at least after every run of records, queue phase and index chunk.
 
     The cq and index checks join the queues' entries and the index items with the records of one window of the
-    commit log at a time (``_WINDOW_BYTES``), as the walk passes it; what points outside every window
-    is settled at the end. Their problems are reported in queue and item order, as a join over the whole store
-    reports them.
+    commit log at a time (``_WINDOW_BYTES``), as the walk passes it; what points outside every window is settled
+    at the end. Their problems are in queue and item order, as a join over the whole store reports them.
 
     ``tap`` = (convert, feed): another pass over the walk, needing no walk of its own: a module-level converter
     called as ``convert(run, named)`` (the run's topic ids and names where the checks numbered them, else None),
@@ -491,10 +539,9 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     rep = VerifyReport(store.root, checks, max_errors=max_errors)
     cl = store.commitlog
     rep.notes.extend(cl.notes)
-    root = store.root
-    rel = lambda p: os.path.relpath(p, root) if p else p  # noqa: E731
+    rel = lambda p, root=store.root: os.path.relpath(p, root) if p else p  # noqa: E731
     # where problems say the log files are (DLedger mode: the member's data/ directory)
-    cl_dir = os.path.relpath(store.layout.dledger.data_dir, root) if store.layout.dledger else "commitlog"
+    cl_dir = rel(store.layout.dledger.data_dir) if store.layout.dledger else "commitlog"
     need_records = any(c in checks for c in ("cq", "index", "checkpoint"))
     sizes = read_bytes(store, checks) if read_progress is not None else {}
     span = sizes.get("commitlog", 0)
@@ -509,15 +556,16 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     n_tx = 0
     outliers = _StoreTimeOutliers()
     with ExitStack() as stack:
-        cq = _CqJoin(store, rel, stack) if "cq" in checks else None
-        ix = _IndexJoin(store, rep, rel, index_slots, index_max, stack) if "index" in checks else None
-        windows = _Windows(recs, cq, ix)
+        joins = _JoinsBeside.in_stack(stack, lambda maps: (
+            _CqJoin(store, rel, maps) if "cq" in checks else None,
+            _IndexJoin(store, rep, rel, index_slots, index_max, maps) if "index" in checks else None))
+        windows = _Windows(recs, joins)
         convert, args = _check_run, (do_crc, do_struct, need_records, "index" in checks)
         feed = None
         if tap is not None:
             convert, args, feed = _check_run_and, (tap[0], *args), tap[1]
         for item in walk_batches(cl, None, check_crc=do_crc, accept_v2=accept_v2, jobs=jobs, convert=convert,
-                                 convert_args=args):
+                                 convert_args=args, on_start=joins.start if need_records else None):
             if feed is not None:
                 item = _fed(item, feed)
             if type(item) is Damage:
@@ -547,6 +595,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
                 n_tx += windows.add(item, topics)
                 data_end = int(cols[0][-1] + cols[1][-1])
         done = windows.finish()
+        cq, ix = joins.result()
         rep.counts["records"] = n_msgs
         rep.transaction_records = n_tx if need_records else None
         rep.damaged = list(zip(recs.damaged, recs.damaged_end, strict=True))

@@ -287,14 +287,19 @@ def _context():
     return mp.get_context(method)
 
 
-def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = 1) -> Iterator[Any]:
+def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = 1,
+              on_start: Callable[[], None] | None = None) -> Iterator[Any]:
     """``fn(item)`` for every item (one commitlog file's task each), results yielded in item order.
 
     ``fn`` must be a module-level function and items and results picklable when more than one worker runs.
-    Workers are started only when ``jobs`` > 1 and there are at least two items, at most one per item."""
+    Workers are started only when ``jobs`` > 1 and there are at least two items, at most one per item.
+    ``on_start()`` is called once the work has begun: after the workers are forked and the first tasks handed to
+    them (a thread the caller starts then is never copied into a worker), or before the first item runs here."""
     items = list(items)
     jobs = resolve_jobs(jobs)
     if jobs <= 1 or len(items) < 2:
+        if on_start is not None:
+            on_start()
         for it in items:
             yield fn(it)
         return
@@ -322,6 +327,8 @@ def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None =
 
         _worker_slots = []
         notice([], f"cannot start worker processes ({e.strerror or type(e).__name__}): running with --jobs 1")
+        if on_start is not None:
+            on_start()
         for it in items:
             yield fn(it)
         return
@@ -338,6 +345,9 @@ def map_files(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None =
         while nxt < len(items) or pending:
             while nxt < len(items) and len(pending) < window:
                 submit()
+            if on_start is not None:  # the pool forks every worker at its first task (fork start method)
+                on_start()
+                on_start = None
             fut, slot = pending.popleft()
             res = fut.result()
             if type(res) is not _InSlot and slots is not None:

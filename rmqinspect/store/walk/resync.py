@@ -164,7 +164,7 @@ def walk_with_resync(store_or_files, start: int | None = None, *, check_crc: boo
 
 def walk_batches(store_or_files, start: int | None = None, *, check_crc: bool = True, accept_v2: bool = True,
                  file_size: int | None = None, jobs: int | None = 1, convert=None,
-                 convert_args: tuple = ()) -> Iterator:
+                 convert_args: tuple = (), on_start: Callable[[], None] | None = None) -> Iterator:
     """``walk_with_resync`` with the valid records in bulk: the ``RecordRun``s of ``walk_file`` (every
     record's stored PHYSICALOFFSET equals file start + position), ``Record`` only for blank end-of-file
     records, ``Damage`` as in ``walk_with_resync``. The resync policy is this module's: the walk reports
@@ -176,7 +176,8 @@ def walk_batches(store_or_files, start: int | None = None, *, check_crc: bool = 
     comes as a ``BlankRecord`` (a converted walk yields converted runs, ``BlankRecord`` and ``Damage`` only): with
     ``jobs`` > 1 the files
     are walked by worker processes (``store.walk.parallel``), ``convert`` must then be a module-level function
-    returning picklable data (the records' maps stay in the worker)."""
+    returning picklable data (the records' maps stay in the worker). ``on_start()``: called once the walk has
+    begun, its worker processes forked (``parallel.map_files``)."""
     cl = store_or_files.commitlog if isinstance(store_or_files, Store) else store_or_files
     tasks = walk_tasks(cl, start, check_crc=check_crc, accept_v2=accept_v2, file_size=file_size, convert=convert,
                        convert_args=convert_args)
@@ -184,9 +185,11 @@ def walk_batches(store_or_files, start: int | None = None, *, check_crc: bool = 
     # a RecordRun cannot leave its process: only converted walks go to workers, split inside the files
     chunks = chunk_tasks(cl, tasks) if convert is not None and resolve_jobs(jobs) > 1 else []
     if len(chunks) > 1:
-        for events in join_chunks(map_files(run_walk_task, chunks, jobs)):
+        for events in join_chunks(map_files(run_walk_task, chunks, jobs, on_start)):
             yield from join.feed_all(events)
     else:
+        if on_start is not None:
+            on_start()
         files = cl.files
         for t in tasks:
             for ev in file_events(files[t.index], t.pos, t.file_size, t.check_crc, t.accept_v2,

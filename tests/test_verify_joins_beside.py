@@ -1,0 +1,81 @@
+"""verify's cq and index joins are made in a thread that starts with the walk (``verify._JoinsBeside``): after the
+walk's worker processes are forked (``parallel.map_files``' ``on_start``), never before; an error in making them
+reaches the caller as it did when they were made before the walk; and the report is the one made with the joins
+made first, with workers and files split into many chunks (tests/test_json_unchanged.py holds every command's JSON
+on every oracle store)."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+
+from rmqinspect.analyses import verify as verify_mod
+from rmqinspect.errors import CorruptDataError
+from rmqinspect.store import Store
+from rmqinspect.store.walk import parallel
+from support import tree_hashes
+from support.recover_fixtures import build_store
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def test_on_start_comes_after_the_workers_are_forked():
+    seen = []
+
+    def started():
+        seen.append(len(multiprocessing.active_children()))
+
+    assert list(parallel.map_files(_square, range(6), 2, started)) == [x * x for x in range(6)]
+    assert seen == [2]
+    seen.clear()
+    assert list(parallel.map_files(_square, range(3), 1, started)) == [0, 1, 4]  # no worker: before the first item
+    assert seen == [0]
+
+
+def _store(tmp_path):
+    fx = build_store(tmp_path / "s", n=400)
+    fx.set_abort()
+    fx.patch(fx.records[300].offset + 95, b"\xff")  # a damaged body beside the queues and index
+    return fx.root
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_joins_made_beside_the_walk_give_the_report_made_before_it(tmp_path, monkeypatch, jobs):
+    root = _store(tmp_path)
+    monkeypatch.setenv(parallel.CHUNK_ENV, "3000")
+    before = tree_hashes(root)
+    with Store.open(str(root)) as st:
+        rep = verify_mod.verify(st, jobs=jobs)
+        beside = (rep.to_dict(), [p.to_dict() for p in rep.problems])
+
+    class JoinsFirst(verify_mod._JoinsBeside):
+        """The joins made before the walk, as verify made them before the thread."""
+
+        def __init__(self, make):
+            super().__init__(make)
+            self.start()
+            self.thread.join()
+
+    monkeypatch.setattr(verify_mod, "_JoinsBeside", JoinsFirst)
+    with Store.open(str(root)) as st:
+        rep = verify_mod.verify(st, jobs=jobs)
+        first = (rep.to_dict(), [p.to_dict() for p in rep.problems])
+    assert beside == first
+    assert [p for p in beside[1] if p["check"] in ("cq", "index")]  # the joins found something
+    assert tree_hashes(root) == before
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_error_making_the_joins_reaches_the_caller(tmp_path, monkeypatch, jobs):
+    root = _store(tmp_path)
+    monkeypatch.setenv(parallel.CHUNK_ENV, "3000")
+
+    def broken(*a, **k):
+        raise CorruptDataError("index file unreadable here", "index/x", 0)
+
+    monkeypatch.setattr(verify_mod, "_IndexJoin", broken)
+    with Store.open(str(root)) as st, pytest.raises(CorruptDataError, match="index file unreadable here"):
+        verify_mod.verify(st, jobs=jobs)
