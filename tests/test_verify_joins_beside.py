@@ -54,10 +54,11 @@ def test_the_joins_made_beside_the_walk_give_the_report_made_before_it(tmp_path,
     class JoinsFirst(verify_mod._JoinsBeside):
         """The joins made before the walk, as verify made them before the thread."""
 
-        def __init__(self, make):
+        def __init__(self, make, then=None):
             super().__init__(make)
             self.start()
             self.thread.join()
+            self.then = then
 
     monkeypatch.setattr(verify_mod, "_JoinsBeside", JoinsFirst)
     with Store.open(str(root)) as st:

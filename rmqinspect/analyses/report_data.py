@@ -314,7 +314,7 @@ class BesideTheWalk:
             self.out[name + " error"] = e
 
     def start(self) -> None:
-        """Start the threads once: called when verify's walk hands its first item, after its workers are forked."""
+        """Start the threads once: called when verify's walk has begun, after its workers are forked."""
         for t in self.threads:
             if t.ident is None:
                 t.start()
@@ -346,8 +346,8 @@ def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
     through a bounded queue (the items are small; memory stays flat). Both answers are those of their own walks:
     the summary's walk is ``walk_batches`` with CRC check and V2 records, as verify's is here. ``traffic``: the
     same thread also adds each run's traffic cells to it (``TrafficTally``, ``store_traffic``'s walk being that
-    one too). ``beside()`` is called once with the first item, when the walk's worker processes exist (a thread
-    started before the fork would be copied into them mid-step)."""
+    one too). ``beside()`` is called once the walk has begun, its worker processes forked (a thread started before
+    the fork would be copied into them mid-step)."""
     import contextvars
     import queue
     import threading
@@ -381,13 +381,11 @@ def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
     def feed(ev) -> None:
         if thread.ident is None:
             thread.start()
-            if beside is not None:
-                beside()
         items.put(ev)
 
     try:
         rep = verify(store, accept_v2=accept_v2, read_progress=read_progress, jobs=jobs,
-                     tap=(count_run if traffic is None else count_run_and_traffic, feed))
+                     tap=(count_run if traffic is None else count_run_and_traffic, feed), on_start=beside)
     finally:
         if thread.ident is None:
             thread.start()

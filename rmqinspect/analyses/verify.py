@@ -436,10 +436,11 @@ class _JoinsBeside:
     workers are forked: the walk's first window fills meanwhile, and the joins are needed only when it is full
     (``result``). The caller waits for the thread (``wait``) before the maps it opened are closed."""
 
-    def __init__(self, make: Callable[[], tuple]):
+    def __init__(self, make: Callable[[], tuple], then: Callable[[], None] | None = None):
         import contextvars
         import threading
 
+        self.then = then  # called once the thread is started
         self.out: tuple | None = None
         self.error: BaseException | None = None
         # the thread sees the command's settings (the broker.conf context)
@@ -447,10 +448,11 @@ class _JoinsBeside:
                                        name="verify-joins", daemon=True)
 
     @classmethod
-    def in_stack(cls, stack: ExitStack, make: Callable[[ExitStack], tuple]) -> _JoinsBeside:
+    def in_stack(cls, stack: ExitStack, make: Callable[[ExitStack], tuple],
+                 then: Callable[[], None] | None = None) -> _JoinsBeside:
         """``make(maps)``'s joins in a thread whose maps (``maps``, inside ``stack``) are closed after it ends."""
         maps = stack.enter_context(ExitStack())
-        joins = cls(lambda: make(maps))
+        joins = cls(lambda: make(maps), then)
         stack.callback(joins.wait)  # LIFO: before ``maps`` is closed
         return joins
 
@@ -463,6 +465,8 @@ class _JoinsBeside:
     def start(self) -> None:
         if self.thread.ident is None:
             self.thread.start()
+            if self.then is not None:
+                self.then()
 
     def wait(self) -> None:
         if self.thread.ident is not None:
@@ -522,19 +526,19 @@ def _verify_dledger_entries(store: Store, rep: VerifyReport, rel) -> None:
 
 def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, accept_v2: bool = True,
            progress=None, index_slots: int | None = None, index_max: int | None = None,
-           jobs: int | None = None, read_progress=None, tap=None) -> VerifyReport:
-    """Every selected check over ``store``. The commit-log walk runs one file per task: ``jobs`` (default
-    ``parallel.resolve_jobs``) > 1 walks the files in worker processes; the report is the same.
-    ``progress(offset)`` is called at each commit-log file; ``read_progress(done)`` with the bytes read so far, out
-    of the sum of ``read_bytes(store, checks)``, at least after every run of records, queue phase and index chunk.
+           jobs: int | None = None, read_progress=None, tap=None, on_start=None) -> VerifyReport:
+    """Every selected check over ``store``; ``jobs`` (default ``parallel.resolve_jobs``) > 1 walks the commit log
+    in worker processes, the report the same. ``progress(offset)`` is called at each commit-log file;
+    ``read_progress(done)`` with the bytes read so far, out of the sum of ``read_bytes(store, checks)``, at least
+    after every run of records, queue phase and index chunk.
 
     The cq and index checks join the queues' entries and the index items with the records of one window of the
     commit log at a time (``_WINDOW_BYTES``), as the walk passes it; what points outside every window is settled
     at the end. Their problems are in queue and item order, as a join over the whole store reports them.
 
-    ``tap`` = (convert, feed): another pass over the walk, needing no walk of its own: a module-level converter
-    called as ``convert(run, named)`` (the run's topic ids and names where the checks numbered them, else None),
-    and what takes its items in order (the converted runs and blank records, and every ``Damage``)."""
+    ``tap`` = (convert, feed): another pass over the walk: a module-level ``convert(run, named)`` (the run's topic
+    ids and names where the checks numbered them, else None), and what takes its items in order (converted runs,
+    blank records, ``Damage``). ``on_start()``: called once the walk's workers are forked (threads start then)."""
     checks = tuple(c for c in ALL_CHECKS if c in checks)
     rep = VerifyReport(store.root, checks, max_errors=max_errors)
     cl = store.commitlog
@@ -558,14 +562,14 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     with ExitStack() as stack:
         joins = _JoinsBeside.in_stack(stack, lambda maps: (
             _CqJoin(store, rel, maps) if "cq" in checks else None,
-            _IndexJoin(store, rep, rel, index_slots, index_max, maps) if "index" in checks else None))
+            _IndexJoin(store, rep, rel, index_slots, index_max, maps) if "index" in checks else None), on_start)
         windows = _Windows(recs, joins)
         convert, args = _check_run, (do_crc, do_struct, need_records, "index" in checks)
         feed = None
         if tap is not None:
             convert, args, feed = _check_run_and, (tap[0], *args), tap[1]
         for item in walk_batches(cl, None, check_crc=do_crc, accept_v2=accept_v2, jobs=jobs, convert=convert,
-                                 convert_args=args, on_start=joins.start if need_records else None):
+                                 convert_args=args, on_start=joins.start):
             if feed is not None:
                 item = _fed(item, feed)
             if type(item) is Damage:
