@@ -1,8 +1,8 @@
-"""verify's cq and index joins are made in a thread that starts with the walk (``verify._JoinsBeside``): after the
-walk's worker processes are forked (``parallel.map_files``' ``on_start``), never before; an error in making them
-reaches the caller as it did when they were made before the walk; and the report is the one made with the joins
-made first, with workers and files split into many chunks (tests/test_json_unchanged.py holds every command's JSON
-on every oracle store)."""
+"""verify's cq and index joins are made in a thread that starts with the walk (``verify._joins_beside``, a
+``parallel.Beside``): after the walk's worker processes are forked (``parallel.map_files``' ``on_start``), never
+before; an error in making them reaches the caller as it did when they were made before the walk; and the report
+is the one made with the joins made first, with workers and files split into many chunks
+(tests/test_json_unchanged.py holds every command's JSON on every oracle store)."""
 
 from __future__ import annotations
 
@@ -51,16 +51,15 @@ def test_the_joins_made_beside_the_walk_give_the_report_made_before_it(tmp_path,
         rep = verify_mod.verify(st, jobs=jobs)
         beside = (rep.to_dict(), [p.to_dict() for p in rep.problems])
 
-    class JoinsFirst(verify_mod._JoinsBeside):
+    made_here = verify_mod._joins_beside
+
+    def joins_first(stack, make, then):
         """The joins made before the walk, as verify made them before the thread."""
+        joins, started = made_here(stack, make, then)
+        joins.result()
+        return joins, started
 
-        def __init__(self, make, then=None):
-            super().__init__(make)
-            self.start()
-            self.thread.join()
-            self.then = then
-
-    monkeypatch.setattr(verify_mod, "_JoinsBeside", JoinsFirst)
+    monkeypatch.setattr(verify_mod, "_joins_beside", joins_first)
     with Store.open(str(root)) as st:
         rep = verify_mod.verify(st, jobs=jobs)
         first = (rep.to_dict(), [p.to_dict() for p in rep.problems])

@@ -295,41 +295,27 @@ class BesideTheWalk:
     the plan's scan has passed, for the progress bar."""
 
     def __init__(self, store: Store, broker_version: BrokerVersion | None, min_offset: int):
-        import threading
+        from ..store.walk.parallel import Beside
 
         self.reached = 0
-        self.out: dict = {}
         opts = RecoveryOptions(version=broker_version, keep_redispatch=False, tags_codes=False, jobs=1,
                                progress=lambda off: setattr(self, "reached", off - min_offset))
-        self.threads = [
-            threading.Thread(target=self.run, args=("plan", plan_recovery, store, opts), name="report-recovery",
-                             daemon=True),
-            threading.Thread(target=self.run, args=("rows", all_queue_bounds_of, store), name="report-rows",
-                             daemon=True)]
-
-    def run(self, name: str, fn: Callable, *args) -> None:
-        try:
-            self.out[name] = fn(*args)
-        except BaseException as e:  # raised in the caller by ``result``, after verify's own outcome
-            self.out[name + " error"] = e
+        self.plan = Beside(plan_recovery, store, opts, name="report-recovery")
+        self.rows = Beside(all_queue_bounds_of, store, name="report-rows")
 
     def start(self) -> None:
         """Start the threads once: called when verify's walk has begun, after its workers are forked."""
-        for t in self.threads:
-            if t.ident is None:
-                t.start()
+        self.plan.start()
+        self.rows.start()
 
     def result(self, tick: Callable[[], None]) -> tuple:
-        """(plan, queue bounds), ``tick()`` called about four times a second while a thread still
-        runs. An error is raised as it would have been in order: the plan's first."""
-        for t in self.threads:
-            while t.is_alive():
-                t.join(0.25)
+        """(plan, queue bounds), ``tick()`` called about four times a second while a thread still runs. An error
+        is raised as it would have been in order: the plan's first."""
+        for t in (self.plan, self.rows):
+            while t.alive():
+                t.wait(0.25)
                 tick()
-        for name in ("plan", "rows"):
-            if name + " error" in self.out:
-                raise self.out[name + " error"]
-        return self.out["plan"], self.out["rows"]
+        return self.plan.result(), self.rows.result()
 
 
 def all_queue_bounds_of(store: Store) -> list:

@@ -430,63 +430,30 @@ def _add_to_window(window: _Records, item, topics: dict[str, int]) -> int:
     return int(np.count_nonzero(tx | (tids == half) if half is not None else tx))
 
 
-class _JoinsBeside:
-    """verify's cq and index joins (``make()``: every queue file and index file read, each index geometry proven;
-    for a store's many full-size index files, seconds) made in a thread that starts with the walk, after its
-    workers are forked: the walk's first window fills meanwhile, and the joins are needed only when it is full
-    (``result``). The caller waits for the thread (``wait``) before the maps it opened are closed."""
+def _joins_beside(stack: ExitStack, make: Callable[[ExitStack], tuple], then: Callable[[], None] | None):
+    """verify's cq and index joins (``make(maps)``: every queue file and index file read, each index geometry
+    proven; for a store's many full-size index files, seconds) made in a thread (``parallel.Beside``) that starts
+    with the walk, after its workers are forked: the walk's first window fills meanwhile, and the joins are needed
+    only when it is full. Returns (the thread, the walk's on_start: the thread started, then ``then()``); the
+    thread ends before the maps it opened (``maps``, inside ``stack``) are closed."""
+    from ..store.walk.parallel import Beside
 
-    def __init__(self, make: Callable[[], tuple], then: Callable[[], None] | None = None):
-        import contextvars
-        import threading
+    maps = stack.enter_context(ExitStack())
+    joins = Beside(make, maps, name="verify-joins")
+    stack.callback(joins.wait)  # LIFO: before ``maps`` is closed
 
-        self.then = then  # called once the thread is started
-        self.out: tuple | None = None
-        self.error: BaseException | None = None
-        # the thread sees the command's settings (the broker.conf context)
-        self.thread = threading.Thread(target=contextvars.copy_context().run, args=(self._make, make),
-                                       name="verify-joins", daemon=True)
-
-    @classmethod
-    def in_stack(cls, stack: ExitStack, make: Callable[[ExitStack], tuple],
-                 then: Callable[[], None] | None = None) -> _JoinsBeside:
-        """``make(maps)``'s joins in a thread whose maps (``maps``, inside ``stack``) are closed after it ends."""
-        maps = stack.enter_context(ExitStack())
-        joins = cls(lambda: make(maps), then)
-        stack.callback(joins.wait)  # LIFO: before ``maps`` is closed
-        return joins
-
-    def _make(self, make: Callable[[], tuple]) -> None:
-        try:
-            self.out = make()
-        except BaseException as e:  # raised in the caller by ``result``
-            self.error = e
-
-    def start(self) -> None:
-        if self.thread.ident is None:
-            self.thread.start()
-            if self.then is not None:
-                self.then()
-
-    def wait(self) -> None:
-        if self.thread.ident is not None:
-            self.thread.join()
-
-    def result(self) -> tuple:
-        """(cq join or None, index join or None), once made."""
-        self.start()
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        assert self.out is not None
-        return self.out
+    def started() -> None:
+        joins.start()
+        if then is not None:
+            then()
+    return joins, started
 
 
 class _Windows:
     """The walk's records one window (``_WINDOW_BYTES``) at a time: when a window is full, the queue entries and
     index items pointing into it are joined with it (``_CqJoin.window``, ``_IndexJoin.window``)."""
 
-    def __init__(self, recs: _Records, joins: _JoinsBeside):
+    def __init__(self, recs: _Records, joins):
         self.recs, self.joins = recs, joins
         self.done: list[tuple[int, int]] = []  # the windows joined: [first record, end of the last record)
         self.window = _Records(recs)
@@ -560,7 +527,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     n_tx = 0
     outliers = _StoreTimeOutliers()
     with ExitStack() as stack:
-        joins = _JoinsBeside.in_stack(stack, lambda maps: (
+        joins, started = _joins_beside(stack, lambda maps: (
             _CqJoin(store, rel, maps) if "cq" in checks else None,
             _IndexJoin(store, rep, rel, index_slots, index_max, maps) if "index" in checks else None), on_start)
         windows = _Windows(recs, joins)
@@ -569,7 +536,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
         if tap is not None:
             convert, args, feed = _check_run_and, (tap[0], *args), tap[1]
         for item in walk_batches(cl, None, check_crc=do_crc, accept_v2=accept_v2, jobs=jobs, convert=convert,
-                                 convert_args=args, on_start=joins.start):
+                                 convert_args=args, on_start=started):
             if feed is not None:
                 item = _fed(item, feed)
             if type(item) is Damage:

@@ -12,7 +12,6 @@ import base64
 import gzip
 import json
 import pkgutil
-import threading
 from dataclasses import dataclass
 
 from .figures import DEFAULT_TEMPLATE, TEMPLATE
@@ -104,28 +103,9 @@ def page_assets() -> PageAssets:
     return PageAssets(plotly_js_gzip_base64(), templates, orjson)
 
 
-class PendingAssets:
-    """``page_assets()`` made in a daemon thread (one that fails, or a command that fails first, never holds up
-    the exit); ``result()`` waits for them and raises what the thread raised."""
+def start_page_assets():
+    """``page_assets()`` made in a daemon thread from now (``parallel.Beside``: one that fails, or a command that
+    fails first, never holds up the exit); its ``result()`` waits for them and raises what the thread raised."""
+    from ..store.walk.parallel import Beside
 
-    def __init__(self) -> None:
-        self._got: list = []
-        self._thread = threading.Thread(target=self._make, name="rmqinspect-report-page", daemon=True)
-        self._thread.start()
-
-    def _make(self) -> None:
-        try:
-            self._got.append(page_assets())
-        except BaseException as e:  # handed to result(), in the command's thread
-            self._got.append(e)
-
-    def result(self) -> PageAssets:
-        self._thread.join()
-        got = self._got[0]
-        if isinstance(got, BaseException):
-            raise got
-        return got
-
-
-def start_page_assets() -> PendingAssets:
-    return PendingAssets()
+    return Beside(page_assets, name="rmqinspect-report-page", start=True)

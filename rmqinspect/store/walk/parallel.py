@@ -254,6 +254,61 @@ def _call(fn: Callable[[Any], Any], item: Any, slot: int | None = None) -> Any:
         return _Failure(e)
 
 
+class Beside:
+    """``fn(*args)`` in a daemon thread beside the caller's work, with the caller's context (its broker.conf
+    settings): ``result()`` waits for it and returns what it returned or raises what it raised, in the caller's
+    thread; a daemon thread never holds up an exit. Started by ``start()`` (at once with ``start=True``): a thread
+    that must not be copied into forked workers is started after the fork (``map_files``' ``on_start``)."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any, name: str = "rmqinspect-beside", start: bool = False):
+        import contextvars
+        import threading
+
+        self._got: list = []
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run, fn, args),
+                                        name=name, daemon=True)
+        if start:
+            self.start()
+
+    def _run(self, fn: Callable[..., Any], args: tuple) -> None:
+        try:
+            self._got.append(fn(*args))
+        except BaseException as e:  # raised in the caller by result()
+            self._got.append(_Raised(e))
+
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
+
+    def start(self) -> None:
+        if not self.started:
+            self._thread.start()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for a started thread (``timeout`` seconds at most); one never started is not waited for."""
+        if self.started:
+            self._thread.join(timeout)
+
+    def result(self) -> Any:
+        """What the call returned (started here if it was not), or the exception it raised, raised here."""
+        self.start()
+        self._thread.join()
+        got = self._got[0]
+        if type(got) is _Raised:
+            raise got.error
+        return got
+
+
+class _Raised:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
 # glibc mallopt parameters (malloc.h)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
