@@ -14,7 +14,7 @@ from rmqinspect.formats.indexfile import INDEX_HEADER, index_file_size, item_pos
 from rmqinspect.formats.javahash import build_index_key, index_key_hash
 from rmqinspect.store.indexfile import IndexFile, IndexGeometryError, prove_index_geometry
 from tests.support import oracle_scenarios, require_oracle
-from tests.support.msgstores import writer_index_files
+from tests.support.msgstores import write_ambiguous_index, writer_index_files
 
 
 def _prove(path: str):
@@ -94,16 +94,7 @@ def test_no_item_to_prove_with_is_ambiguous_between_survivors(tmp_path):
     """A file whose one item is all zero (key hash 0 at commitlog offset 0, stored in its first second) is
     consistent with every slot count that fits: the answer is 'ambiguous', listing them, not a guess."""
     p = str(tmp_path / "20261121213626289")
-    # one item, hash 0: head of slot 0 under every slot count
-    size = index_file_size(10, 40)
-    with open(p, "wb") as f:
-        f.truncate(size)
-        f.seek(item_position(10, 1))
-        f.write(bytes(20))
-        f.seek(slot_position(0))
-        f.write((1).to_bytes(4, "big"))
-        f.seek(0)
-        f.write(INDEX_HEADER.pack(1, 2, 0, 0, 1, 2))
+    write_ambiguous_index(p)
     g = _prove(p)
     assert g.source == "ambiguous" and (10, 40) in g.candidates and (5, 41) in g.candidates
     assert g.to_dict()["value"] is None and "maxHashSlotNum" in g.detail

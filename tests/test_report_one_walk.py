@@ -193,20 +193,12 @@ def test_index_rows_take_verify_geometries_and_equal_a_fresh_proof(tmp_path, mon
     no geometry settles (ambiguous: its row says why) and one shorter than its header (unreadable)."""
     import shutil
 
-    from rmqinspect.formats.indexfile import INDEX_HEADER, index_file_size, item_position, slot_position
     from rmqinspect.store import indexfile
+    from support.msgstores import write_ambiguous_index
 
     root = tmp_path / "store"
     shutil.copytree(SAMPLE_STORE, root)
-    ambiguous = root / "index" / "20261121213699999"
-    with open(ambiguous, "wb") as f:  # one all-zero item: every slot count that fits is consistent with it
-        f.truncate(index_file_size(10, 40))
-        f.seek(item_position(10, 1))
-        f.write(bytes(20))
-        f.seek(slot_position(0))
-        f.write((1).to_bytes(4, "big"))
-        f.seek(0)
-        f.write(INDEX_HEADER.pack(1, 2, 0, 0, 1, 2))
+    write_ambiguous_index(str(root / "index" / "20261121213699999"))
     (root / "index" / "20261121213699998").write_bytes(b"\x00" * 10)
     proofs = []
     real = indexfile.prove_index_geometry

@@ -62,3 +62,19 @@ def writer_index_files(root: str, slots: int, items: int, n: int = 120) -> list[
             w.append(spec(i, topic=("OrderTopic", "PayTopic")[i % 2], queue=i % 3))
     idir = os.path.join(root, "index")
     return [os.path.join(idir, name) for name in sorted(os.listdir(idir))]
+
+
+def write_ambiguous_index(path: str) -> None:
+    """An index file of 10 slots and 40 items holding one all-zero item (key hash 0 at commit-log offset 0, in its
+    first second, the head of slot 0 under every slot count): consistent with every geometry that fits, so its
+    proof is 'ambiguous'."""
+    from rmqinspect.formats.indexfile import INDEX_HEADER, index_file_size, item_position, slot_position
+
+    with open(path, "wb") as f:
+        f.truncate(index_file_size(10, 40))
+        f.seek(item_position(10, 1))
+        f.write(bytes(20))
+        f.seek(slot_position(0))
+        f.write((1).to_bytes(4, "big"))
+        f.seek(0)
+        f.write(INDEX_HEADER.pack(1, 2, 0, 0, 1, 2))
