@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from rmqinspect.analyses.recovery import BrokerVersion
 from rmqinspect.analyses.recovery.queues import ConsumeQueueModel
-from rmqinspect.analyses.recovery.redispatch import GOES_TO_CONSUME_QUEUE, RecordBatch
+from rmqinspect.analyses.recovery.redispatch import GOES_TO_CONSUME_QUEUE, RecordBatch, has_crc32_property
 from rmqinspect.store import Store
 from rmqinspect.store.consumequeue import ConsumeQueue, list_queues
 from rmqinspect.store.walk.records import RecordRun
@@ -131,3 +131,30 @@ def test_oracle_stores_grouped_dispatch_equals_record_by_record(scenario):
     grouped, reference = both_ways(root, present, cut, np.arange, True, True)
     assert grouped == reference
     assert any(q[4] for q in reference["queues"].values())
+
+
+@pytest.mark.parametrize("crc_at", [None, 0, 37, 59])
+def test_crc32_property_candidates_compiled_equal_numpy(tmp_path, crc_at):
+    """has_crc32_property takes its trailer candidates from the compiled trailer_rows or from numpy: same answer,
+    on every run of a store with the property on one record (or none) and on every oracle store."""
+    from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
+    from rmqinspect.formats.commitlog import encode_properties
+    from rmqinspect.store.scanner import selected
+
+    root = tmp_path / "s"
+    with CommitLogWriter(str(root / "commitlog"), 1 << 16) as w:
+        for i in range(60):
+            w.append(MessageSpec(topic="T", queue_id=0, body=b"x" * 50, store_timestamp=1_795_000_000_000 + i,
+                                 properties=encode_properties({"TAGS": "a", "UNIQ_KEY": "%032X" % i}),
+                                 append_property_crc=i == crc_at))
+    stores = [str(root)] + [str(require_oracle(s) / "store") for s in ALL_SCENARIOS if crc_at is None]
+    seen = []
+    for path in stores:
+        for run in runs(path):
+            for recs in (run.records, run.records[1::3]):
+                fast = has_crc32_property(run.file.buffer, recs)
+                with selected(False):
+                    assert has_crc32_property(run.file.buffer, recs) == fast
+                seen.append(fast)
+    if crc_at is not None:
+        assert any(seen)  # the run holding the record, and the third of it that does when crc_at % 3 == 1

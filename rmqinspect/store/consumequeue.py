@@ -51,7 +51,8 @@ def first_invalid_entry(arr: np.ndarray, before: int | None = None) -> int:
     ``offset >= 0 && size > 0`` (with ``before``: or whose offset is at or past it, as truncateDirtyLogicFiles
     also stops), ``len(arr)`` when none."""
     ext = compiled()
-    if ext is not None and hasattr(ext, "first_invalid_cq_entry") and arr.flags.c_contiguous:
+    if (ext is not None and hasattr(ext, "first_invalid_cq_entry") and arr.flags.c_contiguous
+            and arr.dtype == CQ_ENTRY_TABLE.dtype):  # the compiled pass reads the file's big-endian layout
         return ext.first_invalid_cq_entry(arr, 0 if before is None else before, before is not None)
     if before is None:
         return first_failing(arr, lambda e: (e["physical_offset"] < 0) | (e["size"] <= 0))
