@@ -157,4 +157,4 @@ def test_crc32_property_candidates_compiled_equal_numpy(tmp_path, crc_at):
                     assert has_crc32_property(run.file.buffer, recs) == fast
                 seen.append(fast)
     if crc_at is not None:
-        assert any(seen)  # the run holding the record, and the third of it that does when crc_at % 3 == 1
+        assert any(seen)  # at least the run holding the record
