@@ -1196,6 +1196,29 @@ static PyObject *queue_counts(PyObject *self, PyObject *args) {
     return Py_BuildValue("NLLLnn", groups, (long long)(int64_t)sum, (long long)lo_ts, (long long)hi_ts, not_v1, v6);
 }
 
+/* first_invalid_cq_entry(entries, before, has_before) -> index of the first 20-byte ConsumeQueue entry (big-endian
+ * commitLogOffset int64, size int32, tagsCode int64) failing the broker's end-of-queue test offset >= 0 && size > 0
+ * (has_before: or offset >= before, where truncateDirtyLogicFiles also stops); the entry count when none.
+ * store.consumequeue.first_invalid_entry in one pass, where numpy made two strided big-endian passes a block. */
+#define CQ_UNIT 20
+
+static PyObject *first_invalid_cq_entry(PyObject *self, PyObject *args) {
+    Py_buffer b;
+    long long before;
+    int has_before;
+    if (!PyArg_ParseTuple(args, "y*Lp", &b, &before, &has_before)) return NULL;
+    Py_ssize_t n = b.len / CQ_UNIT, i;
+    const unsigned char *p = (const unsigned char *)b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (i = 0; i < n; i++, p += CQ_UNIT) {
+        int64_t off = rd64(p);
+        if (off < 0 || rd32(p + 8) <= 0 || (has_before && off >= (int64_t)before)) break;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b);
+    return PyLong_FromSsize_t(i);
+}
+
 static PyMethodDef methods[] = {
     {"crc32", py_crc32, METH_VARARGS, "crc32(data, crc=0) -> zlib.crc32(data, crc), computed as the scanner does"},
     {"crc32_path", py_crc32_path, METH_NOARGS,
@@ -1203,6 +1226,8 @@ static PyMethodDef methods[] = {
     {"split_properties", split_properties, METH_VARARGS,
      "split_properties(buf, pos, len) -> (flags, pairs, names, values): properties split the broker's way"},
     {"crc32_many", crc32_many, METH_VARARGS, "crc32_many(buf, pos, len) -> uint32 crc32 of every range"},
+    {"first_invalid_cq_entry", first_invalid_cq_entry, METH_VARARGS,
+     "first_invalid_cq_entry(entries, before, has_before) -> index of the first entry failing the end-of-queue test"},
     {"queue_counts", queue_counts, METH_VARARGS,
      "queue_counts(rows, tids, tx_mask, not_in_queue_a, not_in_queue_b, ipv6_mask) -> (groups, size_sum, min_ts, "
      "max_ts, not_v1, ipv6): summary's counts of a run in one pass"},

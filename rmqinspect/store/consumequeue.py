@@ -15,6 +15,7 @@ from ..errors import StoreNotFoundError
 from ..formats.consumequeue import CQ_ENTRY_TABLE, CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 from .layout import is_offset_file_name, is_queue_dir_name
 from .mapped import MappedFile
+from .scanner import compiled
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,6 +50,10 @@ def first_invalid_entry(arr: np.ndarray, before: int | None = None) -> int:
     """Index of the first ConsumeQueue entry (``CQ_DTYPE``) that fails the broker's end-of-queue test
     ``offset >= 0 && size > 0`` (with ``before``: or whose offset is at or past it, as truncateDirtyLogicFiles
     also stops), ``len(arr)`` when none."""
+    ext = compiled()
+    if (ext is not None and hasattr(ext, "first_invalid_cq_entry") and arr.flags.c_contiguous
+            and arr.dtype == CQ_ENTRY_TABLE.dtype):  # the compiled pass reads the file's big-endian layout
+        return ext.first_invalid_cq_entry(arr, 0 if before is None else before, before is not None)
     if before is None:
         return first_failing(arr, lambda e: (e["physical_offset"] < 0) | (e["size"] <= 0))
     return first_failing(arr, lambda e: (e["physical_offset"] < 0) | (e["size"] <= 0)

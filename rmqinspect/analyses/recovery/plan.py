@@ -358,15 +358,19 @@ def scan_run(rec: Recovery, scan: Scan, run: RecordRun, dispatch_all: bool, disp
         want = recs["position"] + base > dispatch_from  # CommitLog.recoverNormally: commitLogOffset > max
     else:
         want = np.zeros(len(recs), dtype=bool)
-    if dispatch_all and rec.options.confirm_offset is not None and rec.options.confirm_offset >= 0:
+    cut = dispatch_all and rec.options.confirm_offset is not None and rec.options.confirm_offset >= 0
+    if cut:
         # controller/duplication mode, recoverAbnormally only (recoverNormally dispatches past it)
         want &= recs["position"] + recs["total_size"] + base <= rec.options.confirm_offset
-    sched = records_with_topic(np.frombuffer(run.file.buffer, dtype=np.uint8), recs, SCHEDULE_TOPIC_BYTES)
     # topic and tagsCode of the dispatched records only when they go into queue models or the kept list (the
     # look-up's view needs where the dispatch runs, not what it writes)
     fields = rec.dispatches or rec.options.keep_redispatch
     stop_at = None
-    sl = np.flatnonzero(want | sched if fields else sched)
+    if fields and dispatch_all and not cut:
+        sl = np.arange(len(recs))  # every record is wanted, the SCHEDULE_TOPIC_XXXX ones among them
+    else:
+        sched = records_with_topic(np.frombuffer(run.file.buffer, dtype=np.uint8), recs, SCHEDULE_TOPIC_BYTES)
+        sl = np.flatnonzero(want | sched if fields else sched)
     b = None
     if sl.size:
         b = RecordBatch(run[sl], rec.topics, rec.tags_codes)
@@ -421,12 +425,12 @@ def count_redispatch(scan: Scan, base: int, buf, sent: np.ndarray) -> None:
     first and last offsets, where the dispatch ends, whether one carries ``__CRC32#``."""
     if not scan.saw_crc32_property and has_crc32_property(buf, sent):
         scan.saw_crc32_property = True
-    offs = sent["position"] + base
+    first, last = sent[0], sent[-1]
     scan.redispatch_count += len(sent)
     if scan.redispatch_first is None:
-        scan.redispatch_first = int(offs[0])
-    scan.redispatch_last = int(offs[-1])
-    scan.last_dispatched_end = int(offs[-1] + sent["total_size"][-1])
+        scan.redispatch_first = int(first["position"]) + base
+    scan.redispatch_last = int(last["position"]) + base
+    scan.last_dispatched_end = int(last["position"]) + base + int(last["total_size"])
 
 
 # ---------------------------------------------------------------------------------------------------

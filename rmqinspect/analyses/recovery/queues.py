@@ -202,6 +202,11 @@ class ConsumeQueueModel:
         self.wrote[last] += unit
         return True
 
+    def first_past(self, ends: np.ndarray) -> int:
+        """Index of the first record (by its end physical offsets, increasing) that ``dispatch`` would not skip
+        as "build consume queue repeatedly": the ones before it change nothing."""
+        return int(np.searchsorted(ends, self.max_phys, side="right"))
+
     def dispatch_many(self, phys: np.ndarray, size: np.ndarray, cq_offset: np.ndarray, tags_code: np.ndarray) -> int:
         """``dispatch`` for many records of this queue, in order, with the same effect as calling it once per
         record. Runs where every entry is accepted and appended exactly at the queue's write position
