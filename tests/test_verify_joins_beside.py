@@ -79,3 +79,46 @@ def test_an_error_making_the_joins_reaches_the_caller(tmp_path, monkeypatch, job
     monkeypatch.setattr(verify_mod, "_IndexJoin", broken)
     with Store.open(str(root)) as st, pytest.raises(CorruptDataError, match="index file unreadable here"):
         verify_mod.verify(st, jobs=jobs)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_windows_wait_for_joins_still_being_made_and_give_the_same_report(tmp_path, monkeypatch, jobs):
+    """Full windows wait (up to ``_WINDOWS_WAITING``, then the walk waits) while the joins are still being made,
+    and are joined in order once they are: with a window per run and joins slowed down, the report is the one
+    made with the joins ready first."""
+    import threading
+
+    root = _store(tmp_path)
+    monkeypatch.setenv(parallel.CHUNK_ENV, "3000")
+    monkeypatch.setattr(verify_mod, "_WINDOW_BYTES", 1)
+    made_here = verify_mod._joins_beside
+    waited = []
+
+    def joins_first(stack, make, then):
+        joins, started = made_here(stack, make, then)
+        joins.result()
+        return joins, started
+
+    with monkeypatch.context() as m:
+        m.setattr(verify_mod, "_joins_beside", joins_first)
+        with Store.open(str(root)) as st:
+            rep = verify_mod.verify(st, jobs=jobs)
+            first = (rep.to_dict(), [p.to_dict() for p in rep.problems])
+    release = threading.Event()
+    real_join_full = verify_mod._Windows._join_full
+
+    def join_full(self):
+        waited.append(len(self.full))
+        release.set()  # the joins may be made once windows have waited
+        return real_join_full(self)
+
+    def slow_joins(stack, make, then):
+        return made_here(stack, lambda maps: (release.wait(30), make(maps))[1], then)
+
+    monkeypatch.setattr(verify_mod, "_joins_beside", slow_joins)
+    monkeypatch.setattr(verify_mod._Windows, "_join_full", join_full)
+    with Store.open(str(root)) as st:
+        rep = verify_mod.verify(st, jobs=jobs)
+        slowed = (rep.to_dict(), [p.to_dict() for p in rep.problems])
+    assert slowed == first
+    assert max(waited) == verify_mod._WINDOWS_WAITING + 1  # windows waited, then the walk did

@@ -449,21 +449,36 @@ def _joins_beside(stack: ExitStack, make: Callable[[ExitStack], tuple], then: Ca
     return joins, started
 
 
+# full windows that may wait for the joins (made beside the walk) before the walk itself waits: the walk's results
+# keep being taken (its workers busy, the progress moving) while the joins are still being made; ~15 MB each
+_WINDOWS_WAITING = 2
+
+
 class _Windows:
     """The walk's records one window (``_WINDOW_BYTES``) at a time: when a window is full, the queue entries and
-    index items pointing into it are joined with it (``_CqJoin.window``, ``_IndexJoin.window``)."""
+    index items pointing into it are joined with it (``_CqJoin.window``, ``_IndexJoin.window``); while the joins
+    are still being made, up to ``_WINDOWS_WAITING`` full windows wait for them (the same windows, joined in
+    order: tests/test_verify_windows.py holds the answer the same for any window size)."""
 
     def __init__(self, recs: _Records, joins):
         self.recs, self.joins = recs, joins
         self.done: list[tuple[int, int]] = []  # the windows joined: [first record, end of the last record)
         self.window = _Records(recs)
+        self.full: list[_Records] = []
 
     def add(self, item, topics: dict[str, int]) -> int:
         """A checked run's records into the window; returns its transaction records (``_add_to_window``)."""
         if self.window.bytes >= _WINDOW_BYTES:
-            self._join(self.window)
+            self.full.append(self.window)
             self.window = _Records(self.recs)
+            if len(self.full) > _WINDOWS_WAITING or not self.joins.alive():
+                self._join_full()
         return _add_to_window(self.window, item, topics)
+
+    def _join_full(self) -> None:
+        for w in self.full:
+            self._join(w)
+        self.full = []
 
     def _join(self, w: _Records) -> None:
         w.finish()
@@ -477,6 +492,7 @@ class _Windows:
 
     def finish(self) -> list[tuple[int, int]]:
         """The last window joined; the windows' ranges."""
+        self._join_full()
         if len(self.window):
             self._join(self.window)
         self.window = _Records(self.recs)  # the last window's columns released
