@@ -115,15 +115,10 @@ def test_dispatch_many_equals_dispatch(tmp_path, case):
 def test_crc32_property_note(tmp_path, crc_at):
     """A record with the 5.2.0+ __CRC32# trailer among the re-dispatched ones makes the plan note that the
     store was written by 5.2.0+ when 4.x rules are applied (one such record is enough; none, no note)."""
-    from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
-    from rmqinspect.formats.commitlog import encode_properties
+    from support.msgstores import write_crc_property_log
 
     root = tmp_path / "s"
-    with CommitLogWriter(str(root / "commitlog"), 1 << 16) as w:
-        for i in range(60):
-            w.append(MessageSpec(topic="T", queue_id=0, body=b"x" * 50, store_timestamp=1_795_000_000_000 + i,
-                                 properties=encode_properties({"TAGS": "a", "UNIQ_KEY": "%032X" % i}),
-                                 append_property_crc=i == crc_at))
+    write_crc_property_log(root, crc_at)
     (root / "abort").write_bytes(b"")
     plan = plan_recovery(Store.open(str(root)), RecoveryOptions(version=BrokerVersion.parse("4.9.8")))
     assert plan.mode == "abnormal" and plan.redispatch_count == 60

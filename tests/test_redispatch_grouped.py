@@ -137,16 +137,11 @@ def test_oracle_stores_grouped_dispatch_equals_record_by_record(scenario):
 def test_crc32_property_candidates_compiled_equal_numpy(tmp_path, crc_at):
     """has_crc32_property takes its trailer candidates from the compiled trailer_rows or from numpy: same answer,
     on every run of a store with the property on one record (or none) and on every oracle store."""
-    from rmqinspect.fixtures.commitlog import CommitLogWriter, MessageSpec
-    from rmqinspect.formats.commitlog import encode_properties
     from rmqinspect.store.scanner import selected
+    from support.msgstores import write_crc_property_log
 
     root = tmp_path / "s"
-    with CommitLogWriter(str(root / "commitlog"), 1 << 16) as w:
-        for i in range(60):
-            w.append(MessageSpec(topic="T", queue_id=0, body=b"x" * 50, store_timestamp=1_795_000_000_000 + i,
-                                 properties=encode_properties({"TAGS": "a", "UNIQ_KEY": "%032X" % i}),
-                                 append_property_crc=i == crc_at))
+    write_crc_property_log(root, crc_at)
     stores = [str(root)] + [str(require_oracle(s) / "store") for s in ALL_SCENARIOS if crc_at is None]
     seen = []
     for path in stores:

@@ -78,3 +78,13 @@ def write_ambiguous_index(path: str) -> None:
         f.write((1).to_bytes(4, "big"))
         f.seek(0)
         f.write(INDEX_HEADER.pack(1, 2, 0, 0, 1, 2))
+
+
+def write_crc_property_log(root, crc_at: int | None) -> None:
+    """A commit log of 60 records of topic T in ``root``/commitlog, the 5.2.0+ ``__CRC32#`` trailer on record
+    ``crc_at`` only (None: on none)."""
+    with CommitLogWriter(str(root / "commitlog"), 1 << 16) as w:
+        for i in range(60):
+            w.append(MessageSpec(topic="T", queue_id=0, body=b"x" * 50, store_timestamp=1_795_000_000_000 + i,
+                                 properties=encode_properties({"TAGS": "a", "UNIQ_KEY": "%032X" % i}),
+                                 append_property_crc=i == crc_at))
