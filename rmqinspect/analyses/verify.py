@@ -27,16 +27,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..formats.constants import RMQ_SYS_TRANS_HALF_TOPIC, TRANSACTION_MASK, TransactionType
-from ..formats.properties import (
-    CRC32_TRAILER_PREFIX,
-    TRAILER_AT,
-    check_property_crc,
-    crc32_trailer_rows,
-    crc32_trailer_value,
-)
+from ..formats.properties import check_property_crc, crc32_trailer_value
 from ..store import Store
 from ..store.walk.kinds import Damage, DamageKind
-from ..store.scanner import compiled
+from ..store.walk.records import crc32_trailer_records
 from ..store.walk.resync import BlankRecord, run_stats, walk_batches
 
 # The consume-queue and index checks import their readers (consume queues, BatchCQ, RocksDB, index files, the
@@ -290,7 +284,7 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
         # 5.2.0+ __CRC32#: the last 20 bytes of the record are the trailer
         starts = r["position"]
         ends = starts + r["total_size"]
-        for j in _trailer_rows(item, u8, ends).tolist():
+        for j in crc32_trailer_records(buf, r).tolist():
             end = int(ends[j])
             pos = int(starts[j])
             ok, stored, actual = check_property_crc(buf, pos, end - pos, crc32_trailer_value(buf, end))
@@ -323,13 +317,6 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
     return _RunChecked(f.name, f.start, len(r), ts_hi, bad, oc, cols, list(topics), keys, item.end)
 
 
-def _trailer_rows(item, u8: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """``crc32_trailer_rows`` of a run: the compiled scanner's one pass over the rows where it is built."""
-    ext = compiled()
-    if ext is not None and hasattr(ext, "trailer_rows"):
-        return np.frombuffer(ext.trailer_rows(item.rows, item.file.buffer, CRC32_TRAILER_PREFIX, TRAILER_AT),
-                             dtype=np.int64)
-    return crc32_trailer_rows(u8, ends)
 
 
 

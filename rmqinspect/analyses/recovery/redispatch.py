@@ -12,9 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...formats.constants import PROPERTY_CRC32, PROPERTY_DELAY_TIME_LEVEL, RMQ_SYS_SCHEDULE_TOPIC
-from ...formats.properties import CRC32_TRAILER_PREFIX, TRAILER_AT, crc32_trailer_rows, parse_properties
-from ...store.scanner import compiled
-from ...store.walk.records import RecordRun
+from ...formats.properties import parse_properties
+from ...store.walk.records import RecordRun, crc32_trailer_records
 from ..dispatch_rules import DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
 from ..dispatcher import dispatch_fields, dispatch_topics, queue_groups
 from .queues import ConsumeQueueModel
@@ -149,15 +148,8 @@ class RecordBatch:
 
 def has_crc32_property(buf, records: np.ndarray) -> bool:
     """Whether a record carries the 5.2.0+ ``__CRC32#`` property: records with the broker's trailer
-    (``formats.properties.crc32_trailer_rows``) are candidates, confirmed with ``parse_properties``."""
-    ext = compiled()
-    if ext is not None and hasattr(ext, "trailer_rows"):
-        # the compiled scanner's one pass over the rows (numpy: three strided passes and a gather)
-        rows = np.ascontiguousarray(records).view(np.int64)
-        cand = np.frombuffer(ext.trailer_rows(rows, buf, CRC32_TRAILER_PREFIX, TRAILER_AT), dtype=np.int64)
-    else:
-        cand = crc32_trailer_rows(np.frombuffer(buf, dtype=np.uint8), records["position"] + records["total_size"])
-    for j in cand.tolist():
+    (``records.crc32_trailer_records``) are candidates, confirmed with ``parse_properties``."""
+    for j in crc32_trailer_records(buf, records).tolist():
         pp, pl = int(records["properties_pos"][j]), int(records["properties_len"][j])
         if pl > 0 and PROPERTY_CRC32 in parse_properties(bytes(buf[pp:pp + pl])):
             return True

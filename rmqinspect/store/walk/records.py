@@ -208,6 +208,21 @@ class RecordRun:
         return f"RecordRun({self.file.name if self.file else None}, {len(self)} records)"
 
 
+def crc32_trailer_records(buf, records: np.ndarray) -> np.ndarray:
+    """Indexes (int64) of the records (RECORD_DTYPE, positions in ``buf``) whose end holds the broker's
+    ``__CRC32#`` trailer (``formats.properties.crc32_trailer_rows``): the compiled scanner's one pass over the rows
+    where it is built (numpy: strided passes and a gather)."""
+    import numpy as np
+
+    from ...formats.properties import CRC32_TRAILER_PREFIX, TRAILER_AT, crc32_trailer_rows
+
+    ext = compiled()
+    if ext is not None and hasattr(ext, "trailer_rows"):
+        rows = np.ascontiguousarray(records).view(np.int64)
+        return np.frombuffer(ext.trailer_rows(rows, buf, CRC32_TRAILER_PREFIX, TRAILER_AT), dtype=np.int64)
+    return crc32_trailer_rows(np.frombuffer(buf, dtype=np.uint8), records["position"] + records["total_size"])
+
+
 class Record:
     """One thing the scan handed to Python at a physical offset: damage, a blank record, the data's end,
     the file's end, or (from the pure-Python scanner, see ``walk(python_runs=False)``) a well-formed record.
