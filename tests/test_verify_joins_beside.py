@@ -122,3 +122,25 @@ def test_windows_wait_for_joins_still_being_made_and_give_the_same_report(tmp_pa
         slowed = (rep.to_dict(), [p.to_dict() for p in rep.problems])
     assert slowed == first
     assert max(waited) == verify_mod._WINDOWS_WAITING + 1  # windows waited, then the walk did
+
+
+def test_a_walk_without_cq_or_index_checks_starts_no_joins_thread(tmp_path, monkeypatch):
+    """``verify --checks crc,structure`` (the commit log alone) starts no thread for joins it does not make."""
+    import threading
+
+    root = _store(tmp_path)
+    names = []
+    real_start = threading.Thread.start
+
+    def start(self):
+        names.append(self.name)
+        return real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with Store.open(str(root)) as st:
+        rep = verify_mod.verify(st, ("crc", "structure"), jobs=1)
+    assert rep.problems and "verify-joins" not in names
+    names.clear()
+    with Store.open(str(root)) as st:
+        verify_mod.verify(st, jobs=1)
+    assert names == ["verify-joins"]

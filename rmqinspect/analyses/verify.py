@@ -422,7 +422,8 @@ def _joins_beside(stack: ExitStack, make: Callable[[ExitStack], tuple], then: Ca
     proven; for a store's many full-size index files, seconds) made in a thread (``parallel.Beside``) that starts
     with the walk, after its workers are forked: the walk's first window fills meanwhile, and the joins are needed
     only when it is full. Returns (the thread, the walk's on_start: the thread started, then ``then()``); the
-    thread ends before the maps it opened (``maps``, inside ``stack``) are closed."""
+    thread ends before the maps it opened (``maps``, inside ``stack``) are closed. A walk that takes no records for
+    the joins need not start the thread: ``result()`` then makes the (empty) joins in the caller."""
     from ..store.walk.parallel import Beside
 
     maps = stack.enter_context(ExitStack())
@@ -539,7 +540,7 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
         if tap is not None:
             convert, args, feed = _check_run_and, (tap[0], *args), tap[1]
         for item in walk_batches(cl, None, check_crc=do_crc, accept_v2=accept_v2, jobs=jobs, convert=convert,
-                                 convert_args=args, on_start=started):
+                                 convert_args=args, on_start=started if need_records else on_start):
             if feed is not None:
                 item = _fed(item, feed)
             if type(item) is Damage:

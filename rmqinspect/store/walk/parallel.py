@@ -265,6 +265,7 @@ class Beside:
         import threading
 
         self._got: list = []
+        self._call = (fn, args)
         self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run, fn, args),
                                         name=name, daemon=True)
         if start:
@@ -281,7 +282,7 @@ class Beside:
         return self._thread.ident is not None
 
     def start(self) -> None:
-        if not self.started:
+        if not self.started and not self._got:
             self._thread.start()
 
     def alive(self) -> bool:
@@ -293,9 +294,12 @@ class Beside:
             self._thread.join(timeout)
 
     def result(self) -> Any:
-        """What the call returned (started here if it was not), or the exception it raised, raised here."""
-        self.start()
-        self._thread.join()
+        """What the call returned, or the exception it raised, raised here; a call never started runs here, in the
+        caller's thread (no thread is made for it)."""
+        if self.started:
+            self._thread.join()
+        elif not self._got:
+            self._run(*self._call)
         got = self._got[0]
         if type(got) is _Raised:
             raise got.error
