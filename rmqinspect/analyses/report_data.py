@@ -34,6 +34,7 @@ from ..store.walk.resync import walk_batches
 from .compare.cq_vs_commitlog import queue_bounds
 from .offsets import LostWindowReport, lost_window
 from .recovery import RecoveryOptions, RecoveryPlan, plan_recovery
+from .recovery.walked import WalkedRun, WalkedRuns, walked_run
 from .rows import topic_ids
 from .summary import StoreSummary, count_named_run, count_run, summarize
 from .txn import TxnSection, report_section
@@ -232,7 +233,9 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
         width = shares["summary"] + shares["verify"] + shares["traffic"]
         tick(0, "report: verify and recovery")  # the summary and traffic are counted from verify's walk
         walked = [0]
-        beside = BesideTheWalk(store, broker_version, cl.min_offset)
+        # the plan's scan takes the runs of verify's walk (CRC checked, V2 as accept_v2) where they are its own
+        handed = WalkedRuns(True, accept_v2)
+        beside = BesideTheWalk(store, broker_version, cl.min_offset, handed)
 
         def both(done: int | None = None) -> None:
             """The bar at the walk's share of what it read plus the plan's share of what its scan reached."""
@@ -242,7 +245,7 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
                      + total * shares["recovery"] * min(beside.reached, span) / max(span, 1)))
 
         summary, rep = summary_beside_verify(store, broker_version, accept_v2, both, traffic=tally, jobs=jobs,
-                                             beside=beside.start)
+                                             beside=beside.start, walked=handed)
         beside.start()  # when the walk handed no item (no commit-log record), it starts now
         plan, bounds = beside.result(both)
         at += width + shares["recovery"]
@@ -294,12 +297,13 @@ class BesideTheWalk:
     its scan in this process (``jobs=1``: no process is forked from a thread). ``reached``: the commit-log bytes
     the plan's scan has passed, for the progress bar."""
 
-    def __init__(self, store: Store, broker_version: BrokerVersion | None, min_offset: int):
+    def __init__(self, store: Store, broker_version: BrokerVersion | None, min_offset: int,
+                 walked: WalkedRuns | None = None):
         from ..store.walk.parallel import Beside
 
         self.reached = 0
         opts = RecoveryOptions(version=broker_version, keep_redispatch=False, tags_codes=False, jobs=1,
-                               progress=lambda off: setattr(self, "reached", off - min_offset))
+                               progress=lambda off: setattr(self, "reached", off - min_offset), walked=walked)
         self.plan = Beside(plan_recovery, store, opts, name="report-recovery")
         self.rows = Beside(all_queue_bounds_of, store, name="report-rows")
 
@@ -326,14 +330,16 @@ def all_queue_bounds_of(store: Store) -> list:
 def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
                           read_progress: Callable[[int], None] | None = None, *,
                           traffic: TrafficTally | None = None, jobs: int | None = None,
-                          beside: Callable[[], None] | None = None) -> tuple[StoreSummary, VerifyReport]:
+                          beside: Callable[[], None] | None = None,
+                          walked: WalkedRuns | None = None) -> tuple[StoreSummary, VerifyReport]:
     """``summarize`` and ``verify`` (every check) over one commit-log walk: verify's walk also converts each run
     for the summary (``verify``'s ``tap``), and a thread runs ``summarize`` over those items as they come,
     through a bounded queue (the items are small; memory stays flat). Both answers are those of their own walks:
     the summary's walk is ``walk_batches`` with CRC check and V2 records, as verify's is here. ``traffic``: the
     same thread also adds each run's traffic cells to it (``TrafficTally``, ``store_traffic``'s walk being that
     one too). ``beside()`` is called once the walk has begun, its worker processes forked (a thread started before
-    the fork would be copied into them mid-step)."""
+    the fork would be copied into them mid-step). ``walked``: where each run's ``WalkedRun`` goes as the walk hands
+    it (from this thread, never waiting), finished when the walk ends."""
     import contextvars
     import queue
     import threading
@@ -367,12 +373,18 @@ def summary_beside_verify(store: Store, broker_version, accept_v2: bool,
     def feed(ev) -> None:
         if thread.ident is None:
             thread.start()
+        if type(ev) is CountsAndTraffic and ev.walked is not None:
+            if walked is not None:
+                walked.put(ev.walked)
+            ev.walked = None
         items.put(ev)
 
     try:
         rep = verify(store, accept_v2=accept_v2, read_progress=read_progress, jobs=jobs,
                      tap=(count_run if traffic is None else count_run_and_traffic, feed), on_start=beside)
     finally:
+        if walked is not None:
+            walked.finish()
         if thread.ident is None:
             thread.start()
         items.put(end)
@@ -575,6 +587,7 @@ class CountsAndTraffic:
 
     counts: object  # summary.count_run's item
     traffic: TrafficRun
+    walked: WalkedRun | None = None  # the run for the recovery plan's scan, where verify's check made its columns
 
 
 def count_run_and_traffic(ev, named: tuple | None = None) -> CountsAndTraffic:
@@ -600,7 +613,8 @@ def count_run_and_traffic(ev, named: tuple | None = None) -> CountsAndTraffic:
     rows = np.stack([pos[held] + ev.base, ts[held], tids[held], size[held]], axis=1)
     kept = ~held
     uniq, counts, sums = run_cells(ts[kept], tids[kept], size[kept], 1_000)
-    return CountsAndTraffic(count_named_run(ev, tids, names), TrafficRun(names, uniq, counts, sums, rows))
+    walked = walked_run(ev, named[2], names) if named is not None and len(named) > 2 else None
+    return CountsAndTraffic(count_named_run(ev, tids, names), TrafficRun(names, uniq, counts, sums, rows), walked)
 
 
 class TrafficTally:

@@ -367,9 +367,11 @@ _WINDOW_BYTES = 128 << 20
 def _check_run_and(item, tap_convert, *args):
     """``_check_run`` and another pass's converter over the same run, in the walk's own process. The converter
     also gets the run's topic ids and names where the check numbered them (``rows.topic_ids``' numbering: the cq,
-    index and checkpoint checks), else None, so it need not number them again."""
+    index and checkpoint checks), else None, so it need not number them again, and the check's record columns
+    (physical offset, size, queue id, queue offset, topic id, sysFlag): arrays it may hand on, pickled once."""
     checked = _check_run(item, *args)
-    return checked, tap_convert(item, None if checked.cols is None else (checked.cols[4], checked.topics))
+    return checked, tap_convert(item, None if checked.cols is None else (checked.cols[4], checked.topics,
+                                                                         checked.cols))
 
 
 def _fed(item, feed):
@@ -507,9 +509,9 @@ def verify(store: Store, checks=ALL_CHECKS, *, max_errors: int | None = None, ac
     commit log at a time (``_WINDOW_BYTES``), as the walk passes it; what points outside every window is settled
     at the end. Their problems are in queue and item order, as a join over the whole store reports them.
 
-    ``tap`` = (convert, feed): another pass over the walk: a module-level ``convert(run, named)`` (the run's topic
-    ids and names where the checks numbered them, else None), and what takes its items in order (converted runs,
-    blank records, ``Damage``). ``on_start()``: called once the walk's workers are forked (threads start then)."""
+    ``tap`` = (convert, feed): another pass over the walk: a module-level ``convert(run, named)`` (``named``: see
+    ``_check_run_and``) and what takes its items in order (converted runs, blank records, ``Damage``).
+    ``on_start()``: called once the walk's workers are forked (threads start then)."""
     checks = tuple(c for c in ALL_CHECKS if c in checks)
     rep = VerifyReport(store.root, checks, max_errors=max_errors)
     cl = store.commitlog

@@ -16,7 +16,9 @@ the index files dropped on an abnormal start, and the per-queue max offsets afte
 - ``dledger``: DLedger's own recovery, step 1 of a DLedger store's plan (``plan.plan_dledger_recovery``);
 - ``queueset``: the consume queues while recovery runs, which every step shares;
 - ``scan``: the shared state, the start-file rules and the commit-log scan's control flow (no numpy);
-- ``small``: that scan over row tuples for a small store (a key look-up's fates without numpy).
+- ``small``: that scan over row tuples for a small store (a key look-up's fates without numpy);
+- ``walked``: the runs another walk of the same files hands the scan (the report: verify's), taken where they are
+  the scan's own.
 """
 
 from typing import TYPE_CHECKING

@@ -44,8 +44,10 @@ from .queues import ConsumeQueueModel, QueueRecovery, default_cq_file_size
 from .redispatch import (
     GOES_TO_CONSUME_QUEUE,
     SCHEDULE_TOPIC_BYTES,
+    QueueColumns,
     RecordBatch,
     Redispatch,
+    dispatch_columns,
     has_crc32_property,
     records_with_topic,
 )
@@ -69,6 +71,7 @@ from .scan import (
     with_conf_switches,
 )
 from .version import VersionAssumption, assume_version
+from .walked import WalkedRun, WalkedRuns
 
 
 @dataclass
@@ -340,8 +343,58 @@ def load_rocksdb_queues(rec: Recovery) -> None:
 
 
 def scan_commitlog(rec: Recovery, idx: int) -> Scan:
-    """``scan.scan_records`` with the bulk policy (``scan_run``)."""
-    return scan_records(rec, idx, scan_run)
+    """``scan.scan_records`` with the bulk policy (``scan_run``), taking the runs another walk hands over
+    (``RecoveryOptions.walked``, ``scan_walked_run``) where they are this scan's own."""
+    walked = rec.options.walked
+    if walked is not None and not takes_walked(rec, walked):
+        walked.close()
+        walked = None
+    return scan_records(rec, idx, scan_run, walked, scan_walked_run)
+
+
+def takes_walked(rec: Recovery, walked: WalkedRuns) -> bool:
+    """Whether the scan can take ``walked``'s runs: their records passed a check at least as strict as its own
+    (the body CRC checked where checkCRCOnRecover is on; a run with a V2 record is not taken where the release
+    rejects V2: ``WalkedRuns.runs_from``), and the scan keeps no DispatchRequest and needs no tagsCode (the runs
+    carry neither properties nor store times)."""
+    return ((walked.check_crc or not rec.options.check_crc)
+            and not rec.options.keep_redispatch and not rec.tags_codes)
+
+
+def scan_walked_run(rec: Recovery, scan: Scan, run: WalkedRun, dispatch_all: bool, dispatch_from: int | None,
+                    delay_table: DelayTable) -> bool:
+    """``scan_run`` for a run another walk checked: the same records dispatched and counted, from its columns
+    (``takes_walked``: no tagsCode, no kept list; ``WalkedRuns.runs_from``: no SCHEDULE_TOPIC_XXXX record, so no
+    DELAY to parse and no stop inside the run)."""
+    phys, size = run.phys, run.size
+    n = len(phys)
+    # scan_run's wanted records: the dispatch-from offset leaves a suffix, the confirm offset a prefix
+    a, b = (0, n) if dispatch_all else (0, 0) if dispatch_from is None else (
+        int(np.searchsorted(phys, dispatch_from, side="right")), n)
+    if dispatch_all and rec.options.confirm_offset is not None and rec.options.confirm_offset >= 0:
+        b = int(np.searchsorted(phys + size, rec.options.confirm_offset, side="right"))
+    if b > a:
+        # a prefix or a suffix holds a __CRC32# record exactly when its first or last one lies in it
+        if not scan.saw_crc32_property and (a <= run.crc32_first < b or a <= run.crc32_last < b):
+            scan.saw_crc32_property = True
+        scan.redispatch_count += b - a
+        if scan.redispatch_first is None:
+            scan.redispatch_first = int(phys[a])
+        scan.redispatch_last = int(phys[b - 1])
+        scan.last_dispatched_end = int(phys[b - 1]) + int(size[b - 1])
+        if rec.dispatches:
+            cols = QueueColumns(phys, size, run.queue_id, run.queue_offset, run.sys_flag, run.tids, run.topics,
+                                np.zeros(n, dtype=np.int64))
+            wi = np.arange(a, b)
+            dispatch_columns(cols, wi, 0, rec.queue)
+            if rec.combine is not None:
+                dispatch_columns(cols, wi, 0, rec.combine.queue, count=False)
+    if n:
+        scan.saw_v2 = scan.saw_v2 or run.v2
+        scan.messages += n
+        scan.scanned_bytes += int(size.sum())
+        scan.truncate_offset = int(phys[-1]) + int(size[-1])
+    return False
 
 
 def scan_run(rec: Recovery, scan: Scan, run: RecordRun, dispatch_all: bool, dispatch_from: int | None,
@@ -615,7 +668,15 @@ def messages_lost(store: Store, plan: RecoveryPlan, jobs: int | None = None) -> 
 def plan_recovery(store: Store, options: RecoveryOptions | None = None) -> RecoveryPlan:
     """Reproduce DefaultMessageStore.load's recovery (and start()'s first dispatch) on ``store`` without
     writing anything."""
-    options = with_conf_switches(options or RecoveryOptions(), store.conf)
+    try:
+        return _plan_recovery(store, options or RecoveryOptions())
+    finally:
+        if options is not None and options.walked is not None:
+            options.walked.close()  # a DLedger plan, or one that failed first, takes no run
+
+
+def _plan_recovery(store: Store, options: RecoveryOptions) -> RecoveryPlan:
+    options = with_conf_switches(options, store.conf)
     if options.confirm_offset is None and store.layout.dledger is None:
         from .controller import detect_confirm_offset
 

@@ -107,43 +107,65 @@ class RecordBatch:
 
     def dispatch_to_queues(self, idx: np.ndarray, base: int, queue: Callable[[str, int], object],
                            count: bool = True) -> None:
-        """CommitLogDispatcherBuildConsumeQueue for the records ``idx`` (increasing: in commit-log order): per
-        queue in bulk; queues are touched (and created, ``queue(topic, queue_id)``) in order of their first
-        record, as record-by-record dispatch does. ``count``: the entries are the recovery's re-dispatch (not the
-        ReputMessageService's after start())."""
-        recs = self.records
-        # an increasing idx as long as the batch is every record: the common case, read without gathers
-        whole = len(idx) == len(recs)
-        goes = GOES_TO_CONSUME_QUEUE[(recs["sys_flag"] if whole else recs["sys_flag"][idx]) & 0xF]
-        if whole and goes.all():
-            sel, tid, qid = idx, self.tid, recs["queue_id"]
-        else:
-            sel = idx[goes]
-            if not sel.size:
-                return
-            tid, qid = self.tid[sel], recs["queue_id"][sel]
-        order, bounds, groups = queue_groups(tid, qid)
-        # a queue's records come in commit-log order, so its last record ends furthest
-        last = sel[order[bounds[1:] - 1]]
-        last_end = (recs["position"][last] + recs["total_size"][last] + base).tolist()
-        for g in groups:
-            a, b = int(bounds[g]), int(bounds[g + 1])
-            first = int(order[a])
-            st = queue(self.topics[int(tid[first])], int(qid[first]))
-            # an abnormal recovery re-dispatches every record the queues already hold: a ConsumeQueue's records
-            # ending at or below its maxPhysicOffset change nothing ("build consume queue repeatedly"), so a queue
-            # that holds them all is not gathered at all, and the others from their first new record on
-            if type(st) is ConsumeQueueModel and last_end[g] <= st.max_phys:
-                continue
-            rows = sel[order[a:b]]
-            phys = recs["position"][rows] + base
-            size = recs["total_size"][rows]
-            k = st.first_past(phys + size) if type(st) is ConsumeQueueModel else 0
-            if k:
-                rows, phys, size = rows[k:], phys[k:], size[k:]
-            n = st.dispatch_many(phys, size, recs["queue_offset"][rows], self.codes[rows])
-            if count:
-                st.rec.redispatched += n
+        """CommitLogDispatcherBuildConsumeQueue for the records ``idx`` (``dispatch_columns``)."""
+        r = self.records
+        dispatch_columns(QueueColumns(r["position"], r["total_size"], r["queue_id"], r["queue_offset"], r["sys_flag"],
+                                      self.tid, self.topics, self.codes), idx, base, queue, count)
+
+
+@dataclass
+class QueueColumns:
+    """What CommitLogDispatcherBuildConsumeQueue takes of each record of a run: position (in the file whose start
+    is the ``base`` given with it), size, queue id, queue offset, sysFlag, topic id into ``topics``, tagsCode."""
+
+    position: np.ndarray
+    size: np.ndarray
+    queue_id: np.ndarray
+    queue_offset: np.ndarray
+    sys_flag: np.ndarray
+    tid: np.ndarray
+    topics: list[str]
+    codes: np.ndarray
+
+
+def dispatch_columns(c: QueueColumns, idx: np.ndarray, base: int, queue: Callable[[str, int], object],
+                     count: bool = True) -> None:
+    """CommitLogDispatcherBuildConsumeQueue for the records ``idx`` (increasing: in commit-log order): per queue in
+    bulk; queues are touched (and created, ``queue(topic, queue_id)``) in order of their first record, as
+    record-by-record dispatch does. ``count``: the entries are the recovery's re-dispatch (not the
+    ReputMessageService's after start())."""
+    # an increasing idx as long as the batch is every record: the common case, read without gathers
+    whole = len(idx) == len(c.position)
+    goes = GOES_TO_CONSUME_QUEUE[(c.sys_flag if whole else c.sys_flag[idx]) & 0xF]
+    if whole and goes.all():
+        sel, tid, qid = idx, c.tid, c.queue_id
+    else:
+        sel = idx[goes]
+        if not sel.size:
+            return
+        tid, qid = c.tid[sel], c.queue_id[sel]
+    order, bounds, groups = queue_groups(tid, qid)
+    # a queue's records come in commit-log order, so its last record ends furthest
+    last = sel[order[bounds[1:] - 1]]
+    last_end = (c.position[last] + c.size[last] + base).tolist()
+    for g in groups:
+        a, b = int(bounds[g]), int(bounds[g + 1])
+        first = int(order[a])
+        st = queue(c.topics[int(tid[first])], int(qid[first]))
+        # an abnormal recovery re-dispatches every record the queues already hold: a ConsumeQueue's records
+        # ending at or below its maxPhysicOffset change nothing ("build consume queue repeatedly"), so a queue
+        # that holds them all is not gathered at all, and the others from their first new record on
+        if type(st) is ConsumeQueueModel and last_end[g] <= st.max_phys:
+            continue
+        rows = sel[order[a:b]]
+        phys = c.position[rows] + base
+        size = c.size[rows].astype(np.int64, copy=False)
+        k = st.first_past(phys + size) if type(st) is ConsumeQueueModel else 0
+        if k:
+            rows, phys, size = rows[k:], phys[k:], size[k:]
+        n = st.dispatch_many(phys, size, c.queue_offset[rows], c.codes[rows])
+        if count:
+            st.rec.redispatched += n
 
 
 def has_crc32_property(buf, records: np.ndarray) -> bool:
@@ -156,5 +178,5 @@ def has_crc32_property(buf, records: np.ndarray) -> bool:
     return False
 
 
-__all__ = ["GOES_TO_CONSUME_QUEUE", "RecordBatch", "Redispatch", "SCHEDULE_TOPIC_BYTES", "has_crc32_property",
-           "records_with_topic"]
+__all__ = ["GOES_TO_CONSUME_QUEUE", "QueueColumns", "RecordBatch", "Redispatch", "SCHEDULE_TOPIC_BYTES",
+           "dispatch_columns", "has_crc32_property", "records_with_topic"]

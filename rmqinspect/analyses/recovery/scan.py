@@ -30,6 +30,7 @@ from ...store.walk.records import RECORD_FIELDS, RecordRun
 from ..dispatch_rules import DEFAULT_DELAY_TABLE, DelayTable
 from .queueset import QueueSet
 from .version import VersionAssumption
+from .walked import WalkedRun, WalkedRuns
 
 if TYPE_CHECKING:
     from .combine import CombineSide
@@ -96,6 +97,9 @@ class RecoveryOptions:
     confirm_offset: int | None = None
     # progress(offset): called with the commit-log offset the scan has reached, after every run of records
     progress: Callable[[int], None] | None = field(default=None, compare=False, repr=False)
+    # the runs another walk of the same files hands over as it goes (the report: verify's walk): the scan takes
+    # those that are its own instead of walking them again (``walked``; the plan is the same either way)
+    walked: WalkedRuns | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -340,13 +344,25 @@ class Scan:
         self.stop_kind, self.stop_reason, self.stop_file, self.stop_position = kind, reason, file, position
 
 
-def scan_records(rec: Recovery, idx: int, on_run: OnRun) -> Scan:
+def scan_records(rec: Recovery, idx: int, on_run: OnRun, walked: WalkedRuns | None = None,
+                 on_walked: OnRun | None = None) -> Scan:
     """checkMessageAndReturnSize from the start file on, file after file (a blank record moves to the next
     file), until the first record that fails; T is where it stopped. Records past the dispatch-from offset
     (every record in abnormal mode) are dispatched during the scan, before truncateDirtyLogicFiles.
 
     ``on_run`` takes each run of records that passed the check (``OnRun``): ``plan.scan_run`` over numpy arrays,
-    or ``small.scan_run_rows`` over row tuples for a store small enough to need no numpy."""
+    or ``small.scan_run_rows`` over row tuples for a store small enough to need no numpy. ``walked``: runs another
+    walk checked with this scan's switches (``walked.WalkedRuns``), taken where they continue the scan, each
+    handed to ``on_walked`` instead; the scan walks the rest itself. It is closed when the scan ends."""
+    try:
+        return _scan_records(rec, idx, on_run, walked, on_walked)
+    finally:
+        if walked is not None:
+            walked.close()
+
+
+def _scan_records(rec: Recovery, idx: int, on_run: OnRun, walked: WalkedRuns | None,
+                  on_walked: OnRun | None) -> Scan:
     files = rec.files
     n = len(files)
     start_file = files[idx] if files else None
@@ -360,11 +376,21 @@ def scan_records(rec: Recovery, idx: int, on_run: OnRun) -> Scan:
     delay_table = rec.options.delay_table if bv.delay_levels_at_recovery else DelayTable({})
     i = idx
     stale_check = stale_offset_check_in_effect(rec)
-    walks = file_walks(files, idx, rec.options.check_crc, bv.accepts_v2, rec.options.jobs, skip_to)
+    if walked is not None:
+        walks = walks_after_walked(files, idx, walked, rec.options.check_crc, bv.accepts_v2, skip_to)
+    else:
+        walks = file_walks(files, idx, rec.options.check_crc, bv.accepts_v2, rec.options.jobs, skip_to)
     while start_file is not None:
         f = files[i]
         moved = False
         for ev in next(walks):
+            if type(ev) is WalkedRun:  # verify's run: its records carry no stale PHYSICALOFFSET (see walked)
+                assert on_walked is not None
+                if on_walked(rec, scan, ev, dispatch_all, dispatch_from, delay_table):
+                    break
+                if rec.options.progress is not None:
+                    rec.options.progress(f.start + ev.end)
+                continue
             if type(ev) is RecordRun:
                 k = first_stale_record(ev) if stale_check else None
                 if k is None:
@@ -652,6 +678,19 @@ def file_walks(files: list, idx: int, check_crc: bool, accept_v2: bool, jobs: in
         yield walk_file(f, 0, f.size, check_crc=check_crc, accept_v2=accept_v2, run_records=SCAN_RECORDS_PER_RUN)
 
 
+def walks_after_walked(files: list, idx: int, walked: WalkedRuns, check_crc: bool, accept_v2: bool,
+                       first_position: int = 0):
+    """``file_walks`` for a scan handed another walk's runs: each file's runs that continue the scan from where it
+    is (``WalkedRuns.runs_from``), then the file walked here from where they end."""
+    for k, f in enumerate(files[idx:]):
+        yield _walked_then_own(f, first_position if k == 0 else 0, walked, check_crc, accept_v2)
+
+
+def _walked_then_own(f, pos: int, walked: WalkedRuns, check_crc: bool, accept_v2: bool):
+    pos = yield from walked.runs_from(f.start, pos, accept_v2)
+    yield from walk_file(f, pos, f.size, check_crc=check_crc, accept_v2=accept_v2, run_records=SCAN_RECORDS_PER_RUN)
+
+
 # A run of records that passed the check, handed to the scan's policy: (rec, scan, run, dispatch_all, dispatch_from,
 # delay_table) -> whether the scan stopped in this run
 OnRun = Callable[["Recovery", "Scan", RecordRun, bool, "int | None", DelayTable], bool]
@@ -661,4 +700,5 @@ __all__ = ["FileStop", "OnRun", "QueueSet", "Recovery", "RecoveryOptions", "SCAN
            "WALKED_PAST", "WALK_ENDED", "abnormal_file_matches", "abnormal_start_file", "accelerated_start",
            "alternative_truncation", "band_answers", "choose_start_file", "file_walks",
            "first_record_store_timestamp", "first_stale_record", "head_file_matches", "normal_start_file",
-           "record_chunks", "scan_file", "scan_records", "stale_offset_check_in_effect", "with_conf_switches"]
+           "record_chunks", "scan_file", "scan_records", "stale_offset_check_in_effect", "walks_after_walked",
+           "with_conf_switches"]
