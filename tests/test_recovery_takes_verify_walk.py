@@ -129,16 +129,22 @@ def _spec(i: int, topic: str = "OrderTopic", **kw) -> MessageSpec:
                        born_timestamp=BASE_TS + i, store_timestamp=BASE_TS + i * 1000, **kw)
 
 
-def test_schedule_topic_runs_are_walked_by_the_scan_and_a_bad_delay_stops_it(tmp_path):
+def test_schedule_topic_records_get_their_delivery_time_and_a_bad_delay_stops_the_scan_in_its_own_walk(tmp_path):
     specs = [_spec(i) for i in range(300)]
-    for i in (90, 91, 200):
-        specs[i] = _spec(i, RMQ_SYS_SCHEDULE_TOPIC, props={"DELAY": "3", "REAL_TOPIC": "OrderTopic",
-                                                           "REAL_QID": "0"})
-    specs[260] = _spec(260, RMQ_SYS_SCHEDULE_TOPIC, props={"DELAY": "x3", "REAL_TOPIC": "OrderTopic"})
+    for i, delay in ((90, "3"), (91, "0"), (200, "99"), (201, "-2")):  # a level past the table's, none, below
+        specs[i] = _spec(i, RMQ_SYS_SCHEDULE_TOPIC, props={"DELAY": delay, "REAL_TOPIC": "OrderTopic",
+                                                           "REAL_QID": "0", "TAGS": "TagA"})
+    specs[95] = _spec(95, RMQ_SYS_SCHEDULE_TOPIC, props={"REAL_TOPIC": "OrderTopic", "TAGS": "TagB"})
     fx = _writer_store(tmp_path / "s", specs)
     plan, taken = _plans_agree(fx.root)
+    assert plan.truncate_offset == fx.records[-1].end and taken == plan.messages_scanned
+    sched = [k for k in plan.queue_models if k.startswith(RMQ_SYS_SCHEDULE_TOPIC)]
+    assert sched and any(plan.queue_models[k].rec.redispatched for k in sched)
+    specs[260] = _spec(260, RMQ_SYS_SCHEDULE_TOPIC, props={"DELAY": "x3", "REAL_TOPIC": "OrderTopic"})
+    fx = _writer_store(tmp_path / "s2", specs)
+    plan, taken = _plans_agree(fx.root)
     assert plan.stop_kind == "illegal" and plan.truncate_offset == fx.records[260].offset
-    assert 0 < taken < plan.messages_scanned
+    assert 0 < taken < plan.messages_scanned  # the run holding it is walked by the scan itself
 
 
 def test_v2_records_a_4x_release_rejects_stop_the_scan_as_its_own_walk_does(tmp_path):
@@ -178,3 +184,27 @@ def test_handing_over_stops_past_its_bound_and_the_scan_walks_the_rest(tmp_path)
 @pytest.mark.parametrize("scenario", ALL_SCENARIOS)
 def test_oracle_plan_taking_verify_runs_is_its_own(scenario):
     _plans_agree(require_oracle(scenario) / "store")
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_report_plan_takes_verify_runs_beside_the_walk(tmp_path, jobs, monkeypatch):
+    """In the report, the plan's thread takes the runs as verify's walk hands them: every record its scan accepts
+    comes from them, and the plan is the one ``plan_recovery`` makes alone."""
+    from rmqinspect.analyses import report_data
+
+    made: list[WalkedRuns] = []
+
+    class Recorded(WalkedRuns):
+        def __init__(self, *a):
+            super().__init__(*a)
+            made.append(self)
+
+    monkeypatch.setattr(report_data, "WalkedRuns", Recorded)
+    fx = _crashed(tmp_path)
+    fx.patch(fx.records[450].offset + 95, b"\xff")
+    with Store.open(fx.root) as st:
+        got = report_data.collect_store_report(st, jobs=jobs)
+    with Store.open(fx.root) as st:
+        alone = plan_recovery(st, RecoveryOptions(keep_redispatch=False))
+    assert json.dumps(got.plan.to_dict(), sort_keys=True) == json.dumps(alone.to_dict(), sort_keys=True)
+    assert len(made) == 1 and made[0].closed and made[0].taken == got.plan.messages_scanned > 300

@@ -24,12 +24,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ...formats.constants import RMQ_SYS_SCHEDULE_TOPIC
 from ...formats.consumequeue import CQ_DTYPE, CQ_STORE_UNIT_SIZE
 from ...store import Store
 from ...store.consumequeue import ConsumeQueue, list_queues
 from ...store.walk.kinds import ILLEGAL, DamageKind
 from ...store.walk.records import RecordRun
-from ..dispatch_rules import DelayTable
+from ..dispatch_rules import DelayTable, dispatch_tags_code
 from .batch import BatchQueueModel, batch_queue_topics, load_batch_queues
 from .combine import (
     accelerated_in_effect,
@@ -364,8 +365,8 @@ def takes_walked(rec: Recovery, walked: WalkedRuns) -> bool:
 def scan_walked_run(rec: Recovery, scan: Scan, run: WalkedRun, dispatch_all: bool, dispatch_from: int | None,
                     delay_table: DelayTable) -> bool:
     """``scan_run`` for a run another walk checked: the same records dispatched and counted, from its columns
-    (``takes_walked``: no tagsCode, no kept list; ``WalkedRuns.runs_from``: no SCHEDULE_TOPIC_XXXX record, so no
-    DELAY to parse and no stop inside the run)."""
+    (``takes_walked``: no TAGS tagsCode, no kept list; ``WalkedRuns.runs_from``: no illegal DELAY, so no stop
+    inside the run). A SCHEDULE_TOPIC_XXXX record's tagsCode is its delivery time, as ``RecordBatch`` gives it."""
     phys, size = run.phys, run.size
     n = len(phys)
     # scan_run's wanted records: the dispatch-from offset leaves a suffix, the confirm offset a prefix
@@ -383,8 +384,10 @@ def scan_walked_run(rec: Recovery, scan: Scan, run: WalkedRun, dispatch_all: boo
         scan.redispatch_last = int(phys[b - 1])
         scan.last_dispatched_end = int(phys[b - 1]) + int(size[b - 1])
         if rec.dispatches:
-            cols = QueueColumns(phys, size, run.queue_id, run.queue_offset, run.sys_flag, run.tids, run.topics,
-                                np.zeros(n, dtype=np.int64))
+            codes = np.zeros(n, dtype=np.int64)
+            for j, props, ts in run.schedule or ():
+                codes[j] = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, ts, delay_table)[0]
+            cols = QueueColumns(phys, size, run.queue_id, run.queue_offset, run.sys_flag, run.tids, run.topics, codes)
             wi = np.arange(a, b)
             dispatch_columns(cols, wi, 0, rec.queue)
             if rec.combine is not None:

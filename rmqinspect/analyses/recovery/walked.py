@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ...formats.constants import PROPERTY_CRC32, RMQ_SYS_SCHEDULE_TOPIC
+from ...formats.constants import PROPERTY_CRC32, PROPERTY_DELAY_TIME_LEVEL, RMQ_SYS_SCHEDULE_TOPIC
 from ...formats.properties import parse_properties
 from ...store.walk.records import RecordRun, crc32_trailer_records
 
@@ -50,6 +50,11 @@ class WalkedRun:
     v2: bool
     crc32_first: int
     crc32_last: int
+    file_name: str = ""
+    # (index, properties, store timestamp) of each SCHEDULE_TOPIC_XXXX record with a DELAY: its tagsCode is the
+    # delivery time the scan computes with its delay table
+    schedule: list[tuple[int, dict, int]] | None = None
+    illegal_delay: bool = False  # a SCHEDULE_TOPIC_XXXX record's DELAY fails Integer.parseInt: the scan stops there
 
     def __len__(self) -> int:
         return len(self.phys)
@@ -66,8 +71,31 @@ def walked_run(run: RecordRun, columns: tuple, topics: list[str]) -> WalkedRun:
     last = next((j for j in reversed(cand) if j >= first and _has_crc32_property(buf, r, j)), -1) \
         if first >= 0 else -1
     phys, size, qid, qoff, tids, sf = columns
+    schedule, illegal = _schedule_records(buf, r, tids, topics)
     return WalkedRun(run.file.start, run.end, phys, size, qid, qoff, tids, sf, list(topics),
-                     bool((r["magic_version"] == 2).any()), first, last)
+                     bool((r["magic_version"] == 2).any()), first, last, run.file.name, schedule, illegal)
+
+
+def _schedule_records(buf, r: np.ndarray, tids: np.ndarray, topics: list[str]) -> tuple[list | None, bool]:
+    """The SCHEDULE_TOPIC_XXXX records with a DELAY (``WalkedRun.schedule``), and whether one's DELAY is no Java
+    int (checkMessageAndReturnSize's Integer.parseInt fails whatever the delay table)."""
+    if RMQ_SYS_SCHEDULE_TOPIC not in topics:
+        return None, False
+    from ..dispatch_rules import DelayLevelError, dispatch_tags_code
+
+    out = []
+    for j in (tids == topics.index(RMQ_SYS_SCHEDULE_TOPIC)).nonzero()[0].tolist():
+        pp, pl = int(r["properties_pos"][j]), int(r["properties_len"][j])
+        props = parse_properties(bytes(buf[pp:pp + pl]) if pl > 0 else b"")
+        if PROPERTY_DELAY_TIME_LEVEL not in props:
+            continue
+        ts = int(r["store_timestamp"][j])
+        try:
+            dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, ts)
+        except DelayLevelError:
+            return None, True
+        out.append((j, props, ts))
+    return out, False
 
 
 def _has_crc32_property(buf, r: np.ndarray, j: int) -> bool:
@@ -133,8 +161,8 @@ class WalkedRuns:
         """The handed runs of the file starting at ``file_start`` that follow each other from ``pos`` on; the
         generator's value is the position they reach, from which the scan walks the file itself. Runs of earlier
         files, and runs of this one ending at or before ``pos``, are dropped; a run of a later file stays for it.
-        A run holding a SCHEDULE_TOPIC_XXXX record is not taken (its DELAY is parsed from the file's bytes), nor
-        one holding a V2 record for a scan that does not ``accept_v2``."""
+        A run holding a SCHEDULE_TOPIC_XXXX record whose DELAY is illegal is not taken (the scan stops inside it),
+        nor one holding a V2 record for a scan that does not ``accept_v2``."""
         while True:
             run = self._head()
             if run is None or run.file_start > file_start:
@@ -142,8 +170,7 @@ class WalkedRuns:
             if run.file_start < file_start or run.end <= pos or not len(run):
                 self._pop()
                 continue
-            if (int(run.phys[0]) - file_start != pos or RMQ_SYS_SCHEDULE_TOPIC in run.topics
-                    or run.v2 and not accept_v2):
+            if int(run.phys[0]) - file_start != pos or run.illegal_delay or run.v2 and not accept_v2:
                 return pos
             self._pop()
             self.taken += len(run)
