@@ -7,6 +7,16 @@ import pytest
 from support import ALL_SCENARIOS, load_expected, require_oracle
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_report_cache(tmp_path_factory):
+    """Every report the suite makes (in process or in a subprocess, which inherits the environment) keeps its
+    plotly.js cache in a session temp dir, never in the user's ~/.cache."""
+    cache = tmp_path_factory.mktemp("rmqinspect-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RMQINSPECT_CACHE_DIR", str(cache))
+        yield cache
+
+
 @pytest.fixture(params=ALL_SCENARIOS)
 def scenario(request):
     """(path, expected) for every oracle scenario."""

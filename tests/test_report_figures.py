@@ -166,7 +166,7 @@ def test_page_holds_each_figure_and_plotlys_bundle(tmp_path):
 
 
 def test_a_failure_in_the_assets_thread_is_raised_by_result(monkeypatch):
-    def broken() -> str:
+    def broken(cache_dir=None) -> str:
         raise FileNotFoundError("no plotly.min.js")
 
     monkeypatch.setattr(pj, "plotly_js_gzip_base64", broken)

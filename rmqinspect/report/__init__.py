@@ -24,17 +24,27 @@ def require_plotly():
     return plotly
 
 
-def start_page_assets():
-    """Begin making the page's parts that need no store data (plotly.js compressed, plotly's templates) in a thread:
-    call it before reading the stores and hand the result to ``render_html``."""
+def plotly_cache_dir(environ) -> str | None:
+    """The per-user cache of plotly.js compressed that ``environ`` names (``RMQINSPECT_CACHE_DIR``, empty for none;
+    else ``$XDG_CACHE_HOME/rmqinspect`` or ``~/.cache/rmqinspect``): plotly_cache.py."""
+    from .plotly_cache import cache_dir_from_environ
+
+    return cache_dir_from_environ(environ)
+
+
+def start_page_assets(cache_dir: str | None = None):
+    """Begin making the page's parts that need no store data (plotly.js compressed, from ``cache_dir`` when it holds
+    it, and plotly's templates) in a thread: call it before reading the stores and hand the result to
+    ``render_html``."""
     require_plotly()
     from .plotly_json import start_page_assets as start
 
-    return start()
+    return start(cache_dir)
 
 
 def render_html(data, pending=None) -> str:
-    """The report page for a ``ReportData``; ``pending`` is ``start_page_assets()``'s answer (made here when None)."""
+    """The report page for a ``ReportData``; ``pending`` is ``start_page_assets()``'s answer (made here, without the
+    cache, when None)."""
     require_plotly()
     from .html import render
     from .plotly_json import page_assets
@@ -42,4 +52,5 @@ def render_html(data, pending=None) -> str:
     return render(data, pending.result() if pending is not None else page_assets())
 
 
-__all__ = ["INSTALL_HINT", "ReportDependencyError", "render_html", "require_plotly", "start_page_assets"]
+__all__ = ["INSTALL_HINT", "ReportDependencyError", "plotly_cache_dir", "render_html", "require_plotly",
+           "start_page_assets"]

@@ -3,27 +3,28 @@ and its JavaScript bundle, gzip-compressed.
 
 The bundle's compression (~0.2 s) and the templates need no store data: ``start_page_assets`` makes them in a thread
 from the command's start, beside the walk (zlib lets go of the GIL while it compresses; the thread touches no lock
-a forked walk worker could need: it reads one file of plotly's and compresses it).
+a forked walk worker could need: it reads one file of plotly's and compresses it, or reads it compressed from the
+per-user cache, plotly_cache.py, and writes it there).
 """
 
 from __future__ import annotations
 
-import base64
-import gzip
 import json
 import pkgutil
 from dataclasses import dataclass
 
 from .figures import DEFAULT_TEMPLATE, TEMPLATE
+from .plotly_cache import gzip_base64
 
 
-def plotly_js_gzip_base64() -> str:
-    """plotly.js (what ``plotly.offline.get_plotlyjs`` reads), gzip-compressed (mtime 0: the same bytes every run)
-    and base64-encoded."""
+def plotly_js_gzip_base64(cache_dir: str | None = None) -> str:
+    """plotly.js (what ``plotly.offline.get_plotlyjs`` reads), gzip-compressed (level 6, mtime 0: the same bytes
+    every run) and base64-encoded; taken from the cache in ``cache_dir`` when it holds exactly that (None: no
+    cache)."""
     js = pkgutil.get_data("plotly", "package_data/plotly.min.js")
     if js is None:
         raise FileNotFoundError("plotly's package data has no plotly.min.js")
-    return base64.b64encode(gzip.compress(js, 6, mtime=0)).decode("ascii")
+    return gzip_base64(js, cache_dir)
 
 
 def plotly_template(name: str, validated: bool = True) -> dict:
@@ -93,19 +94,20 @@ class PageAssets:
         return plotly_dumps(fig) if self.orjson is None else orjson_dumps(self.orjson, fig)
 
 
-def page_assets() -> PageAssets:
+def page_assets(cache_dir: str | None = None) -> PageAssets:
     try:
         import orjson
     except ImportError:
         orjson = None
     # a figure made with a template has it validated (reordered); plotly gives one made without its default as is
     templates = {TEMPLATE: plotly_template(TEMPLATE), DEFAULT_TEMPLATE: plotly_template(DEFAULT_TEMPLATE, False)}
-    return PageAssets(plotly_js_gzip_base64(), templates, orjson)
+    return PageAssets(plotly_js_gzip_base64(cache_dir), templates, orjson)
 
 
-def start_page_assets():
-    """``page_assets()`` made in a daemon thread from now (``parallel.Beside``: one that fails, or a command that
-    fails first, never holds up the exit); its ``result()`` waits for them and raises what the thread raised."""
+def start_page_assets(cache_dir: str | None = None):
+    """``page_assets(cache_dir)`` made in a daemon thread from now (``parallel.Beside``: one that fails, or a
+    command that fails first, never holds up the exit); its ``result()`` waits for them and raises what the thread
+    raised."""
     from ..store.walk.parallel import Beside
 
-    return Beside(page_assets, name="rmqinspect-report-page", start=True)
+    return Beside(page_assets, cache_dir, name="rmqinspect-report-page", start=True)
