@@ -62,6 +62,7 @@ from ..formats.constants import (
     TransactionType,
 )
 from ..formats.consumequeue import CQ_STORE_UNIT_SIZE
+from ..formats.distinct import distinct
 from ..formats.properties import parse_properties
 from ..store import Store
 from ..store.broker_conf import BrokerConf
@@ -307,7 +308,7 @@ class TxnScan:
         commits = np.bincount(self.e_gid[e_ok & (e["type"] == TransactionType.COMMIT)], minlength=G)[:G]
         rollbacks = np.bincount(self.e_gid[e_ok & (e["type"] == TransactionType.ROLLBACK)], minlength=G)[:G]
         o_ok = np.ones(len(o["phys"]), dtype=bool) if cut is None else o["end"] <= cut
-        listed = np.unique(o["hqoff"][o_ok])
+        listed = distinct(o["hqoff"][o_ok])
         broker = (h["kind"] == 0) & alive
         hit = broker & (np.isin(h["qoff"], listed) | ((h["tpqo"] >= 0) & np.isin(h["tpqo"], listed)))
         has_op = np.bincount(gid[hit], minlength=G)[:G] > 0
@@ -359,12 +360,11 @@ class TxnScan:
 
     def summary(self) -> tuple[dict[str, int], list[TopicCount]]:
         """Transactions per state, and per real topic and state."""
-        import numpy as np
 
         total = {s.value: int((self.state == _CODE[s]).sum()) for s in STATES}
         rt = self.h["rtopic"][self.first]
         rows = []
-        for t in np.unique(rt).tolist():
+        for t in distinct(rt).tolist():
             m = rt == t
             rows.append(TopicCount(self.real_topic_names[t] if t >= 0 else "?",
                                    {s.value: int((self.state[m] == _CODE[s]).sum()) for s in STATES}))

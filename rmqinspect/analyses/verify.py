@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..formats.constants import RMQ_SYS_TRANS_HALF_TOPIC, TRANSACTION_MASK, TransactionType
+from ..formats.distinct import distinct
 from ..formats.properties import check_property_crc, crc32_trailer_value
 from ..store import Store
 from ..store.walk.kinds import Damage, DamageKind
@@ -880,7 +881,7 @@ class _CqJoin:
         if not recs.np_offset.size:
             return
         names = {v: k for k, v in recs.topics.items()}
-        flags = np.unique(recs.np_sysflag)
+        flags = distinct(recs.np_sysflag)
         disp = np.array([goes_to_consume_queue(int(s)) for s in flags], dtype=bool)
         key = (recs.np_topic.astype(np.int64) << 32) | (recs.np_qid.astype(np.int64) & 0xFFFFFFFF)
         ukeys, inv = np.unique(key, return_inverse=True)

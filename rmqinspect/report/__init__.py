@@ -15,13 +15,20 @@ INSTALL_HINT = "pip install 'rmqinspect[report]'"
 
 
 
-def require_plotly():
-    """The plotly module, or ReportDependencyError naming the extra that installs it."""
+def require_plotly() -> str:
+    """plotly's package directory, or ReportDependencyError naming the extra that installs it. Found, not imported:
+    the page reads plotly's files (``plotly_json``) and needs none of its code, and ``import plotly`` costs ~45 ms
+    (its __init__ reads its version through importlib.metadata) before the walk can start."""
+    from .plotly_json import plotly_package_dir
+
     try:
-        import plotly
-    except ImportError as e:
-        raise ReportDependencyError(f"report needs plotly, which is not installed ({e.msg}): {INSTALL_HINT}") from None
-    return plotly
+        where = plotly_package_dir()
+    except (ImportError, ValueError) as e:
+        raise ReportDependencyError(f"report needs plotly, which cannot be found ({e}): {INSTALL_HINT}") from None
+    if where is None:
+        raise ReportDependencyError(f"report needs plotly, which is not installed (No module named 'plotly'): "
+                                    f"{INSTALL_HINT}")
+    return where
 
 
 def plotly_cache_dir(environ) -> str | None:
@@ -36,20 +43,19 @@ def start_page_assets(cache_dir: str | None = None):
     """Begin making the page's parts that need no store data (plotly.js compressed, from ``cache_dir`` when it holds
     it, and plotly's templates) in a thread: call it before reading the stores and hand the result to
     ``render_html``."""
-    require_plotly()
     from .plotly_json import start_page_assets as start
 
-    return start(cache_dir)
+    return start(require_plotly(), cache_dir)
 
 
 def render_html(data, pending=None) -> str:
     """The report page for a ``ReportData``; ``pending`` is ``start_page_assets()``'s answer (made here, without the
     cache, when None)."""
-    require_plotly()
+    plotly_dir = require_plotly()
     from .html import render
     from .plotly_json import page_assets
 
-    return render(data, pending.result() if pending is not None else page_assets())
+    return render(data, pending.result() if pending is not None else page_assets(plotly_dir))
 
 
 __all__ = ["INSTALL_HINT", "ReportDependencyError", "plotly_cache_dir", "render_html", "require_plotly",

@@ -13,8 +13,6 @@ import datetime as dt
 import html
 import json
 
-import plotly
-
 from ..analyses.report_data import LAYOUT_KINDS, ReportData, StoreReport
 from .figures import (
     LABEL_CHARS,
@@ -84,7 +82,7 @@ def render(data: ReportData, assets: PageAssets) -> str:
     if data.replicas is not None:
         sections.insert(0, _replica_section(page, data.replicas))
     island = {"replicas": data.replicas, "rmqinspect_version": data.rmqinspect_version,
-              "plotly_version": plotly.__version__,
+              "plotly_version": assets.plotly_version,
               "command_line": data.command_line, "generated_at_ms": data.generated_at_ms,
               "generated_at": _iso(data.generated_at_ms), "stores": [store_data(r) for r in data.stores]}
     nav = "".join(f"<li><a href='#s{i}'>{_e(r.root)}</a></li>" for i, r in enumerate(data.stores))
@@ -98,7 +96,7 @@ def render(data: ReportData, assets: PageAssets) -> str:
             f"<title>rmqinspect report: {_e(', '.join(r.root for r in data.stores))}</title>"
             f"<style>{CSS}</style></head><body>"
             f"<header><h1>RocketMQ store post-mortem</h1><p class='meta'>rmqinspect {_e(data.rmqinspect_version)}"
-            f" · plotly {_e(plotly.__version__)} · {_e(when)}<br><code>{_e(data.command_line)}</code></p>"
+            f" · plotly {_e(assets.plotly_version)} · {_e(when)}<br><code>{_e(data.command_line)}</code></p>"
             f"<p id='chart-status' class='status'>Drawing the charts…</p><ul class='nav'>{nav}</ul></header>"
             f"<main>{''.join(sections)}</main>"
             f"<script type='application/json' id='rmqinspect-data'>{script_json(island)}</script>{figs}"

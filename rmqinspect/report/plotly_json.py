@@ -10,6 +10,7 @@ per-user cache, plotly_cache.py, and writes it there).
 from __future__ import annotations
 
 import json
+import os
 import pkgutil
 from dataclasses import dataclass
 
@@ -17,26 +18,74 @@ from .figures import DEFAULT_TEMPLATE, TEMPLATE
 from .plotly_cache import gzip_base64
 
 
-def plotly_js_gzip_base64(cache_dir: str | None = None) -> str:
+def plotly_package_dir() -> str | None:
+    """plotly's package directory as the import system finds it, without importing plotly (None: not installed,
+    or blocked by a None in sys.modules, as ``import plotly`` would say)."""
+    import importlib.util
+    import sys
+
+    if "plotly" in sys.modules and sys.modules["plotly"] is None:
+        return None
+    spec = importlib.util.find_spec("plotly")
+    where = spec.submodule_search_locations if spec is not None else None
+    return list(where)[0] if where else None
+
+
+def plotly_file(relpath: str, plotly_dir: str | None = None) -> bytes:
+    """One of plotly's package files (what ``pkgutil.get_data("plotly", relpath)`` reads), from ``plotly_dir``
+    (None: found here); a plotly not installed as files (a zip) is read through its loader."""
+    where = plotly_dir if plotly_dir is not None else plotly_package_dir()
+    if where is not None:
+        try:
+            with open(os.path.join(where, relpath), "rb") as f:
+                return f.read()
+        except OSError:
+            pass
+    data = pkgutil.get_data("plotly", relpath)
+    if data is None:
+        raise FileNotFoundError(f"plotly's package data has no {relpath}")
+    return data
+
+
+def plotly_version(plotly_dir: str | None = None) -> str:
+    """``plotly.__version__`` (importlib.metadata's version of the plotly distribution) from the METADATA of the one
+    plotly-*.dist-info beside the package; importlib.metadata itself (~20 ms to import) where that is not so."""
+    where = plotly_dir if plotly_dir is not None else plotly_package_dir()
+    if where is not None:
+        site = os.path.dirname(os.path.abspath(where))
+        try:
+            infos = [n for n in os.listdir(site) if n.lower().startswith("plotly-") and n.endswith(".dist-info")]
+        except OSError:
+            infos = []
+        if len(infos) == 1:
+            try:
+                with open(os.path.join(site, infos[0], "METADATA"), encoding="utf-8") as f:
+                    for line in f:
+                        if line.startswith("Version:"):
+                            return line.split(":", 1)[1].strip()
+                        if not line.strip():
+                            break  # the headers end: no Version
+            except OSError:
+                pass
+    import importlib.metadata
+
+    return importlib.metadata.version("plotly")
+
+
+def plotly_js_gzip_base64(cache_dir: str | None = None, plotly_dir: str | None = None) -> str:
     """plotly.js (what ``plotly.offline.get_plotlyjs`` reads), gzip-compressed (level 6, mtime 0: the same bytes
     every run) and base64-encoded; taken from the cache in ``cache_dir`` when it holds exactly that (None: no
     cache)."""
-    js = pkgutil.get_data("plotly", "package_data/plotly.min.js")
-    if js is None:
-        raise FileNotFoundError("plotly's package data has no plotly.min.js")
-    return gzip_base64(js, cache_dir)
+    return gzip_base64(plotly_file("package_data/plotly.min.js", plotly_dir), cache_dir)
 
 
-def plotly_template(name: str, validated: bool = True) -> dict:
+def plotly_template(name: str, validated: bool = True, plotly_dir: str | None = None) -> dict:
     """plotly's template ``name`` as a figure's JSON holds it: its data then its layout (plotly's Template sets them
     so), as the package data's file has them when plotly took the template as its default (unvalidated), else with
     their keys in the order plotly's objects set them (alphabetical, each
     trace's type last, and the trace types in the order of the template's Data class, which puts a type's longer
     names first: barpolar before bar, scatter3d before scatter)."""
-    raw = pkgutil.get_data("plotly", f"package_data/templates/{name}.json")
-    if raw is None:
-        raise FileNotFoundError(f"plotly's package data has no template {name}")
-    spec = json.loads(raw)
+    spec = json.loads(plotly_file(f"package_data/templates/{name}.json", plotly_dir))
     if not validated:
         return {"data": spec.get("data", {}), "layout": spec.get("layout", {})}
     data = {kind: [dict(_sorted({k: v for k, v in t.items() if k != "type"}), type=t["type"]) for t in traces]
@@ -84,6 +133,7 @@ class PageAssets:
     plotly_js_gzip_base64: str
     templates: dict[str, dict]
     orjson: object | None  # plotly.io writes figures with orjson when it is importable
+    plotly_version: str = ""
 
     def figure_json(self, fig: dict) -> str:
         """``fig`` (figures.py) as ``plotly.io.to_json(fig, validate=False)`` writes the figure: the template named
@@ -94,20 +144,32 @@ class PageAssets:
         return plotly_dumps(fig) if self.orjson is None else orjson_dumps(self.orjson, fig)
 
 
-def page_assets(cache_dir: str | None = None) -> PageAssets:
+def orjson_module():
+    """orjson, where it is installed (plotly.io then writes figures with it), else None."""
     try:
         import orjson
     except ImportError:
-        orjson = None
+        return None
+    return orjson
+
+
+def page_assets(plotly_dir: str | None = None, cache_dir: str | None = None, orjson=False) -> PageAssets:
+    """The page's parts from plotly's files in ``plotly_dir`` (None: found here); ``orjson``: ``orjson_module()``'s
+    answer where the caller has it (False: asked here)."""
+    if orjson is False:
+        orjson = orjson_module()
     # a figure made with a template has it validated (reordered); plotly gives one made without its default as is
-    templates = {TEMPLATE: plotly_template(TEMPLATE), DEFAULT_TEMPLATE: plotly_template(DEFAULT_TEMPLATE, False)}
-    return PageAssets(plotly_js_gzip_base64(cache_dir), templates, orjson)
+    templates = {TEMPLATE: plotly_template(TEMPLATE, plotly_dir=plotly_dir),
+                 DEFAULT_TEMPLATE: plotly_template(DEFAULT_TEMPLATE, False, plotly_dir)}
+    return PageAssets(plotly_js_gzip_base64(cache_dir, plotly_dir), templates, orjson, plotly_version(plotly_dir))
 
 
-def start_page_assets(cache_dir: str | None = None):
-    """``page_assets(cache_dir)`` made in a daemon thread from now (``parallel.Beside``: one that fails, or a
-    command that fails first, never holds up the exit); its ``result()`` waits for them and raises what the thread
-    raised."""
+def start_page_assets(plotly_dir: str | None = None, cache_dir: str | None = None):
+    """``page_assets`` made in a daemon thread from now (``parallel.Beside``: one that fails, or a command that fails
+    first, never holds up the exit); its ``result()`` waits for them and raises what the thread raised. Every import
+    happens here, before the thread: one importing while the walk forks its workers could leave them an import lock
+    held by a thread they do not have."""
     from ..store.walk.parallel import Beside
 
-    return Beside(page_assets, cache_dir, name="rmqinspect-report-page", start=True)
+    where = plotly_dir if plotly_dir is not None else plotly_package_dir()
+    return Beside(page_assets, where, cache_dir, orjson_module(), name="rmqinspect-report-page", start=True)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CorruptDataError, IndexGeometryError
 from ..formats.constants import DEFAULT_INDEX_MAX, DEFAULT_INDEX_SLOTS
+from ..formats.distinct import has_repeats
 from ..formats.indexfile import (
     HASH_SLOT_SIZE,
     INDEX_HEADER,
@@ -396,7 +397,7 @@ class _NumpyWords:
                 pl = p[linked]
                 if (items[pl, 0].astype(np.int64) % s != items[a:b, 0][linked].astype(np.int64) % s).any():
                     return False
-                if np.unique(pl).size != pl.size:
+                if has_repeats(pl):
                     return False
         table = w[:s]
         nz = used_slots_sample(table, sample)

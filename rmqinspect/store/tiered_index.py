@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import CorruptDataError, StoreNotFoundError
+from ..formats.distinct import has_repeats
 from ..formats.javahash import build_index_key, tiered_index_key_hash
 from ..formats.tiered_index import (
     BEGIN_MAGIC,
@@ -124,7 +125,7 @@ def _unsealed_consistent(buf, size: int, s: int, n: int, hash_slot_count: int) -
     linked = prev > 0
     if (h[prev[linked]] % s != h[1:][linked] % s).any():
         return False
-    if np.unique(prev[linked]).size != int(linked.sum()):
+    if has_repeats(prev[linked]):
         return False
     table = np.frombuffer(buf, dtype=UNSEALED_SLOT_DTYPE, count=s, offset=HEADER_SIZE)["item_index"].astype(np.int64)
     used = np.flatnonzero(table)
