@@ -212,7 +212,7 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
     bytes out of ``report_read_bytes(store)`` (the commit log, consume queues and index items, each counted once):
     the passes share that total in proportion to what each costs (``REPORT_PHASES``), each moving through its
     share as it reads. ``jobs``: worker processes of verify's walk (``store.walk.parallel.resolve_jobs``; the
-    recovery plan's scan of the newest files stays in this process: with workers it was slower here)."""
+    recovery plan's scan takes that walk's runs where they are its own and walks the rest in this process)."""
     cl = store.commitlog
     sizes = read_bytes(store)
     span = sizes["commitlog"]
@@ -288,14 +288,13 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
 
 
 class BesideTheWalk:
-    """The report's passes that need nothing verify's walk finds, in two threads beside it: ``plan_recovery`` (its
-    own scan from the start file, the consume queues, the index headers) in one; every queue's bounds (as ``cq
-    --all``) in the other (the index files' rows come after the walk, from the geometries verify proved). Most of
-    their time is the compiled scanner's, dispatch_fields' and numpy's, which run without the GIL, while verify's
-    workers leave a core part-idle; two threads, because the plan outlasts the walk and the bounds would otherwise
-    follow it. The plan is the object ``plan_recovery`` returns when run alone,
-    its scan in this process (``jobs=1``: no process is forked from a thread). ``reached``: the commit-log bytes
-    the plan's scan has passed, for the progress bar."""
+    """The report's passes beside verify's walk, in two threads: ``plan_recovery`` (the consume queues, its scan
+    from the start file taking the runs verify's walk hands over, ``walked``, where they are its own, the index
+    headers) in one; every queue's bounds (as ``cq --all``) in the other (the index files' rows come after the
+    walk, from the geometries verify proved). Two threads, because the plan follows the walk to its end and the
+    bounds would otherwise follow it. The plan is the object ``plan_recovery`` returns when run alone; what its
+    scan walks itself it walks in this process (``jobs=1``: no process is forked from a thread). ``reached``: the
+    commit-log bytes the plan's scan has passed, for the progress bar."""
 
     def __init__(self, store: Store, broker_version: BrokerVersion | None, min_offset: int,
                  walked: WalkedRuns | None = None):

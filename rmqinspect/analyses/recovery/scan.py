@@ -352,8 +352,8 @@ def scan_records(rec: Recovery, idx: int, on_run: OnRun, walked: WalkedRuns | No
 
     ``on_run`` takes each run of records that passed the check (``OnRun``): ``plan.scan_run`` over numpy arrays,
     or ``small.scan_run_rows`` over row tuples for a store small enough to need no numpy. ``walked``: runs another
-    walk checked with this scan's switches (``walked.WalkedRuns``), taken where they continue the scan, each
-    handed to ``on_walked`` instead; the scan walks the rest itself. It is closed when the scan ends."""
+    walk checked at least as strictly (``walked.WalkedRuns``), taken where they continue the scan, each handed to
+    ``on_walked`` instead; the scan walks the rest itself. It is closed when the scan ends."""
     try:
         return _scan_records(rec, idx, on_run, walked, on_walked)
     finally:
