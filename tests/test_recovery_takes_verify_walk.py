@@ -28,7 +28,7 @@ from support.recover_fixtures import BASE_TS, Fixture, Rec, build_store
 
 def _handed(root, jobs: int, max_records: int | None = None) -> WalkedRuns:
     """The runs verify's walk hands the report's plan, all of them waiting (the plan runs after the walk here)."""
-    handed = WalkedRuns(True, True) if max_records is None else WalkedRuns(True, True, max_records)
+    handed = WalkedRuns(True) if max_records is None else WalkedRuns(True, max_records)
     with Store.open(str(root)) as st:
         summary_beside_verify(st, None, True, traffic=TrafficTally(), jobs=jobs, walked=handed)
     return handed

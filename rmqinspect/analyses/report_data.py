@@ -233,8 +233,8 @@ def collect_store_report(store: Store, *, broker_version: BrokerVersion | None =
         width = shares["summary"] + shares["verify"] + shares["traffic"]
         tick(0, "report: verify and recovery")  # the summary and traffic are counted from verify's walk
         walked = [0]
-        # the plan's scan takes the runs of verify's walk (CRC checked, V2 as accept_v2) where they are its own
-        handed = WalkedRuns(True, accept_v2)
+        # the plan's scan takes the runs of verify's walk (CRC checked) where they are its own
+        handed = WalkedRuns(True)
         beside = BesideTheWalk(store, broker_version, cl.min_offset, handed)
 
         def both(done: int | None = None) -> None:

@@ -318,9 +318,6 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
     return _RunChecked(f.name, f.start, len(r), ts_hi, bad, oc, cols, list(topics), keys, item.end)
 
 
-
-
-
 class _FileName:
     """The two attributes of a commitlog file ``_StoreTimeOutliers.feed`` reads."""
 

@@ -50,7 +50,6 @@ class WalkedRun:
     v2: bool
     crc32_first: int
     crc32_last: int
-    file_name: str = ""
     # (index, properties, store timestamp) of each SCHEDULE_TOPIC_XXXX record with a DELAY: its tagsCode is the
     # delivery time the scan computes with its delay table
     schedule: list[tuple[int, dict, int]] | None = None
@@ -73,7 +72,7 @@ def walked_run(run: RecordRun, columns: tuple, topics: list[str]) -> WalkedRun:
     phys, size, qid, qoff, tids, sf = columns
     schedule, illegal = _schedule_records(buf, r, tids, topics)
     return WalkedRun(run.file.start, run.end, phys, size, qid, qoff, tids, sf, list(topics),
-                     bool((r["magic_version"] == 2).any()), first, last, run.file.name, schedule, illegal)
+                     bool((r["magic_version"] == 2).any()), first, last, schedule, illegal)
 
 
 def _schedule_records(buf, r: np.ndarray, tids: np.ndarray, topics: list[str]) -> tuple[list | None, bool]:
@@ -106,12 +105,13 @@ def _has_crc32_property(buf, r: np.ndarray, j: int) -> bool:
 
 class WalkedRuns:
     """The runs another walk hands over, in its order (``put``; ``finish`` when it ends), for the recovery's scan
-    in another thread (``runs_from``). ``check_crc`` / ``accept_v2``: the switches the other walk checked records
-    with; the scan takes its runs only when they are its own. Never blocks the handing side: once the scan has
-    stopped (``close``) runs are dropped, and past ``max_records`` waiting the handing stops for good."""
+    in another thread (``runs_from``). ``check_crc``: whether the other walk checked the body CRC (a run's V2 flag
+    says the rest: ``runs_from``); the scan takes its runs only when their check was at least as strict as its own.
+    Never blocks the handing side: once the scan has stopped (``close``) runs are dropped, and past ``max_records``
+    waiting the handing stops for good."""
 
-    def __init__(self, check_crc: bool, accept_v2: bool, max_records: int = MAX_WAITING_RECORDS):
-        self.check_crc, self.accept_v2 = check_crc, accept_v2
+    def __init__(self, check_crc: bool, max_records: int = MAX_WAITING_RECORDS):
+        self.check_crc = check_crc
         self.max_records = max_records
         self.runs: deque[WalkedRun] = deque()
         self.waiting = 0
