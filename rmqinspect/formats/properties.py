@@ -62,6 +62,11 @@ def parse_properties(raw: bytes | str) -> dict[str, str]:
     return parse_properties_checked(raw)[0]
 
 
+def parse_properties_at(buf, pos: int, length: int) -> dict[str, str]:
+    """``parse_properties`` of a record's properties where they lie in ``buf`` (a record without any: {})."""
+    return parse_properties(bytes(buf[pos:pos + length]) if length > 0 else b"")
+
+
 def properties_well_formed(raw: bytes | str) -> bool:
     """True when every non-empty piece has a name/value separator. Used to flag damage, not to parse."""
     return not raw or parse_properties_checked(raw)[1]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...formats.constants import PROPERTY_CRC32, PROPERTY_DELAY_TIME_LEVEL, RMQ_SYS_SCHEDULE_TOPIC
-from ...formats.properties import parse_properties
+from ...formats.properties import parse_properties_at
 from ...store.walk.records import RecordRun, crc32_trailer_records
 from ..dispatch_rules import DelayLevelError, DelayTable, dispatch_tags_code, goes_to_consume_queue
 from ..dispatcher import dispatch_fields, dispatch_topics, queue_groups
@@ -86,8 +86,7 @@ class RecordBatch:
         buf = self.buf
         for j in np.flatnonzero(np.isin(self.tid, sched)).tolist():
             r = self.records[j]
-            pp, pl = int(r["properties_pos"]), int(r["properties_len"])
-            props = parse_properties(bytes(buf[pp:pp + pl]) if pl > 0 else b"")
+            props = parse_properties_at(buf, int(r["properties_pos"]), int(r["properties_len"]))
             if PROPERTY_DELAY_TIME_LEVEL in props:
                 try:
                     self.codes[j], _ = dispatch_tags_code(RMQ_SYS_SCHEDULE_TOPIC, props, int(r["store_timestamp"]),
@@ -170,13 +169,15 @@ def dispatch_columns(c: QueueColumns, idx: np.ndarray, base: int, queue: Callabl
 
 def has_crc32_property(buf, records: np.ndarray) -> bool:
     """Whether a record carries the 5.2.0+ ``__CRC32#`` property: records with the broker's trailer
-    (``records.crc32_trailer_records``) are candidates, confirmed with ``parse_properties``."""
-    for j in crc32_trailer_records(buf, records).tolist():
-        pp, pl = int(records["properties_pos"][j]), int(records["properties_len"][j])
-        if pl > 0 and PROPERTY_CRC32 in parse_properties(bytes(buf[pp:pp + pl])):
-            return True
-    return False
+    (``records.crc32_trailer_records``) are candidates, each confirmed (``carries_crc32_property``)."""
+    return any(carries_crc32_property(buf, records, j) for j in crc32_trailer_records(buf, records).tolist())
+
+
+def carries_crc32_property(buf, records: np.ndarray, j: int) -> bool:
+    """Whether record ``j`` of ``records`` (RECORD_DTYPE, positions in ``buf``) has a ``__CRC32#`` property."""
+    return PROPERTY_CRC32 in parse_properties_at(buf, int(records["properties_pos"][j]),
+                                                 int(records["properties_len"][j]))
 
 
 __all__ = ["GOES_TO_CONSUME_QUEUE", "QueueColumns", "RecordBatch", "Redispatch", "SCHEDULE_TOPIC_BYTES",
-           "dispatch_columns", "has_crc32_property", "records_with_topic"]
+           "carries_crc32_property", "dispatch_columns", "has_crc32_property", "records_with_topic"]

@@ -20,7 +20,7 @@ from ...formats.constants import (
     RMQ_SYS_SCHEDULE_TOPIC,
 )
 from ...formats.consumequeue import CQ_ENTRY, CQ_STORE_UNIT_SIZE, mapped_cq_file_size
-from ...formats.properties import has_crc32_trailer, parse_properties
+from ...formats.properties import has_crc32_trailer, parse_properties_at
 from ...store import Store
 from ...store.consumequeue import ConsumeQueue, list_queues
 from ...store.detect import SEPARATE_ROCKSDB_CQ_DIRS
@@ -55,8 +55,7 @@ class _OverBudget(Exception):
 
 
 def _properties(buf, row: tuple) -> dict[str, str]:
-    pp, pl = row[_PROPERTIES_POS], row[_PROPERTIES_LEN]
-    return parse_properties(bytes(buf[pp:pp + pl]) if pl > 0 else b"")
+    return parse_properties_at(buf, row[_PROPERTIES_POS], row[_PROPERTIES_LEN])
 
 
 def scan_run_rows(rec: Recovery, scan: Scan, run: RecordRun, dispatch_all: bool, dispatch_from: int | None,

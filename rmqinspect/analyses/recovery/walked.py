@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ...formats.constants import PROPERTY_CRC32, PROPERTY_DELAY_TIME_LEVEL, RMQ_SYS_SCHEDULE_TOPIC
-from ...formats.properties import parse_properties
+from ...formats.constants import PROPERTY_DELAY_TIME_LEVEL, RMQ_SYS_SCHEDULE_TOPIC
+from ...formats.properties import parse_properties_at
 from ...store.walk.records import RecordRun, crc32_trailer_records
 
 if TYPE_CHECKING:  # numpy is not imported with the scan (``scan``: a small store's look-up runs without it)
@@ -63,11 +63,13 @@ def walked_run(run: RecordRun, columns: tuple, topics: list[str]) -> WalkedRun:
     """The ``WalkedRun`` of ``run``, in the walk's own process: ``columns`` are (physical offset, size, queue id,
     queue offset, topic id, sysFlag) per record as verify's check made them (shared, not copied: one pickled
     buffer each), ``topics`` the names its topic ids index."""
+    from .redispatch import carries_crc32_property  # numpy's: the walk's process has it, the scan's import not
+
     r = run.records
     buf = run.file.buffer
     cand = crc32_trailer_records(buf, r).tolist()
-    first = next((j for j in cand if _has_crc32_property(buf, r, j)), -1)
-    last = next((j for j in reversed(cand) if j >= first and _has_crc32_property(buf, r, j)), -1) \
+    first = next((j for j in cand if carries_crc32_property(buf, r, j)), -1)
+    last = next((j for j in reversed(cand) if j >= first and carries_crc32_property(buf, r, j)), -1) \
         if first >= 0 else -1
     phys, size, qid, qoff, tids, sf = columns
     schedule, illegal = _schedule_records(buf, r, tids, topics)
@@ -84,8 +86,7 @@ def _schedule_records(buf, r: np.ndarray, tids: np.ndarray, topics: list[str]) -
 
     out = []
     for j in (tids == topics.index(RMQ_SYS_SCHEDULE_TOPIC)).nonzero()[0].tolist():
-        pp, pl = int(r["properties_pos"][j]), int(r["properties_len"][j])
-        props = parse_properties(bytes(buf[pp:pp + pl]) if pl > 0 else b"")
+        props = parse_properties_at(buf, int(r["properties_pos"][j]), int(r["properties_len"][j]))
         if PROPERTY_DELAY_TIME_LEVEL not in props:
             continue
         ts = int(r["store_timestamp"][j])
@@ -95,12 +96,6 @@ def _schedule_records(buf, r: np.ndarray, tids: np.ndarray, topics: list[str]) -
             return None, True
         out.append((j, props, ts))
     return out, False
-
-
-def _has_crc32_property(buf, r: np.ndarray, j: int) -> bool:
-    # redispatch.has_crc32_property's confirmation of one candidate
-    pp, pl = int(r["properties_pos"][j]), int(r["properties_len"][j])
-    return pl > 0 and PROPERTY_CRC32 in parse_properties(bytes(buf[pp:pp + pl]))
 
 
 class WalkedRuns:
