@@ -378,11 +378,7 @@ def scan_walked_run(rec: Recovery, scan: Scan, run: WalkedRun, dispatch_all: boo
         # a prefix or a suffix holds a __CRC32# record exactly when its first or last one lies in it
         if not scan.saw_crc32_property and (a <= run.crc32_first < b or a <= run.crc32_last < b):
             scan.saw_crc32_property = True
-        scan.redispatch_count += b - a
-        if scan.redispatch_first is None:
-            scan.redispatch_first = int(phys[a])
-        scan.redispatch_last = int(phys[b - 1])
-        scan.last_dispatched_end = int(phys[b - 1]) + int(size[b - 1])
+        scan.dispatched(b - a, int(phys[a]), int(phys[b - 1]), int(phys[b - 1]) + int(size[b - 1]))
         if rec.dispatches:
             codes = np.zeros(n, dtype=np.int64)
             for j, props, ts in run.schedule or ():
@@ -393,10 +389,7 @@ def scan_walked_run(rec: Recovery, scan: Scan, run: WalkedRun, dispatch_all: boo
             if rec.combine is not None:
                 dispatch_columns(cols, wi, 0, rec.combine.queue, count=False)
     if n:
-        scan.saw_v2 = scan.saw_v2 or run.v2
-        scan.messages += n
-        scan.scanned_bytes += int(size.sum())
-        scan.truncate_offset = int(phys[-1]) + int(size[-1])
+        scan.passed(n, int(size.sum()), int(phys[-1]) + int(size[-1]), run.v2)
     return False
 
 
@@ -453,11 +446,8 @@ def scan_run(rec: Recovery, scan: Scan, run: RecordRun, dispatch_all: bool, disp
     k = len(recs) if stop_at is None else stop_at
     if k:
         done = recs[:k]
-        if not scan.saw_v2 and bool((done["magic_version"] == 2).any()):
-            scan.saw_v2 = True
-        scan.messages += k
-        scan.scanned_bytes += int(done["total_size"].sum())
-        scan.truncate_offset = base + int(done["position"][-1] + done["total_size"][-1])
+        scan.passed(k, int(done["total_size"].sum()), base + int(done["position"][-1] + done["total_size"][-1]),
+                    not scan.saw_v2 and bool((done["magic_version"] == 2).any()))
     if stop_at is not None:
         scan.truncate_offset = base + int(recs["position"][stop_at])
         return True
@@ -482,11 +472,8 @@ def count_redispatch(scan: Scan, base: int, buf, sent: np.ndarray) -> None:
     if not scan.saw_crc32_property and has_crc32_property(buf, sent):
         scan.saw_crc32_property = True
     first, last = sent[0], sent[-1]
-    scan.redispatch_count += len(sent)
-    if scan.redispatch_first is None:
-        scan.redispatch_first = int(first["position"]) + base
-    scan.redispatch_last = int(last["position"]) + base
-    scan.last_dispatched_end = int(last["position"]) + base + int(last["total_size"])
+    scan.dispatched(len(sent), int(first["position"]) + base, int(last["position"]) + base,
+                    int(last["position"]) + base + int(last["total_size"]))
 
 
 # ---------------------------------------------------------------------------------------------------

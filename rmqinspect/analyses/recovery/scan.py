@@ -343,6 +343,23 @@ class Scan:
     def stop(self, kind: str, reason: str, file: str, position: int) -> None:
         self.stop_kind, self.stop_reason, self.stop_file, self.stop_position = kind, reason, file, position
 
+    def dispatched(self, count: int, first: int, last: int, end: int) -> None:
+        """``count`` more records re-dispatched during the scan: the first at offset ``first``, the last at
+        ``last``, ending at ``end``."""
+        self.redispatch_count += count
+        if self.redispatch_first is None:
+            self.redispatch_first = first
+        self.redispatch_last = last
+        self.last_dispatched_end = end
+
+    def passed(self, count: int, nbytes: int, end: int, v2: bool) -> None:
+        """``count`` more records (``nbytes``) passed the check, the last ending at offset ``end``; ``v2``: one of
+        them is a V2 record (False may also mean: not looked at, one was seen before)."""
+        self.saw_v2 = self.saw_v2 or v2
+        self.messages += count
+        self.scanned_bytes += nbytes
+        self.truncate_offset = end
+
 
 def scan_records(rec: Recovery, idx: int, on_run: OnRun, walked: WalkedRuns | None = None,
                  on_walked: OnRun | None = None) -> Scan:

@@ -89,18 +89,12 @@ def scan_run_rows(rec: Recovery, scan: Scan, run: RecordRun, dispatch_all: bool,
                     and PROPERTY_CRC32 in _properties(buf, r)):
                 scan.saw_crc32_property = True
     if first is not None and last is not None:
-        scan.redispatch_count += sent
-        if scan.redispatch_first is None:
-            scan.redispatch_first = base + first[_POSITION]
-        scan.redispatch_last = base + last[_POSITION]
-        scan.last_dispatched_end = base + last[_POSITION] + last[_TOTAL_SIZE]
+        scan.dispatched(sent, base + first[_POSITION], base + last[_POSITION],
+                        base + last[_POSITION] + last[_TOTAL_SIZE])
     done = rows if stop_at is None else rows[:stop_at]
     if done:
-        if not scan.saw_v2 and any(r[_MAGIC_VERSION] == 2 for r in done):
-            scan.saw_v2 = True
-        scan.messages += len(done)
-        scan.scanned_bytes += sum(r[_TOTAL_SIZE] for r in done)
-        scan.truncate_offset = base + done[-1][_POSITION] + done[-1][_TOTAL_SIZE]
+        scan.passed(len(done), sum(r[_TOTAL_SIZE] for r in done), base + done[-1][_POSITION] + done[-1][_TOTAL_SIZE],
+                    not scan.saw_v2 and any(r[_MAGIC_VERSION] == 2 for r in done))
     if stop_at is not None:
         scan.truncate_offset = base + rows[stop_at][_POSITION]
         return True
