@@ -158,10 +158,11 @@ def page_assets(plotly_dir: str | None = None, cache_dir: str | None = None, orj
     answer where the caller has it (False: asked here)."""
     if orjson is False:
         orjson = orjson_module()
+    where = plotly_dir if plotly_dir is not None else plotly_package_dir()  # found once for its four reads
     # a figure made with a template has it validated (reordered); plotly gives one made without its default as is
-    templates = {TEMPLATE: plotly_template(TEMPLATE, plotly_dir=plotly_dir),
-                 DEFAULT_TEMPLATE: plotly_template(DEFAULT_TEMPLATE, False, plotly_dir)}
-    return PageAssets(plotly_js_gzip_base64(cache_dir, plotly_dir), templates, orjson, plotly_version(plotly_dir))
+    templates = {TEMPLATE: plotly_template(TEMPLATE, plotly_dir=where),
+                 DEFAULT_TEMPLATE: plotly_template(DEFAULT_TEMPLATE, False, where)}
+    return PageAssets(plotly_js_gzip_base64(cache_dir, where), templates, orjson, plotly_version(where))
 
 
 def start_page_assets(plotly_dir: str | None = None, cache_dir: str | None = None):
