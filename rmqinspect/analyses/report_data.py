@@ -38,7 +38,7 @@ from .recovery.walked import WalkedRun, WalkedRuns, walked_run
 from .rows import topic_ids
 from .summary import StoreSummary, count_named_run, count_run, summarize
 from .txn import TxnSection, report_section
-from .verify import VerifyReport, read_bytes, store_time_candidates, verify
+from .verify import RunColumns, VerifyReport, read_bytes, store_time_candidates, verify
 
 # bucket widths the traffic chart may use, in ms: the smallest that keeps the series within max_buckets
 BUCKET_STEPS_MS = (1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000,
@@ -589,19 +589,20 @@ class CountsAndTraffic:
     walked: WalkedRun | None = None  # the run for the recovery plan's scan, where verify's check made its columns
 
 
-def count_run_and_traffic(ev, named: tuple | None = None) -> CountsAndTraffic:
+def count_run_and_traffic(ev, named: RunColumns | None = None) -> CountsAndTraffic:
     """verify's tap for the report: ``count_run``'s counts of the run, and its ``TrafficRun``. The records kept
     apart are those ``store_time_candidates`` lists (outside the calendar, far from both neighbours, the first and
     last two, whose neighbours lie in other runs): every record verify flags ``store_time_outlier`` is one, and
-    the traffic leaves those out, which is known only after the walk. ``named``: the run's (topic ids, names) as
-    ``topic_ids`` numbers them, when verify's check already has them."""
+    the traffic leaves those out, which is known only after the walk. ``named``: what verify's check already made
+    of the run (its topic ids and names as ``topic_ids`` numbers them, the columns and __CRC32# trailers the
+    recovery plan's ``WalkedRun`` takes), or None."""
     r = ev.records
     if named is None:
         topics: dict[str, int] = {}
         tids = np.asarray(topic_ids(np.frombuffer(ev.file.buffer, dtype=np.uint8), ev.rows, topics), dtype=np.int64)
         names = list(topics)
     else:
-        tids, names = named[0].astype(np.int64), named[1]
+        tids, names = named.tids.astype(np.int64), named.topics
     ts = r["store_timestamp"].astype(np.int64)
     size = r["total_size"].astype(np.int64)
     pos = r["position"].astype(np.int64)
@@ -612,7 +613,7 @@ def count_run_and_traffic(ev, named: tuple | None = None) -> CountsAndTraffic:
     rows = np.stack([pos[held] + ev.base, ts[held], tids[held], size[held]], axis=1)
     kept = ~held
     uniq, counts, sums = run_cells(ts[kept], tids[kept], size[kept], 1_000)
-    walked = walked_run(ev, named[2], names) if named is not None and len(named) > 2 else None
+    walked = walked_run(ev, named.columns, names, named.crc32_trailers) if named is not None else None
     return CountsAndTraffic(count_named_run(ev, tids, names), TrafficRun(names, uniq, counts, sums, rows), walked)
 
 

@@ -23,6 +23,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -273,8 +274,10 @@ class _RunChecked:
     end: int = 0  # where the run ends in its file
 
 
-def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index: bool = False):
-    """``walk_batches``' converter for ``verify``: the per-run work that needs the file's bytes."""
+def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index: bool = False,
+               trailers: np.ndarray | None = None):
+    """``walk_batches``' converter for ``verify``: the per-run work that needs the file's bytes. ``trailers``: the
+    run's ``crc32_trailer_records`` where the caller has them."""
     r = item.records
     f = item.file
     buf = f.buffer
@@ -285,7 +288,7 @@ def _check_run(item, do_crc: bool, do_struct: bool, need_records: bool, do_index
         # 5.2.0+ __CRC32#: the last 20 bytes of the record are the trailer
         starts = r["position"]
         ends = starts + r["total_size"]
-        for j in crc32_trailer_records(buf, r).tolist():
+        for j in (crc32_trailer_records(buf, r) if trailers is None else trailers).tolist():
             end = int(ends[j])
             pos = int(starts[j])
             ok, stored, actual = check_property_crc(buf, pos, end - pos, crc32_trailer_value(buf, end))
@@ -362,14 +365,25 @@ def read_bytes(store: Store, checks=ALL_CHECKS) -> dict[str, int]:
 _WINDOW_BYTES = 128 << 20
 
 
-def _check_run_and(item, tap_convert, *args):
+class RunColumns(NamedTuple):
+    """What verify's check made of a run that another pass over it may take instead of making it again: the
+    records' topic ids and their names (``rows.topic_ids``' numbering), the record columns (physical offset, size,
+    queue id, queue offset, topic id, sysFlag: arrays it may hand on, pickled once) and the records with a
+    ``__CRC32#`` trailer (``crc32_trailer_records``; None where the CRC is not checked)."""
+
+    tids: np.ndarray
+    topics: list[str]
+    columns: tuple
+    crc32_trailers: np.ndarray | None
+
+
+def _check_run_and(item, tap_convert, do_crc: bool, *args):
     """``_check_run`` and another pass's converter over the same run, in the walk's own process. The converter
-    also gets the run's topic ids and names where the check numbered them (``rows.topic_ids``' numbering: the cq,
-    index and checkpoint checks), else None, so it need not number them again, and the check's record columns
-    (physical offset, size, queue id, queue offset, topic id, sysFlag): arrays it may hand on, pickled once."""
-    checked = _check_run(item, *args)
-    return checked, tap_convert(item, None if checked.cols is None else (checked.cols[4], checked.topics,
-                                                                         checked.cols))
+    also gets the check's ``RunColumns`` where the cq, index or checkpoint check made the columns, else None."""
+    trailers = crc32_trailer_records(item.file.buffer, item.records) if do_crc else None
+    checked = _check_run(item, do_crc, *args, trailers=trailers)
+    return checked, tap_convert(item, None if checked.cols is None else RunColumns(checked.cols[4], checked.topics,
+                                                                                  checked.cols, trailers))
 
 
 def _fed(item, feed):

@@ -59,15 +59,16 @@ class WalkedRun:
         return len(self.phys)
 
 
-def walked_run(run: RecordRun, columns: tuple, topics: list[str]) -> WalkedRun:
+def walked_run(run: RecordRun, columns: tuple, topics: list[str], trailers: np.ndarray | None = None) -> WalkedRun:
     """The ``WalkedRun`` of ``run``, in the walk's own process: ``columns`` are (physical offset, size, queue id,
     queue offset, topic id, sysFlag) per record as verify's check made them (shared, not copied: one pickled
-    buffer each), ``topics`` the names its topic ids index."""
+    buffer each), ``topics`` the names its topic ids index, ``trailers`` its ``crc32_trailer_records`` where the
+    check has them."""
     from .redispatch import carries_crc32_property  # numpy's: the walk's process has it, the scan's import not
 
     r = run.records
     buf = run.file.buffer
-    cand = crc32_trailer_records(buf, r).tolist()
+    cand = (crc32_trailer_records(buf, r) if trailers is None else trailers).tolist()
     first = next((j for j in cand if carries_crc32_property(buf, r, j)), -1)
     last = next((j for j in reversed(cand) if j >= first and carries_crc32_property(buf, r, j)), -1) \
         if first >= 0 else -1
