@@ -89,3 +89,37 @@ def test_cell_cap_coarsens_to_the_same_chart(tmp_path, walk, monkeypatch):
     folded, alone = _both(fx.root)
     assert folded == alone
     assert folded["bucket_ms"] >= 3_600_000 and folded["excluded"] == len(flipped)
+
+
+def _asdict_equal_and_unaliased(traffic) -> dict:
+    from dataclasses import asdict
+
+    d = traffic.to_dict()
+    assert d == asdict(traffic)
+    assert list(d) == list(asdict(traffic))  # the page's JSON keeps its key order
+    for series in ("messages", "bytes"):
+        for topic, counts in d[series].items():
+            assert counts is not getattr(traffic, series)[topic]  # the caller may change its copy
+    return d
+
+
+@pytest.mark.parametrize("scenario", ALL_SCENARIOS)
+def test_traffic_to_dict_is_asdicts_answer_on_oracle_stores(scenario):
+    with Store.open(str(require_oracle(scenario) / "store")) as st:
+        d = _asdict_equal_and_unaliased(store_traffic(st, [], top_topics=3, max_buckets=50))
+    assert d["records"] > 0
+
+
+def test_traffic_to_dict_is_asdicts_answer_on_any_counts():
+    from hypothesis import given
+    from hypothesis import strategies as hs
+
+    counts = hs.dictionaries(hs.text(max_size=8), hs.lists(hs.integers(0, 2**63), max_size=30), max_size=6)
+
+    @given(hs.one_of(hs.none(), hs.integers(0, 2**62)), hs.integers(1, 2**40), counts, counts,
+           hs.integers(0, 2**40), hs.integers(0, 2**40))
+    def check(start, bucket, messages, nbytes, records, excluded):
+        _asdict_equal_and_unaliased(report_data.Traffic(start, bucket, sorted(messages), messages, nbytes, records,
+                                                        excluded))
+
+    check()
