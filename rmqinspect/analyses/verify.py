@@ -34,12 +34,11 @@ from ..store import Store
 from ..store.walk.kinds import Damage, DamageKind
 from ..store.walk.records import crc32_trailer_records
 from ..store.walk.resync import BlankRecord, run_stats, walk_batches
+from .verify_checks import ALL_CHECKS
 
 # The consume-queue and index checks import their readers (consume queues, BatchCQ, RocksDB, index files, the
 # dispatcher's rules) when they run: `verify --checks crc,structure` is a walk of the commit log alone, and those
 # imports were ~15 ms of its start-up (a fresh process per command).
-
-ALL_CHECKS = ("structure", "crc", "cq", "index", "checkpoint")
 
 
 @dataclass

@@ -6,12 +6,9 @@ import sys
 
 import click
 
-from ..analyses.rows import RowFilter
-from ..analyses.summary import summarize
 from ..errors import EXIT_CORRUPT, EXIT_PROBLEMS, CorruptDataError
 from ..store import Store
 from ..store.walk.parallel import default_jobs
-from ..store.walk.records import Gap
 from ._params import (
     NON_NEGATIVE_LONG,
     OFFSET,
@@ -49,6 +46,8 @@ class MessageFilter:
     def __init__(self, topic=None, queue=None, key=None, tag=None, since=None, until=None, uniq_key=None):
         self.topic, self.queue, self.key, self.tag = topic, queue, key, tag
         self.uniq_key = uniq_key.upper() if uniq_key else uniq_key  # hex: msgid and UNIQ_KEY are case-blind
+        from ..analyses.rows import RowFilter  # the record readers: not at --help
+
         self.time = RowFilter(since=since, until=until)
 
     def message_ok(self, msg) -> bool:
@@ -135,6 +134,8 @@ def decode_commitlog(store, offset, count, from_, to, topic, queue, key, tag, un
     damage = []
     start = from_ if from_ is not None else cl.min_offset
     total = (to if to is not None else cl.end_offset) - start
+
+    from ..store.walk.records import Gap
 
     def on_damage(d) -> None:
         if isinstance(d, Gap):
@@ -256,6 +257,8 @@ def sys_flag_words(names: list[str]) -> str:
 def summary(store, fmt, broker_version, jobs):
     """File map, offsets, per-topic and per-queue counts, time range, checkpoint, abort file, and what the
     files say about the RocketMQ version that wrote them (4.x / 5.x evidence)."""
+    from ..analyses.summary import summarize  # imports numpy: not at --help
+
     st = Store.open(store, conf=broker_conf())
     cl = st.commitlog
     with progress(cl.end_offset - cl.min_offset, "scanning commitlog", fmt == "table") as advance:

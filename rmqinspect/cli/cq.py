@@ -5,16 +5,13 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from ..analyses.compare.cq_vs_commitlog import join_queue, queue_bounds
-from ..analyses.cq_fates import EntryFates, cq_recovery_plan
 from ..errors import EXIT_PROBLEMS, RmqInspectError, StoreNotFoundError
 from ..store import Store
-from ..store.batch import BatchConsumeQueue, list_batch_queues
 from ..store.consumequeue import ConsumeQueue, list_queues
-from ..store.rocksdb_cq import ConsumeQueues, served_kind
 from ._params import (
     CQ_FILE_SIZE,
     NON_NEGATIVE_LONG,
@@ -25,6 +22,9 @@ from ._params import (
     store_argument,
 )
 from .output import emit, format_option, handle_errors, ms_to_iso, nearest_topics, no_match, note, render, warn
+
+if TYPE_CHECKING:
+    from ..store.batch import BatchConsumeQueue
 
 COLUMNS = ("queue_offset", "physical_offset", "size", "tags_code")
 JOIN_COLUMNS = COLUMNS + ("store_time", "record", "problems")
@@ -85,6 +85,9 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, c
         _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt, broker_version,
                       None if cq_format == "auto" else cq_format)
         return
+    from ..store.batch import list_batch_queues  # numpy (BatchCQ, RocksDB): not at --help
+    from ..store.rocksdb_cq import ConsumeQueues
+
     d = _cq_dir(st, cq_dir)
     # BatchCQ topics (5.x queue.type=BatchCQ) keep their queues in batchconsumequeue/, beside consumequeue/
     batch = [] if cq_dir else list_batch_queues(st.root)
@@ -103,6 +106,11 @@ def cq(store, topic, queue_id, from_, count, join, all_, cq_dir, cq_file_size, c
 
 
 def _cq(st, d, queues, batch, topic, queue_id, from_, count, join, all_, cq_file_size, fmt, broker_version=None):
+    from ..analyses.compare.cq_vs_commitlog import join_queue, queue_bounds
+    from ..analyses.cq_fates import EntryFates
+    from ..store.batch import BatchConsumeQueue
+    from ..store.rocksdb_cq import served_kind
+
     if all_:
         try:
             clmin = st.commitlog.min_offset
@@ -226,6 +234,7 @@ def _no_entries(topic: str, queue_id: int, from_: int | None, queues=None):
 
 
 def _as_recovered(st, topic, queue_id, from_, count, all_, cq_file_size, fmt, version=None, kind=None) -> None:
+    from ..analyses.cq_fates import cq_recovery_plan
     from ..analyses.recovery.rocksdb import queue_entries_after_recovery
 
     plan = cq_recovery_plan(st, cq_file_size, version)

@@ -6,7 +6,6 @@ import sys
 
 import click
 
-from ..analyses.dledger import compare_peers
 from ..errors import EXIT_PROBLEMS
 from ..store import Store
 from ._params import broker_conf
@@ -30,6 +29,8 @@ def dledger_peers(stores, fmt):
     """
     if len(stores) < 2:
         raise click.UsageError("give at least two stores (peers of one DLedger group)")
+    from ..analyses.dledger import compare_peers  # imports numpy: not at --help
+
     opened = [Store.open(s, conf=broker_conf()) for s in stores]
     try:
         rep = compare_peers(opened, labels=list(stores))

@@ -6,7 +6,6 @@ import sys
 
 import click
 
-from ..analyses.rows import RowFilter
 from ..errors import EXIT_PROBLEMS, EngineUnavailableError
 from ._params import TIME, TIME_FORMS, broker_conf, jobs_option
 from .output import (
@@ -50,6 +49,8 @@ def export(stores, out, engine, master, with_body, topics, since, until, labels,
       rmqinspect export broker-a/store broker-b/store --out /data/msgs
       rmqinspect export /mnt/store --out /data/msgs --engine spark --master 'local[*]' --with-body
     """
+    from ..analyses.rows import RowFilter  # the record readers: not at --help
+
     flt = RowFilter(frozenset(topics) if topics else None, since, until)
     if labels and len(labels) != len(stores):
         raise click.UsageError(f"{len(labels)} --label for {len(stores)} stores")

@@ -8,8 +8,6 @@ import sys
 import click
 
 from ..analyses.offsets import lost_window
-from ..analyses.recovery import RecoveryOptions, plan_recovery
-from ..analyses.salvage import salvage
 from ..errors import EXIT_PROBLEMS, EXIT_USAGE
 from ..store import Store
 from ..store.layout import ensure_output_outside
@@ -33,6 +31,8 @@ mode_option = click.option("--mode", type=click.Choice(("auto", "normal", "abnor
 
 def _plan(store, broker_version, check_crc=None, index_safe=None, mode="auto", keep_redispatch=False,
           cq_file_size=None, jobs=None):
+    from ..analyses.recovery import RecoveryOptions, plan_recovery  # imports numpy: not at --help
+
     st = Store.open(store, conf=broker_conf())
     plan = plan_recovery(st, RecoveryOptions(version=broker_version, check_crc=check_crc, index_safe=index_safe,
                                              force_mode=None if mode == "auto" else mode,
@@ -304,6 +304,9 @@ def salvage_cmd(store, out_path, broker_version, body, max_body_bytes, jobs, fmt
     codes, keep candidates that are self-consistent (size bounds, stored physical offset, CRC, queue-offset
     monotonicity), classify each damaged region (torn tail, zero page, CRC mismatch, stale data, missing
     file). Never writes into STORE. Exit 1 when messages would be lost."""
+    from ..analyses.recovery import RecoveryOptions, plan_recovery  # imports numpy: not at --help
+    from ..analyses.salvage import salvage
+
     st = Store.open(store, conf=broker_conf())
     if out_path is not None:
         ensure_output_outside(st, out_path)

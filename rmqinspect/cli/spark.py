@@ -6,7 +6,6 @@ import sys
 
 import click
 
-from ..analyses.rows import RowFilter
 from ..errors import EXIT_PROBLEMS
 from ._params import NON_NEGATIVE_LONG, TIME, TIME_FORMS, broker_conf
 from .export import EngineUnavailableError
@@ -56,6 +55,7 @@ def spark_group() -> None:
 @handle_errors
 def stats_cmd(stores, master, labels, topics, since, until, fmt):
     """Per source, topic, queue and store hour: messages, bytes, store lag (store - born time) percentiles."""
+    from ..analyses.rows import RowFilter  # the record readers: not at --help
     from ..spark.jobs import stats
 
     rows = stats(spark_session(master), stores, labels=_labels(labels, stores),
@@ -81,6 +81,7 @@ def stats_cmd(stores, master, labels, topics, since, until, fmt):
 def find_cmd(stores, values, by, topics, master, labels, fmt):
     """Messages carrying a key (KEYS token), UNIQ_KEY (client msgId) or offsetMsgId, across every STORE.
     Exit 3 when nothing is found."""
+    from ..analyses.rows import RowFilter  # the record readers: not at --help
     from ..spark.jobs import FIND_COLUMNS, find
 
     rows = find(spark_session(master), stores, values, by=by, labels=_labels(labels, stores),

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..analyses.verify import ALL_CHECKS, read_bytes, verify
+from ..analyses.verify_checks import ALL_CHECKS
 from ..errors import EXIT_PROBLEMS
 from ..store import Store
 from ..store.walk.parallel import default_jobs
@@ -58,6 +58,8 @@ def verify_cmd(store, checks, max_errors, broker_version, index_slots, index_max
       rmqinspect verify STORE
       rmqinspect verify STORE --checks crc,structure --format ndjson
     """
+    from ..analyses.verify import read_bytes, verify  # imports numpy: not at --help
+
     st = Store.open(store, conf=broker_conf())
     # the bar's total: the bytes verify reads (commit log, consume queues, index items), each once
     total = sum(read_bytes(st, checks).values()) if fmt == "table" else 0
