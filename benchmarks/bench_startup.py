@@ -7,7 +7,8 @@ median of --repeat runs, and the baseline is the interpreter's own start (`pytho
 run, interleaved with the cases. Target: every case under 0.15 s.
 
 Cases: `--help`, `--version`, `msgid ID` (decoding only, no store), `index-lookup STORE --topic T --key K`
-(a single-key look-up with one hit on the sample store, its fate after restart included), as a table and as JSON.
+(a single-key look-up with one hit on the sample store, its fate after restart included), as a table and as JSON;
+with --every-help also `CMD --help` for every command (what a person types before the first run).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET_S = 0.15
 
 
-def cases(store: str, other: str | None) -> dict[str, tuple[list[str], str | None]]:
+def cases(store: str, other: str | None, every_help: bool = False) -> dict[str, tuple[list[str], str | None]]:
     """name -> (argv, PYTHONPATH): this checkout, and with --compare the same commands from another one."""
     cli = [sys.executable, "-m", "rmqinspect"]
     out: dict[str, tuple[list[str], str | None]] = {"python -c pass (baseline)": ([sys.executable, "-c", "pass"],
@@ -40,6 +41,11 @@ def cases(store: str, other: str | None) -> dict[str, tuple[list[str], str | Non
             "index-lookup (one key, json)" + tag: (cli + ["index-lookup", os.path.join(REPO, store), "--topic",
                                                           "OrderTopic", "--key", "ord-14", "--format", "json"], path),
         })
+        if every_help:
+            sys.path.insert(0, REPO)
+            from rmqinspect.cli.main import COMMANDS
+
+            out.update({f"{name} --help{tag}": (cli + [name, "--help"], path) for name in sorted(COMMANDS)})
     return out
 
 
@@ -61,8 +67,9 @@ def main() -> None:
     ap.add_argument("--store", default="tests/fixtures/sample-store")
     ap.add_argument("--compare", default=None, metavar="CHECKOUT",
                     help="Another checkout of rmqinspect (e.g. the commit before a change) run the same way.")
+    ap.add_argument("--every-help", action="store_true", help="Also every command's --help.")
     args = ap.parse_args()
-    todo = cases(args.store, args.compare)
+    todo = cases(args.store, args.compare, args.every_help)
     times: dict[str, list[float]] = {name: [] for name in todo}
     for argv, path in todo.values():  # warm the page cache and the .pyc files
         run_once(argv, path)
