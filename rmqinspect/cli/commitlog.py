@@ -44,10 +44,10 @@ class MessageFilter:
     """The walk filters of decode-commitlog."""
 
     def __init__(self, topic=None, queue=None, key=None, tag=None, since=None, until=None, uniq_key=None):
-        self.topic, self.queue, self.key, self.tag = topic, queue, key, tag
-        self.uniq_key = uniq_key.upper() if uniq_key else uniq_key  # hex: msgid and UNIQ_KEY are case-blind
         from ..analyses.rows import RowFilter  # the record readers: not at --help
 
+        self.topic, self.queue, self.key, self.tag = topic, queue, key, tag
+        self.uniq_key = uniq_key.upper() if uniq_key else uniq_key  # hex: msgid and UNIQ_KEY are case-blind
         self.time = RowFilter(since=since, until=until)
 
     def message_ok(self, msg) -> bool:

@@ -65,7 +65,8 @@ def rebuild_cmd(store, out, what, from_, to, cq_file_size, index_slots, index_ma
     Topics that are not valid RocketMQ topic names (or would escape the output directory) get no consume
     queue: they are reported and skipped. Index file names are derived from the data (beginTimestamp in UTC).
     """
-    from ..analyses.rebuild import PROBLEM_STOPS, dispatch_version, rebuild, record_around  # imports numpy: not at --help
+    # imports numpy: here, not when --help loads the command
+    from ..analyses.rebuild import PROBLEM_STOPS, dispatch_version, rebuild, record_around
 
     check_index_geometry(index_slots, index_max)
     parts = {p.strip() for p in what.split(",") if p.strip()}
