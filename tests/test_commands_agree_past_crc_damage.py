@@ -140,8 +140,8 @@ def test_index_lookup_as_recovered_drops_what_the_broker_will_not_return(tmp_pat
 def test_index_lookup_without_the_recovery_model_gives_no_fate(tmp_path, monkeypatch):
     """--no-fate skips the recovery model: the hit is listed, its fate and truncation mark are unknown (null), not
     "survives". The same when the model cannot run (a warning says so); --as-recovered needs the model."""
+    from rmqinspect.analyses.lookup import fates
     from rmqinspect.analyses.lookup.fates import RecoveryView
-    from rmqinspect.cli import lookup as cli_lookup
     from rmqinspect.errors import CorruptDataError
     from rmqinspect.fixtures.store import StoreWriter
     from support.msgstores import spec
@@ -162,7 +162,7 @@ def test_index_lookup_without_the_recovery_model_gives_no_fate(tmp_path, monkeyp
     def broken(store, cache=True) -> RecoveryView:
         raise CorruptDataError("checkpoint unreadable", "checkpoint")
 
-    monkeypatch.setattr(cli_lookup, "recovery_view", broken)
+    monkeypatch.setattr(fates, "recovery_view", broken)  # what the command asks when it runs
     r = run(*base)
     assert r.exit_code == 0 and "recovery not modelled" in r.stderr
     assert json.loads(r.stdout)["hits"][0]["fate"] is None

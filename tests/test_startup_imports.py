@@ -46,6 +46,9 @@ assert [i.geometry["source"] for i in svc.infos] == ["inferred"] * len(svc.infos
 print("\\nMODULES " + json.dumps(sorted(sys.modules)))
 """
 
+# what explain-missing and a look-up in RIP-82's index run: not for decoding an id, nor at --help
+LOOK_UP_RUNS = ("rmqinspect.analyses.lookup.explain", "rmqinspect.store.rip82")
+
 # the recovery's report side, which a look-up's fate (truncation offset, re-dispatch range) does not need
 REPORT_MODULES = ("rmqinspect.analyses.salvage", "rmqinspect.store.walk.resync", "rmqinspect.analyses.recovery.dledger",
                   "rmqinspect.analyses.verify", "rmqinspect.report", "rmqinspect.analyses.report_data")
@@ -68,7 +71,7 @@ def _loaded(mods: set[str], name: str) -> bool:
 def test_cheap_commands_import_no_numpy_construct_or_recovery(args):
     mods, out = _modules(CLI.format(args=args))
     assert out.strip()  # the command did run and print
-    for heavy in ("numpy", "construct", "rmqinspect.analyses.recovery", "pyarrow", "rocksdict"):
+    for heavy in ("numpy", "construct", "rmqinspect.analyses.recovery", "pyarrow", "rocksdict") + LOOK_UP_RUNS:
         assert not _loaded(mods, heavy), (args, heavy)
 
 
@@ -84,7 +87,8 @@ def test_every_commands_help_imports_no_numpy_construct_or_recovery(command):
     readers or analyses the command runs (numpy alone was ~70 ms of 0.16-0.2 s for nine commands)."""
     mods, out = _modules(CLI.format(args=[command, "--help"]))
     assert f"Usage: rmqinspect {command}" in out  # the help was printed, by this command
-    for heavy in ("numpy", "construct", "rmqinspect.analyses.recovery", "rmqinspect.store.walk.resync", "pyarrow"):
+    for heavy in ("numpy", "construct", "rmqinspect.analyses.recovery", "rmqinspect.store.walk.resync",
+                  "pyarrow", "rmqinspect.analyses.lookup.fates") + LOOK_UP_RUNS:
         assert not _loaded(mods, heavy), (command, heavy)
 
 

@@ -8,7 +8,6 @@ import click
 
 from ..errors import EXIT_PROBLEMS
 from ..store import Store
-from ..store.detect import detect_store
 from ._params import (
     CALENDAR_TIME,
     JAVA_INT_MAX,
@@ -53,6 +52,7 @@ def gc(store, dry_run, now, file_reserved_hours, delete_when, disk_ratio, disk_m
     import time as _time
 
     from ..analyses.gc import GcSettings, plan_gc
+    from ..store.detect import detect_store
     from ..store.rocksdb_cq import open_consume_queues
 
     zone = None

@@ -9,13 +9,9 @@ import string
 
 import click
 
-from ..analyses.lookup.explain import explain_missing
-from ..analyses.lookup.fates import mark_fates, recovery_view, reindexed_hits, restore_as_recovered
-from ..analyses.lookup.msgid import MsgIdReport, decode_msg_id, find_msg_id
 from ..analyses.lookup.query import DEFAULT_MAX_MSGS_NUM_BATCH, JAVA_LONG_MAX, IndexService, query_message
 from ..errors import RmqInspectError, StoreNotFoundError
 from ..store import Store
-from ..store.rip82 import RIP82_DIR, rip82_dir
 from ._params import (
     INDEX_MAX,
     INDEX_SLOTS,
@@ -63,6 +59,8 @@ def _max_batch(flag) -> int:
 
 
 def _recovery_view(st: Store, required: bool = False, version=None):
+    from ..analyses.lookup.fates import recovery_view
+
     try:
         return recovery_view(st) if version is None else recovery_view(st, version=version)
     except RmqInspectError as e:  # the fate is then unknown, the hits are still listed
@@ -146,6 +144,10 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
 
     Exit code 3 when no record carrying the key is found.
     """
+    # what each command of this module runs is imported when it runs: not when --help or another of them loads it
+    from ..analyses.lookup.fates import mark_fates, restore_as_recovered
+    from ..store.rip82 import rip82_dir
+
     key_needs_topic(key, topic, required=True)
     if as_recovered and no_fate:
         raise click.UsageError("--as-recovered needs the recovery model, which --no-fate turns off")
@@ -239,6 +241,8 @@ def index_lookup(ctx, store, key, topic, begin, end, max_num, explain, keep_coll
 def _carried_but_not_indexed(st: Store, topic: str, key: str, begin: int, end: int, version=None) -> list:
     """Records the restart model says the broker indexes on restart (``reindexed_hits``) that carry the key. A
     look-up that found nothing reads at most PENDING_SCAN_BYTES of them (`--as-recovered` reads them all)."""
+    from ..analyses.lookup.fates import recovery_view, reindexed_hits
+
     try:
         view = recovery_view(st, version=version)
     except RmqInspectError:
@@ -262,6 +266,7 @@ def _has_index_files(st: Store) -> bool:
 def _rip82_lookup(st: Store, topic: str, key: str, begin: int, end: int, max_num: int, fmt: str) -> None:
     """index-lookup answered from RIP-82's index column family (analyses.rip82)."""
     from ..analyses.rip82 import query_rip82_index
+    from ..store.rip82 import RIP82_DIR
 
     ans = query_rip82_index(st, topic, key, begin, end, max_num)
     if ans is None:
@@ -308,6 +313,8 @@ def msgid(ctx, args, store_opt, topic, as_recovered, index_dir, index_slots, ind
 
     Exit code 3 when a store is given and no record matches the id.
     """
+    from ..analyses.lookup.msgid import MsgIdReport, decode_msg_id, find_msg_id
+
     msg_id, store = _msgid_args(ctx, args, store_opt)
     msg_id = msg_id.strip().upper()  # hex: the broker writes upper case, a pasted id may not be
     interpretations = decode_msg_id(msg_id)
@@ -424,6 +431,8 @@ def explain_missing_cmd(store, key, uniq_key, msg_id, topic, begin, end, max_num
 
     Exit code 3 when the message is not on disk.
     """
+    from ..analyses.lookup.explain import explain_missing
+
     # message ids are hex: any case means the same id (the broker writes upper case)
     uniq_key, msg_id = (uniq_key.upper() if uniq_key else uniq_key), (msg_id.upper() if msg_id else msg_id)
     given = [(k, v) for k, v in (("key", key), ("uniq_key", uniq_key), ("msg_id", msg_id)) if v]

@@ -9,7 +9,6 @@ import click
 
 from ..errors import EXIT_PROBLEMS, StoreNotFoundError
 from ..store import Store
-from ..store.rip82 import RIP82_DIR, rip82_dir
 from ._params import POSITIVE_INT, TIME, TIME_FORMS, broker_conf, broker_version_option, store_argument
 from .output import emit, format_option, handle_errors, ms_to_iso, no_match, print_kv, render, topic_names, warn
 
@@ -36,6 +35,7 @@ def timers(store, topic, due_before, pending, precision_ms, rip82, broker_versio
     timerwheel and config/timercheck.
     """
     from ..analyses.timers import list_timers
+    from ..store.rip82 import rip82_dir
 
     st = Store.open(store, conf=broker_conf())
     if rip82 or (not os.path.isdir(os.path.join(st.root, "timerlog")) and rip82_dir(st.root) is not None):
@@ -82,6 +82,7 @@ def timers(store, topic, due_before, pending, precision_ms, rip82, broker_versio
 def _rip82_timers(st, due_before, fmt) -> None:
     """Pending timers from RIP-82's timer column family (analyses.rip82), checked against the commit log."""
     from ..analyses.rip82 import pending_rip82_timers
+    from ..store.rip82 import RIP82_DIR
     from .output import note
 
     got = pending_rip82_timers(st)
