@@ -360,7 +360,6 @@ class TxnScan:
 
     def summary(self) -> tuple[dict[str, int], list[TopicCount]]:
         """Transactions per state, and per real topic and state."""
-
         total = {s.value: int((self.state == _CODE[s]).sum()) for s in STATES}
         rt = self.h["rtopic"][self.first]
         rows = []
